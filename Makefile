@@ -1,0 +1,36 @@
+# b10x-harness. `make test` is the test command CI runs (.ci/run); it must
+# fail when anything fails. `make demo` is the main job on a fresh machine.
+
+export CGO_ENABLED := 0
+GO ?= go
+BIN := bin/b10x-harness
+
+.PHONY: all build test hosttest lint vmtest demo bench clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -o $(BIN) ./cmd/b10x-harness
+
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+hosttest: lint build
+	$(GO) test -count=1 ./...
+
+test: hosttest vmtest
+
+# vmtest boots the VM shapes (see vmtest/README.md); it installs qemu and
+# fetches Debian's kernel itself when they are missing.
+vmtest:
+	$(GO) run ./vmtest -shapes all
+
+demo: build
+	./scripts/demo.sh
+
+bench: build
+	./bench/search.sh
+
+clean:
+	rm -rf bin

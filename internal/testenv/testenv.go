@@ -1,0 +1,53 @@
+// Package testenv tells a test which host shape it runs on and lets it skip
+// only where the shape says a feature is legitimately absent.
+//
+// A shape is one of the named host configurations the vmtest suite boots
+// (see vmtest/). Outside a VM the shape is "host". The guest init sets
+// B10X_SHAPE for every test binary it runs.
+//
+// The rule the project follows: a test never skips because something is
+// missing on the machine it is meant for. Require fails the test when the
+// current shape is expected to have the feature, and skips (saying why) only
+// when the shape is declared to lack it.
+package testenv
+
+import (
+	"os"
+	"slices"
+	"testing"
+)
+
+// Shape names. Each is a named configuration of vmtest, except ShapeHost.
+const (
+	ShapeHost       = "host"        // this development machine, no VM
+	ShapeDebian61   = "debian-6.1"  // Debian 12 kernel, pure cgroup v2, Landlock ABI 2
+	ShapeNoLandlock = "no-landlock" // same kernel, lsm= without landlock
+	ShapeNoUserns   = "no-userns"   // same kernel, namespace creation disabled
+	ShapeCgroupV1   = "cgroup-v1"   // same kernel, cgroup v1 hierarchies only
+)
+
+// Shape reports the current shape: $B10X_SHAPE, or ShapeHost when unset.
+func Shape() string {
+	if s := os.Getenv("B10X_SHAPE"); s != "" {
+		return s
+	}
+	return ShapeHost
+}
+
+// InVM reports whether the test runs inside a vmtest guest.
+func InVM() bool { return Shape() != ShapeHost }
+
+// Require checks that a feature is present. When present it returns. When
+// absent, it skips with the reason only if the current shape is one of
+// lackingIn (the shapes declared not to have the feature); on any other shape
+// it fails the test, because the feature should have been there.
+func Require(t testing.TB, present bool, feature string, lackingIn ...string) {
+	t.Helper()
+	if present {
+		return
+	}
+	if slices.Contains(lackingIn, Shape()) {
+		t.Skipf("%s: not available in shape %q (declared absent there)", feature, Shape())
+	}
+	t.Fatalf("%s: missing in shape %q, where it is expected", feature, Shape())
+}
