@@ -1,0 +1,53 @@
+package tools
+
+import "fmt"
+
+// Reason is the closed set of reason codes for an outcome that is not a
+// plain success. Every layer uses these and no others.
+type Reason string
+
+// The reason codes.
+const (
+	ReasonUnpublished       Reason = "unpublished"
+	ReasonInvalidArgument   Reason = "invalid_argument"
+	ReasonDeniedPath        Reason = "denied_path"
+	ReasonProgramNotAllowed Reason = "program_not_allowed"
+	ReasonHookBlocked       Reason = "hook_blocked"
+	ReasonApprovalRejected  Reason = "approval_rejected"
+	ReasonBudgetExhausted   Reason = "budget_exhausted"
+	ReasonOversizedResult   Reason = "oversized_result"
+	ReasonTimeout           Reason = "timeout"
+	ReasonToolError         Reason = "tool_error"
+)
+
+// Reasons lists every reason code, in a stable order.
+var Reasons = []Reason{
+	ReasonUnpublished, ReasonInvalidArgument, ReasonDeniedPath, ReasonProgramNotAllowed,
+	ReasonHookBlocked, ReasonApprovalRejected, ReasonBudgetExhausted, ReasonOversizedResult,
+	ReasonTimeout, ReasonToolError,
+}
+
+// Error is an error meant for a model and a record at once. Public is the
+// message the model sees: it must not leak internals (host paths outside the
+// workspace, environment, kernel details beyond the refusal). Cause is the
+// internal error, written to the record only.
+type Error struct {
+	Reason Reason
+	Public string
+	Cause  error
+}
+
+func (e *Error) Error() string {
+	if e.Cause != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Reason, e.Public, e.Cause)
+	}
+	return fmt.Sprintf("%s: %s", e.Reason, e.Public)
+}
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+// Errorf returns an *Error with a public message built from format and args.
+// Do not format internal details into it; pass them as cause.
+func Errorf(reason Reason, cause error, format string, args ...any) *Error {
+	return &Error{Reason: reason, Public: fmt.Sprintf(format, args...), Cause: cause}
+}
