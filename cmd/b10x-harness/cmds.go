@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/surface"
+)
+
+type toolsCmd struct {
+	policyFlags
+	Surface string `default:"flat" enum:"flat,verbs" help:"The shape the model sees: flat (one tool per entry) or verbs (tool_search, tool_describe, tool_invoke)."`
+	JSON    bool   `help:"Print the exact tool definitions as JSON."`
+}
+
+func (c *toolsCmd) Run(e *env) error {
+	kind, _ := surface.ParseKind(c.Surface)
+	s, err := openSession(&c.policyFlags, "tools", kind, e)
+	if err != nil {
+		return err
+	}
+	defer s.end("completed")
+	sf, err := surface.New(kind, s.gate, surface.Options{SilentScope: c.ScopeAnnounce == "silent"})
+	if err != nil {
+		return usageError{err}
+	}
+	defs := sf.Definitions()
+	if c.JSON {
+		if defs == nil {
+			defs = []surface.Def{}
+		}
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(defs)
+	}
+	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "SURFACE %s — what the model sees:\n", kind)
+	for _, d := range defs {
+		first, _, _ := strings.Cut(d.Description, "\n")
+		risk := ""
+		if en, ok := gate.Lookup(d.Name); ok {
+			risk = en.Operation + ", risk " + en.Risk.String()
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%s\n", d.Name, risk, first)
+	}
+	w.Flush()
+	un := s.gate.Unpublished()
+	if len(un) > 0 {
+		fmt.Fprintln(e.stdout, "\nNot published:")
+		names := make([]string, 0, len(un))
+		for n := range un {
+			names = append(names, n)
+		}
+		sort.Slice(names, func(i, j int) bool { return catalogueIndex(names[i]) < catalogueIndex(names[j]) })
+		for _, n := range names {
+			fmt.Fprintf(e.stdout, "  %s: %s\n", n, un[n])
+		}
+	}
+	return nil
+}
+
+func catalogueIndex(name string) int {
+	for i, e := range gate.Catalogue {
+		if e.Name == name {
+			return i
+		}
+	}
+	return len(gate.Catalogue)
+}
+
+type callCmd struct {
+	policyFlags
+	Surface string `default:"flat" enum:"flat,verbs" help:"The shape the call arrives in; with verbs, TOOL is tool_search, tool_describe or tool_invoke."`
+	Tool    string `arg:"" help:"The tool to call."`
+	Args    string `arg:"" optional:"" help:"The arguments as a JSON object, or - to read them from stdin." placeholder:"ARGS_JSON"`
+}
+
+func (c *callCmd) Run(e *env) error {
+	raw := []byte(c.Args)
+	if c.Args == "-" {
+		b, err := io.ReadAll(io.LimitReader(e.stdin, 64<<20))
+		if err != nil {
+			return usagef("reading arguments from stdin: %v", err)
+		}
+		raw = b
+	}
+	if len(strings.TrimSpace(string(raw))) == 0 {
+		raw = []byte("{}")
+	}
+	kind, _ := surface.ParseKind(c.Surface)
+	s, err := openSession(&c.policyFlags, "call", kind, e)
+	if err != nil {
+		return err
+	}
+	sf, err := surface.New(kind, s.gate, surface.Options{SilentScope: c.ScopeAnnounce == "silent"})
+	if err != nil {
+		s.end("error")
+		return usageError{err}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	out := sf.Dispatch(ctx, c.Tool, json.RawMessage(raw))
+	s.end("completed")
+	enc := json.NewEncoder(e.stdout)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	switch out.Status {
+	case gate.Executed:
+		return nil
+	case gate.Refused:
+		return exitError{exitRefused}
+	}
+	return exitError{exitFailed}
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// byteSize is a size flag: a plain number of bytes or a number with a
+// suffix: K, KB, KiB, M, MB, MiB, G, GB, GiB (all binary multiples).
+type byteSize int64
+
+func parseByteSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	lower := strings.ToLower(t)
+	for _, suf := range []struct {
+		s string
+		m int64
+	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"b", 1}} {
+		if strings.HasSuffix(lower, suf.s) {
+			mult = suf.m
+			t = t[:len(t)-len(suf.s)]
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(t), 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("invalid size %q: want a number of bytes, optionally with KiB, MiB or GiB", s)
+	}
+	return n * mult, nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler for kong.
+func (b *byteSize) UnmarshalText(text []byte) error {
+	n, err := parseByteSize(string(text))
+	if err != nil {
+		return err
+	}
+	*b = byteSize(n)
+	return nil
+}
+
+// policyFlags are shared by every subcommand that builds a policy.
+type policyFlags struct {
+	Workspace     string        `default:"." help:"The workspace root: the only place tools read and write." type:"path"`
+	Record        string        `help:"Write the run record (JSON Lines) to this file." placeholder:"FILE"`
+	MaxResult     byteSize      `default:"256KiB" help:"Largest tool result returned to the model; a larger one is a failed outcome, never cut silently."`
+	Confine       string        `default:"auto" enum:"strict,auto,off" help:"Kernel confinement: strict (every layer or refuse to start), auto (what the host offers), off (only the read tools)."`
+	ApproveUpTo   string        `default:"low" enum:"low,medium,high" help:"Highest risk that runs unattended."`
+	Approve       string        `default:"auto" enum:"auto,prompt,deny,all" help:"Who decides calls above the ceiling: auto (ask on /dev/tty when there is one, else deny), prompt (require a terminal), deny, all."`
+	Yes           bool          `help:"Approve every call that asks (the same as --approve all): declares that no person is watching."`
+	WriteScope    []string      `help:"Restrict writes: GLOB=allowed|partial-only|denied; ordered, first match wins." placeholder:"RULE"`
+	ScopeAnnounce string        `default:"stated" enum:"stated,silent" help:"Tell the model the write-scope rules (stated) or keep them silent."`
+	Hook          []string      `help:"A pre-call program (argv, no shell): exit 0 continues, 2 blocks with its stderr, anything else blocks." placeholder:"PROGRAM"`
+	HookTimeout   time.Duration `default:"10s" help:"How long a hook may take before it blocks the call."`
+	MaxCalls      int           `help:"Calls allowed in the run; past it every call is budget_exhausted (0: unlimited)."`
+	AllowProgram  []string      `help:"A program the run tool may start as argv[0] (name resolved through PATH at start, or an absolute path); repeatable." placeholder:"PROGRAM"`
+	limitFlags
+}
+
+// limitFlags are shared by the run tool and exec.
+type limitFlags struct {
+	Timeout    time.Duration `help:"Wall-clock limit per run call (default 2m for the tool, 10m for exec)."`
+	MemoryMax  byteSize      `default:"2GiB" help:"memory.max of each run call's cgroup."`
+	PidsMax    int64         `default:"512" help:"pids.max of each run call's cgroup."`
+	CPUMax     float64       `help:"CPUs each run call may use (cpu.max), e.g. 1.5; 0: unlimited."`
+	Net        string        `default:"none" enum:"none,host" help:"Network for run calls: none (an empty network namespace) or host."`
+	AllowRead  []string      `help:"An extra path run calls may read." placeholder:"PATH"`
+	AllowWrite []string      `help:"An extra path run calls may write." placeholder:"PATH"`
+	PassEnv    []string      `help:"An environment variable passed to run calls; repeatable." placeholder:"NAME"`
+	MaxOutput  byteSize      `default:"64KiB" help:"Cap on each of stdout and stderr of a run call (head and tail kept)."`
+}

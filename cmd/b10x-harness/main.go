@@ -1,0 +1,122 @@
+// Command b10x-harness is a sandboxed executor: a model or a CI job acts on a
+// workspace through seven tools, and every capability it is shown is one the
+// kernel confines. See README.md.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/b10x/harness/internal/reexec"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// Exit statuses shared by every subcommand.
+const (
+	exitOK      = 0
+	exitFailed  = 1 // the call ran and failed (call), or the command failed
+	exitUsage   = 2 // usage or configuration error; nothing was done
+	exitRefused = 3 // the gate refused the call (call)
+)
+
+// usageError is a configuration or usage error: exit status 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// exitError carries a specific exit status out of a subcommand.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+type cli struct {
+	Tools  toolsCmd  `cmd:"" help:"Show the tools a model would be given, without contacting any provider."`
+	Call   callCmd   `cmd:"" help:"Pass one tool call through the gate and print its outcome as JSON."`
+	Doctor doctorCmd `cmd:"" help:"Explain which confinement layers this host offers and what each --confine mode would publish."`
+	Exec   execCmd   `cmd:"" help:"Run one command under the same confinement as the run tool (for CI steps)."`
+	Record recordCmd `cmd:"" help:"Read a run record."`
+
+	Version kong.VersionFlag `help:"Print the version and exit."`
+}
+
+// env is what a subcommand gets from main: its streams.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+func main() {
+	reexec.Init()
+	os.Exit(realMain(os.Args[1:], env{os.Stdin, os.Stdout, os.Stderr}))
+}
+
+// realMain parses args and runs a subcommand; it returns the exit status.
+// Errors are one line on stderr, never a panic or a stack trace.
+func realMain(args []string, e env) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(e.stderr, "b10x-harness: internal error: %v\n", r)
+			code = 70
+		}
+	}()
+	var c cli
+	exited := -1
+	parser, err := kong.New(&c,
+		kong.Name("b10x-harness"),
+		kong.Description("A Linux-native sandboxed executor for model and CI tool calls."),
+		kong.Vars{"version": version},
+		kong.Writers(e.stdout, e.stderr),
+		kong.Exit(func(c int) { exited = c; panic(kongExit{}) }),
+		kong.Bind(&e),
+	)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "b10x-harness: bug: %v\n", err)
+		return 70
+	}
+	kctx, perr := parseArgs(parser, args, &exited)
+	if exited >= 0 {
+		return exited
+	}
+	if perr != nil {
+		fmt.Fprintf(e.stderr, "b10x-harness: %v\n", perr)
+		return exitUsage
+	}
+	if err := kctx.Run(&e); err != nil {
+		var ee exitError
+		if errors.As(err, &ee) {
+			return ee.code
+		}
+		fmt.Fprintf(e.stderr, "b10x-harness: %v\n", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			return exitUsage
+		}
+		return exitFailed
+	}
+	return exitOK
+}
+
+type kongExit struct{}
+
+// parseArgs runs kong's parser, turning its exit hook (help, version) into a
+// return instead of a process exit.
+func parseArgs(p *kong.Kong, args []string, exited *int) (kctx *kong.Context, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(kongExit); !ok {
+				panic(r)
+			}
+			kctx, err = nil, nil
+		}
+	}()
+	return p.Parse(args)
+}

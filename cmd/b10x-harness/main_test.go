@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/b10x/harness/internal/reexec"
+)
+
+// TestMain lets the test binary act as b10x-harness itself: with
+// B10X_TEST_MAIN=1 it runs the real main. Tests start it as a subprocess, so
+// the harness may confine its own process without confining the test.
+func TestMain(m *testing.M) {
+	reexec.Init()
+	if os.Getenv("B10X_TEST_MAIN") == "1" {
+		os.Exit(realMain(os.Args[1:], env{os.Stdin, os.Stdout, os.Stderr}))
+	}
+	os.Exit(m.Run())
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// harness runs the CLI as a subprocess with args, in dir, with stdin.
+func harness(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1")
+	cmd.Stdin = strings.NewReader(stdin)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running harness: %v", err)
+	}
+	if strings.Contains(se.String(), "goroutine ") || strings.Contains(se.String(), "panic:") {
+		t.Fatalf("a stack trace reached the user:\n%s", se.String())
+	}
+	return result{code, so.String(), se.String()}
+}
+
+// outcome decodes a call's stdout.
+func outcome(t *testing.T, r result) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+		t.Fatalf("call printed no JSON outcome (exit %d): %v\nstdout: %s\nstderr: %s", r.code, err, r.stdout, r.stderr)
+	}
+	return m
+}
+
+// readRecord parses a run record file.
+func readRecord(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []map[string]any
+	for i, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var m map[string]any
+		if err := json.Unmarshal(l, &m); err != nil {
+			t.Fatalf("record line %d: %v: %s", i+1, err, l)
+		}
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+// sampleWorkspace builds a workspace with an outside secret next to it.
+func sampleWorkspace(t *testing.T) (ws, outside string) {
+	t.Helper()
+	dir := t.TempDir()
+	ws = filepath.Join(dir, "data")
+	outside = filepath.Join(dir, "data-archived")
+	for _, d := range []string{ws, filepath.Join(ws, "sub"), outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hello\nworld\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(outside, "x"), []byte("OUTSIDE-SECRET\n"), 0o644))
+	must(t, os.Symlink("../data-archived/x", filepath.Join(ws, "link-out")))
+	return ws, outside
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/surface"
+	"github.com/b10x/harness/tools"
+)
+
+// session is one policy made real: an open workspace, the confinement the
+// host holds, a gate and its record.
+type session struct {
+	ws      *tools.Workspace
+	gate    *gate.Gate
+	rec     *gate.Recorder
+	recFile *os.File
+	closers []func()
+	start   time.Time
+	notes   []string // said once on stderr at start
+}
+
+func (s *session) Close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	s.closers = nil
+}
+
+// runStart is the record's first line.
+type runStart struct {
+	Event       string            `json:"event"`
+	Time        time.Time         `json:"time"`
+	Version     string            `json:"version"`
+	Command     string            `json:"command"`
+	Workspace   string            `json:"workspace"`
+	Surface     string            `json:"surface,omitempty"`
+	Confinement any               `json:"confinement"`
+	Published   []publishedEntry  `json:"published"`
+	Unpublished map[string]string `json:"unpublished"`
+	Policy      policyRecord      `json:"policy"`
+}
+
+type publishedEntry struct {
+	Name      string `json:"name"`
+	Operation string `json:"operation"`
+	Risk      string `json:"risk"`
+}
+
+type policyRecord struct {
+	ApproveUpTo   string   `json:"approve_up_to"`
+	Approver      string   `json:"approver"`
+	WriteScope    []string `json:"write_scope,omitempty"`
+	ScopeAnnounce string   `json:"scope_announce"`
+	Hooks         []string `json:"hooks,omitempty"`
+	MaxResult     int      `json:"max_result"`
+	MaxCalls      int      `json:"max_calls,omitempty"`
+	Programs      []string `json:"programs,omitempty"`
+}
+
+// runEnd is the record's last line.
+type runEnd struct {
+	Event   string    `json:"event"`
+	Time    time.Time `json:"time"`
+	EndedBy string    `json:"ended_by"`
+}
+
+// openSession turns policy flags into a gate. command names the
+// subcommand for the record.
+func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*session, error) {
+	s := &session{start: time.Now()}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close()
+		}
+	}()
+
+	ceiling, err := gate.ParseRisk(p.ApproveUpTo)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	var rules []gate.ScopeRule
+	for _, r := range p.WriteScope {
+		rule, err := gate.ParseScopeRule(r)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		rules = append(rules, rule)
+	}
+	var hooks []gate.Hook
+	for _, h := range p.Hook {
+		hook, err := gate.ParseHook(h)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		hook.Timeout = p.HookTimeout
+		hooks = append(hooks, hook)
+	}
+	if p.MaxCalls < 0 {
+		return nil, usagef("--max-calls %d: must not be negative", p.MaxCalls)
+	}
+	if p.MaxResult <= 0 {
+		return nil, usagef("--max-result must be positive")
+	}
+
+	ws, err := tools.OpenWorkspace(p.Workspace)
+	if err != nil {
+		return nil, usagef("--workspace %s: %v", p.Workspace, err)
+	}
+	s.ws = ws
+	s.closers = append(s.closers, func() { ws.Close() })
+
+	approver, note, err := chooseApprover(p, ceiling, e)
+	if err != nil {
+		return nil, err
+	}
+	if note != "" {
+		s.notes = append(s.notes, note)
+	}
+
+	conf, err := confineSession(p, ws, s)
+	if err != nil {
+		return nil, err
+	}
+
+	// The record file is opened before the harness confines its own writes.
+	if p.Record != "" {
+		f, err := os.OpenFile(p.Record, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, usagef("--record: %v", err)
+		}
+		s.recFile = f
+		s.closers = append(s.closers, func() { f.Close() })
+	}
+	s.rec = gate.NewRecorder(nil)
+	if s.recFile != nil {
+		s.rec = gate.NewRecorder(s.recFile)
+	}
+	protected := conf.protected
+	if p.Record != "" {
+		if rel, inside := relInside(ws.Dir(), p.Record); inside {
+			protected = append(protected, rel)
+		}
+	}
+	for _, h := range hooks {
+		if rel, inside := relInside(ws.Dir(), h.Argv[0]); inside {
+			protected = append(protected, rel)
+		}
+	}
+
+	if err := conf.restrict(); err != nil {
+		return nil, err
+	}
+
+	g, err := gate.New(gate.Config{
+		Workspace:   ws,
+		Tools:       conf.tools,
+		Host:        conf.host,
+		ApproveUpTo: ceiling,
+		Approver:    approver,
+		WriteScope:  rules,
+		Protected:   protected,
+		Hooks:       hooks,
+		MaxResult:   int(p.MaxResult),
+		MaxCalls:    p.MaxCalls,
+		Recorder:    s.rec,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.gate = g
+
+	pol := policyRecord{ApproveUpTo: ceiling.String(), Approver: approver.Name(), WriteScope: p.WriteScope,
+		ScopeAnnounce: p.ScopeAnnounce, Hooks: p.Hook, MaxResult: int(p.MaxResult), MaxCalls: p.MaxCalls, Programs: conf.programNames}
+	var pub []publishedEntry
+	for _, en := range g.Published() {
+		pub = append(pub, publishedEntry{en.Name, en.Operation, en.Risk.String()})
+	}
+	if err := s.rec.Write(runStart{Event: "run_start", Time: s.start.UTC(), Version: version, Command: command,
+		Workspace: ws.Dir(), Surface: string(kind), Confinement: conf.record, Published: pub, Unpublished: g.Unpublished(), Policy: pol}); err != nil {
+		return nil, err
+	}
+	above := false
+	for _, en := range g.Published() {
+		above = above || en.Risk > ceiling
+	}
+	for _, n := range s.notes {
+		if !above && strings.HasPrefix(n, "no terminal") {
+			continue
+		}
+		fmt.Fprintln(e.stderr, "b10x-harness: "+n)
+	}
+	ok = true
+	return s, nil
+}
+
+// end writes run_end and closes the session.
+func (s *session) end(endedBy string) {
+	if s.rec != nil {
+		_ = s.rec.Write(runEnd{Event: "run_end", Time: time.Now().UTC(), EndedBy: endedBy})
+	}
+	s.Close()
+}
+
+// relInside reports p's path relative to root when p lies beneath it.
+func relInside(root, p string) (string, bool) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", false
+	}
+	if r, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		abs = filepath.Join(r, filepath.Base(abs))
+	}
+	rel, err := filepath.Rel(root, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || rel == "." {
+		return "", false
+	}
+	return rel, true
+}
+
+var _ io.Writer = (*os.File)(nil)

@@ -1,0 +1,4 @@
+package main
+
+type doctorCmd struct{}
+type execCmd struct{}

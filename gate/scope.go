@@ -1,0 +1,121 @@
+package gate
+
+import (
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+)
+
+// Access is what a write-scope rule admits on the paths it matches.
+type Access int
+
+// Write-scope values, as the spec names them.
+const (
+	Allowed     Access = iota + 1 // whole-file writes and exact edits
+	PartialOnly                   // exact edits only; whole-file replacement refused
+	Denied                        // no write tool may change the path
+)
+
+func (a Access) String() string {
+	switch a {
+	case Allowed:
+		return "allowed"
+	case PartialOnly:
+		return "partial-only"
+	case Denied:
+		return "denied"
+	}
+	return fmt.Sprintf("access(%d)", int(a))
+}
+
+// ScopeRule is one --write-scope declaration: a doublestar glob matched
+// against the canonical workspace-relative path, and what it admits.
+type ScopeRule struct {
+	Glob   string
+	Access Access
+}
+
+func (r ScopeRule) String() string { return r.Glob + "=" + r.Access.String() }
+
+// ParseScopeRule parses "GLOB=allowed|partial-only|denied". The glob must be
+// a valid doublestar pattern, relative (no leading "/"), without "." or ".."
+// segments (it is matched against canonical paths, which never hold them).
+func ParseScopeRule(s string) (ScopeRule, error) {
+	i := strings.LastIndexByte(s, '=')
+	if i < 0 {
+		return ScopeRule{}, fmt.Errorf("write-scope rule %q: want GLOB=allowed|partial-only|denied", s)
+	}
+	glob, val := s[:i], s[i+1:]
+	var a Access
+	switch val {
+	case "allowed":
+		a = Allowed
+	case "partial-only":
+		a = PartialOnly
+	case "denied":
+		a = Denied
+	default:
+		return ScopeRule{}, fmt.Errorf("write-scope rule %q: value %q is not allowed, partial-only or denied", s, val)
+	}
+	if glob == "" {
+		return ScopeRule{}, fmt.Errorf("write-scope rule %q: empty glob", s)
+	}
+	if strings.ContainsRune(glob, 0) {
+		return ScopeRule{}, fmt.Errorf("write-scope rule %q: NUL byte in glob", s)
+	}
+	if strings.HasPrefix(glob, "/") {
+		return ScopeRule{}, fmt.Errorf("write-scope rule %q: glob must be relative to the workspace", s)
+	}
+	for _, seg := range strings.Split(glob, "/") {
+		if seg == "." || seg == ".." {
+			return ScopeRule{}, fmt.Errorf("write-scope rule %q: %q segments never match a canonical path", s, seg)
+		}
+	}
+	if !doublestar.ValidatePattern(glob) {
+		return ScopeRule{}, fmt.Errorf("write-scope rule %q: invalid glob", s)
+	}
+	return ScopeRule{Glob: glob, Access: a}, nil
+}
+
+// ScopeVerdict is the result of matching a path against the rules.
+type ScopeVerdict struct {
+	Rule   int    // index of the first matching rule; -1 when none matched
+	Text   string // the rule as written, or the protection that applied
+	Access Access // 0 when no rule matched (unrestricted)
+}
+
+// matchScope returns the first matching rule for a canonical relative path.
+func matchScope(rules []ScopeRule, rel string) ScopeVerdict {
+	for i, r := range rules {
+		if ok, _ := doublestar.Match(r.Glob, rel); ok {
+			return ScopeVerdict{Rule: i, Text: r.String(), Access: r.Access}
+		}
+	}
+	return ScopeVerdict{Rule: -1}
+}
+
+// protectedPrefixes are workspace paths the harness itself depends on, or
+// that make a later program execute code (git hooks and config). A write tool
+// may change them only when the first matching rule names them explicitly
+// (its glob starts with the protected name) and admits the write.
+var protectedPrefixes = []string{".git", ".b10x"}
+
+// protection reports whether rel is protected, and by what. extra holds
+// further protected relative paths (the record file, hook programs, agent
+// files when they live in the workspace).
+func protection(rel string, extra []string) (string, bool) {
+	for _, p := range append(protectedPrefixes[:len(protectedPrefixes):len(protectedPrefixes)], extra...) {
+		if rel == p || strings.HasPrefix(rel, p+"/") {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// explicitFor reports whether a rule's glob names the protected path p
+// literally rather than reaching it through a wildcard.
+func explicitFor(glob, p string) bool {
+	return glob == p || strings.HasPrefix(glob, p+"/") || path.Clean(glob) == p
+}
