@@ -58,6 +58,11 @@ type policyFlags struct {
 	MaxCalls      int           `help:"Calls allowed in the run; past it every call is budget_exhausted (0: unlimited)."`
 	AllowProgram  []string      `help:"A program the run tool may start as argv[0] (name resolved through PATH at start, or an absolute path); repeatable." placeholder:"PROGRAM"`
 	limitFlags
+
+	// allow narrows publication for a named agent (nil: no narrowing). It
+	// is set by the run command from the agent's declared tools, never by
+	// a flag.
+	allow []string `kong:"-"`
 }
 
 // limitFlags are shared by the run tool and exec.

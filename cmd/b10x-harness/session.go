@@ -169,6 +169,7 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 		Hooks:       hooks,
 		MaxResult:   int(p.MaxResult),
 		MaxCalls:    p.MaxCalls,
+		Allow:       p.allow,
 		Recorder:    s.rec,
 	})
 	if err != nil {
