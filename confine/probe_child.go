@@ -1,0 +1,309 @@
+package confine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/internal/reexec"
+)
+
+// probeEntry is the hidden entry point of the probe children. Every binary
+// that imports this package must call reexec.Init first in main/TestMain.
+const probeEntry = "confine-probe"
+
+func init() { reexec.Register(probeEntry, probeChildMain) }
+
+// probeTimeout bounds one probe child. Children are tiny; only a host under
+// heavy load comes near it, and then the finding is Inconclusive.
+const probeTimeout = 20 * time.Second
+
+// childResult is what a probe child prints on stdout, one JSON object.
+type childResult struct {
+	OK     bool   `json:"ok"`
+	Step   string `json:"step,omitempty"`  // the step that failed
+	Errno  int    `json:"errno,omitempty"` // its errno, 0 when not a syscall failure
+	Detail string `json:"detail"`
+}
+
+// probeChildMain runs in the re-executed child. Arguments:
+//
+//	ns NAME PARENT_INODE   report whether /proc/self/ns/NAME differs from the parent's
+//	seccomp                set no_new_privs, install an allow-all filter, report each step
+//
+// It always exits 0 after printing its result, or 2 on bad arguments (a bug).
+func probeChildMain() {
+	args := os.Args[1:]
+	var res childResult
+	switch {
+	case len(args) == 3 && args[0] == "ns":
+		res = childNamespace(args[1], args[2])
+	case len(args) == 1 && args[0] == "seccomp":
+		res = childSeccomp()
+	default:
+		fmt.Fprintf(os.Stderr, "confine probe: bug: bad arguments %q\n", args)
+		os.Exit(2)
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+		fmt.Fprintf(os.Stderr, "confine probe: write result: %v\n", err)
+		os.Exit(2)
+	}
+	os.Exit(0)
+}
+
+func childNamespace(proc, parentIno string) childResult {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/"+proc, &st); err != nil {
+		return childResult{Step: "stat /proc/self/ns/" + proc, Errno: errnoOf(err), Detail: err.Error()}
+	}
+	if strconv.FormatUint(st.Ino, 10) == parentIno {
+		return childResult{Step: "compare", Detail: fmt.Sprintf("child still in the parent's %s namespace (inode %d)", proc, st.Ino)}
+	}
+	d := fmt.Sprintf("created (inode %d)", st.Ino)
+	if proc == "pid" {
+		if pid := os.Getpid(); pid != 1 {
+			return childResult{Step: "getpid", Detail: fmt.Sprintf("new pid namespace but the child is pid %d, not 1", pid)}
+		}
+		d += ", child is pid 1"
+	}
+	return childResult{OK: true, Detail: d}
+}
+
+// childSeccomp does what the run helper will do, on one locked thread: set
+// no_new_privs, then install a filter. The filter allows everything; it only
+// proves the kernel accepts a filter. The thread is never unlocked, so the
+// runtime retires it.
+func childSeccomp() childResult {
+	runtime.LockOSThread()
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return childResult{Step: "prctl(PR_SET_NO_NEW_PRIVS)", Errno: errnoOf(err), Detail: err.Error()}
+	}
+	v, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+	if err != nil || v != 1 {
+		return childResult{Step: "prctl(PR_GET_NO_NEW_PRIVS)", Errno: errnoOf(err), Detail: fmt.Sprintf("reads back %d (%v)", v, err)}
+	}
+	filter := []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW}}
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&prog))); e != 0 {
+		return childResult{Step: "seccomp(SET_MODE_FILTER)", Errno: int(e), Detail: e.Error()}
+	}
+	mode, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0)
+	if err != nil || mode != unix.SECCOMP_MODE_FILTER {
+		return childResult{Step: "prctl(PR_GET_SECCOMP)", Errno: errnoOf(err), Detail: fmt.Sprintf("mode %d after installing a filter (%v)", mode, err)}
+	}
+	return childResult{OK: true, Detail: "no_new_privs set; filter installed (seccomp mode 2)"}
+}
+
+func errnoOf(err error) int {
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return int(e)
+	}
+	return 0
+}
+
+// startError is a failure to create the probe child: the clone (or exec)
+// itself failed, which for a namespace probe is the kernel's answer.
+type startError struct{ err error }
+
+func (e *startError) Error() string { return e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
+
+// runProbeChild starts the probe child with attr and decodes its result.
+// A failure to start is a *startError (the caller classifies it); any later
+// failure makes the probe inconclusive.
+func runProbeChild(attr *syscall.SysProcAttr, args ...string) (childResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	cmd := reexec.Command(probeEntry, args...)
+	cmd.SysProcAttr = attr
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		return childResult{}, &startError{err}
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		<-done
+		return childResult{}, fmt.Errorf("probe child %v: no answer within %v", args, probeTimeout)
+	}
+	if err != nil {
+		return childResult{}, fmt.Errorf("probe child %v: %w (stderr: %q)", args, err, firstLine(stderr.String()))
+	}
+	var res childResult
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		return childResult{}, fmt.Errorf("probe child %v: bad answer %q: %w (stderr: %q)", args, firstLine(stdout.String()), err, firstLine(stderr.String()))
+	}
+	return res, nil
+}
+
+// probeNamespace creates a child in a new namespace of the given kind. When
+// the process is not root the namespace is created together with a user
+// namespace (mapping the caller's uid and gid to 0), as the run helper does.
+func probeNamespace(ns namespaceKind, root bool) Finding {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/"+ns.proc, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return notSupported(fmt.Sprintf("/proc/self/ns/%s is absent: kernel built without %s", ns.proc, ns.config), err)
+		}
+		return inconclusive("cannot read this process's namespace", fmt.Errorf("stat /proc/self/ns/%s: %w", ns.proc, err))
+	}
+	flags := ns.flag
+	how := fmt.Sprintf("clone(%s)", cloneFlagName(ns.flag))
+	if !root && ns.flag != unix.CLONE_NEWUSER {
+		flags |= unix.CLONE_NEWUSER
+		how = fmt.Sprintf("clone(CLONE_NEWUSER|%s)", cloneFlagName(ns.flag))
+	}
+	attr := &syscall.SysProcAttr{Cloneflags: flags, Pdeathsig: syscall.SIGKILL}
+	if flags&unix.CLONE_NEWUSER != 0 {
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
+	}
+	res, err := runProbeChild(attr, "ns", ns.proc, strconv.FormatUint(st.Ino, 10))
+	var se *startError
+	switch {
+	case errors.As(err, &se) && cloneRefusal(se.err):
+		return notSupported(how+" refused", se.err)
+	case se != nil:
+		return inconclusive(how+" failed", se.err)
+	case err != nil:
+		return inconclusive(how, err)
+	case !res.OK:
+		return inconclusive(how+": "+res.Step, errors.New(res.Detail))
+	}
+	return supported(how + ": " + res.Detail)
+}
+
+func cloneFlagName(f uintptr) string {
+	switch f {
+	case unix.CLONE_NEWUSER:
+		return "CLONE_NEWUSER"
+	case unix.CLONE_NEWPID:
+		return "CLONE_NEWPID"
+	case unix.CLONE_NEWNS:
+		return "CLONE_NEWNS"
+	case unix.CLONE_NEWNET:
+		return "CLONE_NEWNET"
+	case unix.CLONE_NEWIPC:
+		return "CLONE_NEWIPC"
+	case unix.CLONE_NEWUTS:
+		return "CLONE_NEWUTS"
+	case unix.CLONE_NEWCGROUP:
+		return "CLONE_NEWCGROUP"
+	}
+	return fmt.Sprintf("%#x", f)
+}
+
+// seccompActions are the filter return actions the run helper's filter
+// uses; each must be available.
+var seccompActions = []struct {
+	name   string
+	action uint32
+	kernel string
+}{
+	{"allow", unix.SECCOMP_RET_ALLOW, "4.14"},
+	{"errno", unix.SECCOMP_RET_ERRNO, "4.14"},
+	{"kill_process", unix.SECCOMP_RET_KILL_PROCESS, "4.14"},
+}
+
+// probeSeccomp checks no_new_privs and a filter in a child, and the filter
+// actions in this process (SECCOMP_GET_ACTION_AVAIL has no side effect).
+func probeSeccomp() SeccompReport {
+	var rep SeccompReport
+	filterNote := ""
+	for _, a := range seccompActions {
+		act := a.action
+		_, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_ACTION_AVAIL, 0, uintptr(unsafe.Pointer(&act)))
+		if e == 0 {
+			continue
+		}
+		err := fmt.Errorf("seccomp(GET_ACTION_AVAIL, %s): %w", a.name, e)
+		if e == unix.EOPNOTSUPP || e == unix.EINVAL || e == unix.ENOSYS {
+			filterNote = fmt.Sprintf("filter action %s unavailable (needs Linux %s with CONFIG_SECCOMP_FILTER)", a.name, a.kernel)
+			rep.Filter = notSupported(filterNote, err)
+		} else {
+			rep.Filter = inconclusive("cannot ask for filter actions", err)
+		}
+		break
+	}
+
+	res := cachedSeccompChild()
+	switch {
+	case res.err != nil:
+		rep.NoNewPrivs = inconclusive("probe child failed", res.err)
+		if rep.Filter.Status == StatusUnknown {
+			rep.Filter = inconclusive("probe child failed", res.err)
+		}
+	case res.OK:
+		rep.NoNewPrivs = supported("PR_SET_NO_NEW_PRIVS took effect in a child")
+		if rep.Filter.Status == StatusUnknown {
+			rep.Filter = supported("filter installed in a child; actions allow, errno, kill_process available")
+		}
+	case res.Step == "prctl(PR_SET_NO_NEW_PRIVS)" || res.Step == "prctl(PR_GET_NO_NEW_PRIVS)":
+		rep.NoNewPrivs = refusal(res.childResult)
+		if rep.Filter.Status == StatusUnknown {
+			rep.Filter = notSupported("a filter needs no_new_privs, which failed", nil)
+		}
+	default:
+		rep.NoNewPrivs = supported("PR_SET_NO_NEW_PRIVS took effect in a child")
+		if rep.Filter.Status == StatusUnknown {
+			rep.Filter = refusal(res.childResult)
+		}
+	}
+	return rep
+}
+
+// refusal classifies a failed child step: EINVAL, ENOSYS, EOPNOTSUPP (not
+// built or unknown option), EPERM and EACCES (forbidden, e.g. by an outer
+// seccomp policy) are conclusive; any other errno is not.
+func refusal(res childResult) Finding {
+	err := fmt.Errorf("%s: %s", res.Step, res.Detail)
+	switch syscall.Errno(res.Errno) {
+	case unix.EINVAL, unix.ENOSYS, unix.EPERM, unix.EACCES, unix.EOPNOTSUPP:
+		return notSupported(res.Step+" refused", err)
+	}
+	return inconclusive(res.Step+" failed", err)
+}
+
+type seccompChild struct {
+	childResult
+	err error
+}
+
+// seccompCache holds a conclusive seccomp child result.
+var seccompCache struct {
+	sync.Mutex
+	done bool
+	res  seccompChild
+}
+
+func cachedSeccompChild() seccompChild {
+	seccompCache.Lock()
+	defer seccompCache.Unlock()
+	if seccompCache.done {
+		return seccompCache.res
+	}
+	res, err := runProbeChild(&syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}, "seccomp")
+	out := seccompChild{childResult: res, err: err}
+	conclusive := err == nil && (res.OK || refusal(res).Status == NotSupported)
+	if conclusive {
+		seccompCache.done, seccompCache.res = true, out
+	}
+	return out
+}

@@ -1,0 +1,300 @@
+package confine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/internal/reexec"
+	"github.com/b10x/harness/internal/testenv"
+)
+
+// wantABI is the Landlock ABI each shape's kernel offers (at least, on the
+// host, which may be upgraded).
+var wantABI = map[string]int{
+	testenv.ShapeHost:       7,
+	testenv.ShapeDebian61:   2,
+	testenv.ShapeNoLandlock: 0,
+	testenv.ShapeNoUserns:   2,
+	testenv.ShapeCgroupV1:   2,
+}
+
+func TestProbe(t *testing.T) {
+	r := Probe()
+	shape := testenv.Shape()
+
+	// Nothing may be left undecided on a shape we know.
+	all := []struct {
+		name string
+		f    Finding
+	}{{"landlock", r.Landlock.Finding}, {"seccomp filter", r.Seccomp.Filter}, {"no_new_privs", r.Seccomp.NoNewPrivs}}
+	for _, n := range r.Namespaces {
+		all = append(all, struct {
+			name string
+			f    Finding
+		}{n.Name + " namespace", n.Finding})
+	}
+	for _, it := range all {
+		if it.f.Status == Inconclusive || it.f.Status == StatusUnknown {
+			t.Errorf("%s: %q (%s)", it.name, it.f.Status, it.f.describe())
+		}
+		t.Logf("%-18s %s", it.name, it.f.describe())
+	}
+	if len(r.Namespaces) != len(namespaceKinds) {
+		t.Errorf("%d namespace findings, want %d", len(r.Namespaces), len(namespaceKinds))
+	}
+
+	// Landlock.
+	want := wantABI[shape]
+	switch {
+	case shape == testenv.ShapeNoLandlock:
+		if r.Landlock.Status != NotSupported || r.Landlock.ABI != 0 {
+			t.Errorf("no-landlock: Landlock %s ABI %d, want not-supported ABI 0", r.Landlock.Status, r.Landlock.ABI)
+		}
+	case r.Landlock.Status != Supported || r.Landlock.ABI < want:
+		t.Errorf("shape %s: Landlock %s ABI %d, want supported ABI >= %d", shape, r.Landlock.Status, r.Landlock.ABI, want)
+	}
+	for _, f := range r.Landlock.Features {
+		if f.Available != (r.Landlock.ABI >= f.MinimumABI) {
+			t.Errorf("feature %s: available=%v at ABI %d, minimum %d", f.Name, f.Available, r.Landlock.ABI, f.MinimumABI)
+		}
+	}
+
+	// Namespaces: root creates each; the no-userns shape (uid 1000,
+	// user.max_user_namespaces=0) creates none.
+	for _, n := range r.Namespaces {
+		wantStatus := Supported
+		if shape == testenv.ShapeNoUserns {
+			wantStatus = NotSupported
+		}
+		if n.Status != wantStatus {
+			t.Errorf("shape %s: %s namespace %s (%s), want %s", shape, n.Name, n.Status, n.describe(), wantStatus)
+		}
+	}
+	if shape == testenv.ShapeNoUserns && r.Privilege.Root {
+		t.Errorf("no-userns shape runs as uid 1000, but the probe says root: %+v", r.Privilege)
+	}
+	if os.Geteuid() == 0 && !r.Privilege.Root {
+		t.Errorf("euid 0 but not root: %+v", r.Privilege)
+	}
+
+	// seccomp and no_new_privs: every shape has them.
+	if !r.Seccomp.Filter.OK() || !r.Seccomp.NoNewPrivs.OK() {
+		t.Errorf("seccomp %+v", r.Seccomp)
+	}
+
+	// The stable JSON form names its fields as documented.
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var generic map[string]any
+	if err := json.Unmarshal(b, &generic); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"landlock", "privilege", "namespaces", "seccomp", "cgroup"} {
+		if _, ok := generic[k]; !ok {
+			t.Errorf("JSON lacks %q: %s", k, b)
+		}
+	}
+	ll := generic["landlock"].(map[string]any)
+	for _, k := range []string{"status", "abi", "errata", "features"} {
+		if _, ok := ll[k]; !ok {
+			t.Errorf("landlock JSON lacks %q: %v", k, ll)
+		}
+	}
+	var back Report
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(back.Table(), r.Table()) {
+		t.Errorf("the table changed through JSON:\n%v\n%v", back.Table(), r.Table())
+	}
+
+	auto, err := r.Plan(Auto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missing []string
+	for _, l := range auto.Missing {
+		missing = append(missing, l.Name)
+	}
+	t.Logf("LAYERS: shape=%s enforced=%s missing=%s workspace=%v execution=%v limits=%v kill=%q",
+		shape, strings.Join(auto.Enforced, ","), strings.Join(missing, ","),
+		auto.ConfinedWorkspace, auto.ConfinedExecution, auto.ResourceLimits, auto.WholeTreeKill)
+	for _, row := range r.Table() {
+		t.Logf("  %-13s %-5v %s | %s", row.Layer, row.Available, row.Detail, row.Remedy)
+	}
+}
+
+// strictMissing is, per shape, the layers strict must name, and whether
+// that list is exact (false: at least these).
+var strictMissing = map[string]struct {
+	layers []string
+	exact  bool
+}{
+	// This host: cgroup v2 is mounted (hybrid) with only hugetlb.
+	testenv.ShapeHost:       {[]string{LayerPidsLimit, LayerMemoryLimit, LayerCPULimit}, true},
+	testenv.ShapeDebian61:   {nil, true},
+	testenv.ShapeNoLandlock: {[]string{LayerLandlockSelf, LayerLandlockChild}, true},
+	testenv.ShapeNoUserns:   {[]string{LayerUserNS, LayerPidNS, LayerMountNS, LayerNetNS, LayerIPCNS, LayerUTSNS}, false},
+	testenv.ShapeCgroupV1:   {[]string{LayerCgroupLeaf, LayerPidsLimit, LayerMemoryLimit, LayerCPULimit}, true},
+}
+
+// TestStrictOnShape asserts what strict says on each shape; on the host it
+// must refuse naming exactly the pids, memory and cpu limit layers.
+func TestStrictOnShape(t *testing.T) {
+	r := Probe()
+	want, ok := strictMissing[testenv.Shape()]
+	if !ok {
+		t.Fatalf("no expectation for shape %q", testenv.Shape())
+	}
+	plan, err := r.Plan(Strict)
+	if len(want.layers) == 0 {
+		if err != nil {
+			t.Fatalf("strict on %s: %v", testenv.Shape(), err)
+		}
+		if !plan.ConfinedWorkspace || !plan.ConfinedExecution || !plan.ResourceLimits {
+			t.Errorf("strict plan holds all classes, got %+v", plan)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("strict on %s succeeded: %+v", testenv.Shape(), plan)
+	}
+	var se *StrictError
+	if !errors.As(err, &se) || !errors.Is(err, ErrNotSupported) {
+		t.Fatalf("strict error %T %v: want *StrictError matching ErrNotSupported", err, err)
+	}
+	lines := strings.Split(err.Error(), "\n")
+	var got []string
+	for _, l := range se.Missing {
+		got = append(got, l.Name)
+	}
+	if want.exact && !slices.Equal(got, want.layers) {
+		t.Errorf("strict names %v, want exactly %v", got, want.layers)
+	}
+	for _, name := range want.layers {
+		if !slices.Contains(got, name) {
+			t.Errorf("strict does not name %s (names %v)", name, got)
+		}
+	}
+	if len(lines) != len(se.Missing) {
+		t.Errorf("%d lines for %d missing layers:\n%s", len(lines), len(se.Missing), err)
+	}
+	for i, l := range se.Missing {
+		if !strings.Contains(lines[i], "layer "+l.Name+" missing") || l.Remedy == "" || !strings.Contains(lines[i], l.Remedy) {
+			t.Errorf("line %d does not name %s with its remedy: %q", i, l.Name, lines[i])
+		}
+	}
+	t.Logf("strict refuses on %s:\n%s", testenv.Shape(), err)
+}
+
+// The denied-userns child: a seccomp filter makes clone(CLONE_NEWUSER) fail
+// with EPERM, as a container runtime's policy or a sysctl would, and the
+// probe runs under it.
+const deniedUsernsEntry = "confine-test-probe-denied-userns"
+
+func init() { reexec.Register(deniedUsernsEntry, deniedUsernsChildMain) }
+
+func deniedUsernsChildMain() {
+	if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); e != 0 {
+		childPrint(map[string]string{"error": "prctl(NO_NEW_PRIVS): " + e.Error()})
+	}
+	const (
+		ld   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+		ret  = unix.BPF_RET | unix.BPF_K
+	)
+	filter := []unix.SockFilter{
+		{Code: ld, K: 0}, // 0: A = nr
+		{Code: jeq, K: unix.SYS_CLONE, Jt: 0, Jf: 3}, // 1: clone? else 5
+		{Code: ld, K: 16}, // 2: A = low word of args[0] (flags)
+		{Code: jset, K: unix.CLONE_NEWUSER, Jt: 0, Jf: 3},            // 3: NEWUSER? else 7
+		{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},  // 4
+		{Code: jeq, K: unix.SYS_CLONE3, Jt: 0, Jf: 1},                // 5: clone3? else 7
+		{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)}, // 6
+		{Code: ret, K: unix.SECCOMP_RET_ALLOW},                       // 7
+	}
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog))); e != 0 {
+		childPrint(map[string]string{"error": "seccomp: " + e.Error()})
+	}
+	childPrint(Probe())
+}
+
+// TestProbeUsernsRefused proves the probe says not-supported (and not
+// inconclusive, and never supported) when the kernel refuses a user
+// namespace, and what that does to the other namespaces and to strict.
+func TestProbeUsernsRefused(t *testing.T) {
+	var r Report
+	runTestChild(t, nil, &r, deniedUsernsEntry)
+	user := r.Namespace("user")
+	if user.Status != NotSupported || !strings.Contains(user.Error, "operation not permitted") {
+		t.Fatalf("user namespace under a filter refusing it: %+v, want not-supported with EPERM", user)
+	}
+	for _, n := range r.Namespaces[1:] {
+		// Root creates the others without a user namespace; anyone else
+		// needs it and is refused too.
+		want := NotSupported
+		if r.Privilege.Root {
+			want = Supported
+		}
+		if n.Status != want {
+			t.Errorf("%s namespace: %s (%s), want %s", n.Name, n.Status, n.describe(), want)
+		}
+	}
+	users := r.layer(LayerUserNS)
+	if users.Available || users.Remedy == "" || !strings.Contains(users.Remedy, "user.max_user_namespaces") {
+		t.Errorf("userns layer: %+v", users)
+	}
+	t.Logf("userns layer: required=%v detail=%s", users.Required, users.Detail)
+}
+
+func TestCachedKeepsOnlyConclusive(t *testing.T) {
+	calls := 0
+	for _, tc := range []struct {
+		status    Status
+		wantCalls int
+	}{{Inconclusive, 3}, {StatusUnknown, 3}, {Supported, 1}, {NotSupported, 1}} {
+		calls = 0
+		key := fmt.Sprintf("test:%s", tc.status)
+		for range 3 {
+			f := cached(key, func() Finding { calls++; return Finding{Status: tc.status} })
+			if f.Status != tc.status {
+				t.Fatalf("cached returned %q, want %q", f.Status, tc.status)
+			}
+		}
+		if calls != tc.wantCalls {
+			t.Errorf("%q: probe ran %d times for 3 calls, want %d", tc.status, calls, tc.wantCalls)
+		}
+	}
+}
+
+func TestCloneRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&os.PathError{Op: "fork/exec", Path: "/proc/self/exe", Err: syscall.EPERM}, true},
+		{&os.PathError{Op: "fork/exec", Path: "/proc/self/exe", Err: syscall.ENOSPC}, true},
+		{&os.PathError{Op: "fork/exec", Path: "/proc/self/exe", Err: syscall.EUSERS}, true},
+		{&os.PathError{Op: "fork/exec", Path: "/proc/self/exe", Err: syscall.EINVAL}, true},
+		{&os.PathError{Op: "fork/exec", Path: "/proc/self/exe", Err: syscall.ENOMEM}, false},
+		{&os.PathError{Op: "fork/exec", Path: "/proc/self/exe", Err: syscall.EAGAIN}, false},
+		{fmt.Errorf("something else"), false},
+	} {
+		if got := cloneRefusal(tc.err); got != tc.want {
+			t.Errorf("cloneRefusal(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,289 @@
+package confine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+)
+
+// SelfPolicy says where the harness itself may still write once
+// RestrictSelf has run. Paths are absolute; symlinks in them are resolved
+// once, when RestrictSelf runs, and the grant attaches to the directory or
+// file found then (renaming it later keeps the grant on it).
+//
+// The zero value is invalid (RestrictSelf requires a Workspace). It is a
+// plain value; RestrictSelf does not keep or modify it.
+type SelfPolicy struct {
+	// Workspace is the workspace root: an existing directory. Everything
+	// beneath it stays writable.
+	Workspace string
+	// WritePaths are further existing directories or files that stay
+	// writable: the record file's directory, the harness's temporary
+	// directory, extra paths. A missing path is an error.
+	WritePaths []string
+	// Devices are files that stay writable but in which nothing can be
+	// created or removed: typically /dev/null and /dev/tty (see
+	// DefaultDevices). ioctl(2) stays allowed on them. A device that does
+	// not exist is skipped and listed in Applied.Skipped. A directory here
+	// (such as /dev/pts) grants the same file rights on what is beneath it.
+	Devices []string
+}
+
+// DefaultDevices returns the devices the harness itself writes to: /dev/null
+// (os/exec opens it for nil stdio) and /dev/tty (the approver's prompt).
+// A fresh slice on every call.
+func DefaultDevices() []string { return []string{"/dev/null", "/dev/tty"} }
+
+// Applied records what RestrictSelf enforced, for the run record. A plain
+// value with stable JSON names.
+type Applied struct {
+	ABI      int      `json:"abi"`               // the probed Landlock ABI the ruleset was built for
+	Handled  []string `json:"handled"`           // rights denied everywhere except the grants
+	Grants   []Grant  `json:"grants"`            // where some of them stay allowed
+	Skipped  []string `json:"skipped,omitempty"` // devices that did not exist
+	Verified string   `json:"verified"`          // the check that proved the domain in force
+}
+
+// Grant is one path beneath which the listed rights stay allowed.
+type Grant struct {
+	Path   string   `json:"path"`
+	Rights []string `json:"rights"`
+}
+
+// Landlock write-class rights, by the ABI that introduced them.
+const (
+	writeRightsV1 landlock.AccessFSSet = ll.AccessFSWriteFile | ll.AccessFSRemoveDir | ll.AccessFSRemoveFile |
+		ll.AccessFSMakeChar | ll.AccessFSMakeDir | ll.AccessFSMakeReg | ll.AccessFSMakeSock |
+		ll.AccessFSMakeFifo | ll.AccessFSMakeBlock | ll.AccessFSMakeSym
+	// fileRights are the handled rights that apply to a file (as opposed
+	// to a directory's entries).
+	fileRights landlock.AccessFSSet = ll.AccessFSWriteFile | ll.AccessFSTruncate | ll.AccessFSIoctlDev
+)
+
+// selfRights is the set of write-class rights the harness's own domain
+// handles at a given ABI: everything that creates, changes or removes a
+// file or directory entry, and ioctl on devices. Read, read-dir and execute
+// are never handled: reads stay unrestricted. ABI 0 gives 0.
+func selfRights(abi int) landlock.AccessFSSet {
+	if abi < 1 {
+		return 0
+	}
+	r := writeRightsV1
+	if abi >= 2 {
+		r |= ll.AccessFSRefer
+	}
+	if abi >= 3 {
+		r |= ll.AccessFSTruncate
+	}
+	if abi >= 5 {
+		r |= ll.AccessFSIoctlDev
+	}
+	return r
+}
+
+// rightNames lists the kernel's names of the rights in s, in bit order.
+var rightNameTable = []struct {
+	bit  landlock.AccessFSSet
+	name string
+}{
+	{ll.AccessFSExecute, "execute"}, {ll.AccessFSWriteFile, "write_file"}, {ll.AccessFSReadFile, "read_file"},
+	{ll.AccessFSReadDir, "read_dir"}, {ll.AccessFSRemoveDir, "remove_dir"}, {ll.AccessFSRemoveFile, "remove_file"},
+	{ll.AccessFSMakeChar, "make_char"}, {ll.AccessFSMakeDir, "make_dir"}, {ll.AccessFSMakeReg, "make_reg"},
+	{ll.AccessFSMakeSock, "make_sock"}, {ll.AccessFSMakeFifo, "make_fifo"}, {ll.AccessFSMakeBlock, "make_block"},
+	{ll.AccessFSMakeSym, "make_sym"}, {ll.AccessFSRefer, "refer"}, {ll.AccessFSTruncate, "truncate"},
+	{ll.AccessFSIoctlDev, "ioctl_dev"}, {ll.AccessFSResolveUnix, "resolve_unix"},
+}
+
+func rightNames(s landlock.AccessFSSet) []string {
+	var out []string
+	for _, r := range rightNameTable {
+		if s&r.bit != 0 {
+			out = append(out, r.name)
+		}
+	}
+	return out
+}
+
+// selfGrant is one validated path with the rights it gets.
+type selfGrant struct {
+	path   string
+	rights landlock.AccessFSSet
+}
+
+// selfPlan is a validated SelfPolicy for one ABI.
+type selfPlan struct {
+	handled landlock.AccessFSSet
+	grants  []selfGrant
+	skipped []string
+}
+
+// planSelf validates p and works out the rules for the given ABI without
+// touching the process. ABI 0 is an error matching ErrNotSupported.
+func planSelf(p SelfPolicy, abi int) (selfPlan, error) {
+	if p.Workspace == "" {
+		return selfPlan{}, errors.New("confine: restrict self: no workspace given")
+	}
+	var sp selfPlan
+	add := func(kind, path string, dirRights bool, optional bool) error {
+		resolved, fi, err := resolveGrant(kind, path)
+		if err != nil {
+			if optional && errors.Is(err, os.ErrNotExist) {
+				sp.skipped = append(sp.skipped, path)
+				return nil
+			}
+			return err
+		}
+		r := fileRights
+		if dirRights && fi.IsDir() {
+			r = selfRights(abi)
+		}
+		if kind == "workspace" && !fi.IsDir() {
+			return fmt.Errorf("confine: restrict self: workspace %q is not a directory", path)
+		}
+		sp.grants = append(sp.grants, selfGrant{path: resolved, rights: r & selfRights(abi)})
+		return nil
+	}
+	if err := add("workspace", p.Workspace, true, false); err != nil {
+		return selfPlan{}, err
+	}
+	for _, w := range p.WritePaths {
+		if err := add("write path", w, true, false); err != nil {
+			return selfPlan{}, err
+		}
+	}
+	for _, d := range p.Devices {
+		if err := add("device", d, false, true); err != nil {
+			return selfPlan{}, err
+		}
+	}
+	if abi < 1 {
+		return selfPlan{}, fmt.Errorf("confine: restrict self: %w", &UnsupportedFeatureError{Name: "Landlock", MinimumVersion: "Linux 5.13 (Landlock ABI 1)"})
+	}
+	sp.handled = selfRights(abi)
+	return sp, nil
+}
+
+// resolveGrant checks one path of a policy: absolute, existing, not the
+// whole filesystem, not /proc. It returns the path with symlinks resolved.
+func resolveGrant(kind, path string) (string, os.FileInfo, error) {
+	if !filepath.IsAbs(path) {
+		return "", nil, fmt.Errorf("confine: restrict self: %s %q is not an absolute path", kind, path)
+	}
+	resolved, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", nil, fmt.Errorf("confine: restrict self: %s %q: %w", kind, path, err)
+	}
+	if resolved == "/" {
+		return "", nil, fmt.Errorf("confine: restrict self: %s %q resolves to /, which would leave the whole filesystem writable", kind, path)
+	}
+	if resolved == "/proc" || strings.HasPrefix(resolved, "/proc/") {
+		return "", nil, fmt.Errorf("confine: restrict self: %s %q resolves beneath /proc, which is never granted", kind, path)
+	}
+	fi, err := os.Stat(resolved)
+	if err != nil {
+		return "", nil, fmt.Errorf("confine: restrict self: %s %q: %w", kind, path, err)
+	}
+	return resolved, fi, nil
+}
+
+// verifyTarget is opened for writing after the restriction: the process
+// owns it and may write it without Landlock, opening it has no effect, and
+// no policy may grant it (paths beneath /proc are refused).
+const verifyTarget = "/proc/self/comm"
+
+// RestrictSelf confines the writes of the calling process, all of its
+// threads and every process it starts afterwards to the places p names,
+// with a Landlock domain built for the probed ABI.
+//
+// What it restricts: every write-class right the probed ABI knows — writing
+// to a file, creating regular files, directories, symlinks, fifos, sockets
+// and device nodes, removing files and directories, and from ABI 2 linking
+// or renaming between directories (refer), from ABI 3 truncation (truncate,
+// ftruncate, O_TRUNC), from ABI 5 ioctl on devices. These are denied
+// everywhere except beneath p.Workspace and p.WritePaths (all of them
+// allowed) and on p.Devices (writing, truncating and ioctl only). Reads,
+// directory listing and execution stay unrestricted: the harness reads
+// system files and /proc/self/exe.
+//
+// How: the ABI is probed with the raw syscall (never go-landlock's
+// BestEffort, never the landlocktsync build tag) and the go-landlock Config
+// is built for exactly that ABI, so go-landlock fails rather than degrades
+// if it disagrees. With CGO_ENABLED=0, go-landlock applies the domain to
+// every OS thread through syscall.AllThreadsSyscall (TSYNC from ABI 8). It
+// also sets no_new_privs on every thread. After the call, RestrictSelf
+// opens /proc/self/comm for writing and requires EACCES, so a domain that
+// is not in force is an error, not a silent success.
+//
+// Errors: a bad policy (relative, missing, "/" or /proc paths; a workspace
+// that is not a directory) is reported before anything is changed. ABI 0
+// gives an error matching ErrNotSupported (with *UnsupportedFeatureError),
+// also before anything is changed. A failure inside go-landlock or of the
+// final check leaves the process in an unknown state: the caller must exit
+// and must not go on to publish write tools. Applied is the zero value on
+// any error.
+//
+// Irreversible: a domain can only be tightened. Calling RestrictSelf again
+// stacks a further domain (at most 16 per process). After it, mount(2) and
+// every other mount-table change fail with EPERM, even where the paths are
+// granted: mounts a run needs must be made by a process started before the
+// call (the broker). Safe to call from any goroutine, once.
+//
+// Not protected against:
+//   - chmod(2), chown(2), utime(2), setxattr(2) and similar metadata
+//     changes: no Landlock ABI up to at least 7 covers them, so a harness
+//     running as root can still change the mode or owner of any file (the
+//     test asserts this gap as it is);
+//   - truncate(2) and open(O_TRUNC|O_RDONLY) below ABI 3, and ioctl(2) on
+//     devices below ABI 5;
+//   - writes through file descriptors opened before the call (Landlock
+//     checks at open time);
+//   - anything that does not go through a path: sockets, pipes, signals,
+//     ptrace of processes outside the domain is denied but of those inside
+//     it is not.
+func RestrictSelf(p SelfPolicy) (Applied, error) {
+	info, err := probedLandlock()
+	if err != nil {
+		return Applied{}, fmt.Errorf("confine: restrict self: probe Landlock: %w", err)
+	}
+	sp, err := planSelf(p, info.ABI)
+	if err != nil {
+		return Applied{}, err
+	}
+	rules := make([]landlock.Rule, 0, len(sp.grants))
+	for _, g := range sp.grants {
+		rules = append(rules, landlock.PathAccess(g.rights, g.path))
+	}
+	cfg := landlock.Config{HandledAccessFS: sp.handled}
+	if err := cfg.RestrictPaths(rules...); err != nil {
+		return Applied{}, fmt.Errorf("confine: restrict self: landlock (ABI %d, handled %s): %w", info.ABI, strings.Join(rightNames(sp.handled), ","), err)
+	}
+	verified, err := verifySelfDomain()
+	if err != nil {
+		return Applied{}, err
+	}
+	a := Applied{ABI: info.ABI, Handled: rightNames(sp.handled), Skipped: sp.skipped, Verified: verified}
+	for _, g := range sp.grants {
+		a.Grants = append(a.Grants, Grant{Path: g.path, Rights: rightNames(g.rights)})
+	}
+	return a, nil
+}
+
+// verifySelfDomain proves the domain is in force: opening a file the process
+// may otherwise write must now fail with EACCES.
+func verifySelfDomain() (string, error) {
+	fd, err := unix.Open(verifyTarget, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		unix.Close(fd)
+		return "", fmt.Errorf("confine: restrict self: Landlock reported success but open(%s, O_WRONLY) still succeeds: the domain is not in force", verifyTarget)
+	}
+	if !errors.Is(err, unix.EACCES) {
+		return "", fmt.Errorf("confine: restrict self: cannot verify the domain: open(%s, O_WRONLY): %w (want EACCES)", verifyTarget, err)
+	}
+	return fmt.Sprintf("open(%s, O_WRONLY) denied with EACCES", verifyTarget), nil
+}
