@@ -1,0 +1,65 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func BenchmarkFileRead1KiB(b *testing.B) {
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "f.txt"), []byte(strings.Repeat("0123456789abcde\n", 64)), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	ws, err := OpenWorkspace(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ws.Close()
+	raw := json.RawMessage(`{"path":"f.txt"}`)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		p, err := FileRead{}.Prepare(ws, raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := p.Execute(ctx)
+		if err != nil || len(r.Text) != 1024 {
+			b.Fatalf("read: %d bytes, %v", len(r.Text), err)
+		}
+	}
+}
+
+// BenchmarkSearchGoroot searches Go's own source tree for the pattern the
+// search benchmark script uses, reporting every match (no early stop).
+func BenchmarkSearchGoroot(b *testing.B) {
+	src := filepath.Join(runtime.GOROOT(), "src")
+	ws, err := OpenWorkspace(src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ws.Close()
+	raw := json.RawMessage(`{"pattern":"func New[A-Z]","max_results":1000000}`)
+	ctx := context.Background()
+	var matches int
+	for b.Loop() {
+		p, err := Search{}.Prepare(ws, raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := p.Execute(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		matches = r.Meta["matches"].(int)
+	}
+	if matches == 0 {
+		b.Fatal("no matches in GOROOT/src")
+	}
+	b.ReportMetric(float64(matches), "matches")
+}

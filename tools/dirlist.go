@@ -1,0 +1,144 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// DirListArgs are dir_list's arguments.
+type DirListArgs struct {
+	Path string `json:"path,omitempty" desc:"Directory to list, relative to the workspace root. Default (or empty): the root."`
+}
+
+// DirList is the dir_list tool: the entries of one directory, sorted by
+// name (byte order), each with its kind (file, dir, symlink, other) and,
+// for files, its size. A symbolic link is listed as a link and never
+// followed out: its target is shown (as a canonical workspace-relative
+// path) only when it resolves inside the workspace; a link leading outside
+// is shown as such, without its target text, so host paths do not leak.
+// The zero value is ready to use.
+type DirList struct{}
+
+var dirListSpec = mustArgSpec(DirListArgs{})
+
+// Name implements Tool.
+func (DirList) Name() string { return "dir_list" }
+
+// Description implements Tool.
+func (DirList) Description() string {
+	return "List one directory of the workspace (not recursive). One entry per line, sorted by name: " +
+		"'file NAME (SIZE bytes)', 'dir NAME/', 'symlink NAME -> TARGET' (TARGET is the workspace path the link leads to; links leading outside the workspace are marked and never followed), or 'other NAME' (devices, FIFOs, sockets). " +
+		pathRules
+}
+
+// Schema implements Tool.
+func (DirList) Schema() json.RawMessage { return dirListSpec.schema }
+
+// Prepare implements Tool.
+func (DirList) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
+	var a DirListArgs
+	if _, err := dirListSpec.decode(raw, &a); err != nil {
+		return nil, err
+	}
+	rel, err := resolveOptional(ws, a.Path)
+	if err != nil {
+		return nil, err
+	}
+	return &dirListCall{ws: ws, args: a, rel: rel}, nil
+}
+
+// resolveOptional resolves an optional path argument: empty means the root.
+func resolveOptional(ws *Workspace, p string) (string, error) {
+	if p == "" {
+		p = "."
+	}
+	return ws.Resolve(p)
+}
+
+type dirListCall struct {
+	ws   *Workspace
+	args DirListArgs
+	rel  string
+}
+
+func (c *dirListCall) Args() any       { return c.args }
+func (c *dirListCall) Writes() []Write { return nil }
+
+func (c *dirListCall) Execute(ctx context.Context) (Result, error) {
+	var res Result
+	err := c.ws.withRoot(func(root int) error {
+		fd, err := openBeneath(root, c.rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			if err == unix.ENOTDIR {
+				return Errorf(ReasonToolError, err, "%q is not a directory; use file_read to read a file", c.rel)
+			}
+			return fsError(c.rel, "open directory", err)
+		}
+		defer unix.Close(fd)
+		ents, err := readDirFd(fd, make([]byte, 32<<10))
+		if err != nil {
+			return fsError(c.rel, "read directory", err)
+		}
+		slices.SortFunc(ents, func(a, b dirEntry) int { return strings.Compare(a.name, b.name) })
+		var b strings.Builder
+		counts := map[string]int{}
+		for _, e := range ents {
+			if err := ctx.Err(); err != nil {
+				return ctxError(err, "listing "+quote(c.rel))
+			}
+			var st unix.Stat_t
+			if err := unix.Fstatat(fd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				continue // vanished since it was listed
+			}
+			name := e.name
+			switch st.Mode & unix.S_IFMT {
+			case unix.S_IFREG:
+				counts["file"]++
+				fmt.Fprintf(&b, "file %s (%d bytes)\n", name, st.Size)
+			case unix.S_IFDIR:
+				counts["dir"]++
+				fmt.Fprintf(&b, "dir %s/\n", name)
+			case unix.S_IFLNK:
+				counts["symlink"]++
+				fmt.Fprintf(&b, "symlink %s -> %s\n", name, c.ws.linkTarget(childRel(c.rel, name)))
+			default:
+				counts["other"]++
+				fmt.Fprintf(&b, "other %s\n", name)
+			}
+		}
+		text := b.String()
+		if text == "" {
+			text = "(empty directory)\n"
+		}
+		res = Result{Text: text, Meta: map[string]any{
+			"path":     c.rel,
+			"entries":  len(ents),
+			"files":    counts["file"],
+			"dirs":     counts["dir"],
+			"symlinks": counts["symlink"],
+			"others":   counts["other"],
+		}}
+		return nil
+	})
+	return res, err
+}
+
+// linkTarget describes where the link at canonical rel leads, without ever
+// showing a location outside the workspace.
+func (w *Workspace) linkTarget(rel string) string {
+	target, err := w.Resolve(rel)
+	if err == nil {
+		return target
+	}
+	var e *Error
+	if errors.As(err, &e) && e.Reason == ReasonDeniedPath {
+		return "(outside the workspace; not followed)"
+	}
+	return "(broken link)"
+}

@@ -1,0 +1,218 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strconv"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+)
+
+// MaxReadBytes bounds the text one file_read (or the file one file_edit)
+// holds in memory. It is a guard for the harness's own memory, far above
+// the gate's result cap (256 KiB by default): a larger section fails with
+// ReasonToolError asking for offset/limit, it is never cut silently.
+const MaxReadBytes = 64 << 20
+
+// binaryProbe is how much of a file's start is checked for NUL bytes.
+const binaryProbe = 8 << 10
+
+// FileReadArgs are file_read's arguments.
+type FileReadArgs struct {
+	Path   string `json:"path" desc:"File to read, relative to the workspace root."`
+	Offset int    `json:"offset,omitempty" min:"1" desc:"First line to return, counting from 1. Default 1."`
+	Limit  int    `json:"limit,omitempty" min:"1" desc:"Number of lines to return. Default: to the end of the file."`
+}
+
+// FileRead is the file_read tool: the text of one file, or a range of its
+// lines. Binary files (a NUL byte in the first 8 KiB or in the returned
+// lines, or text that is not UTF-8) and anything but a regular file are a
+// ReasonToolError. The file is streamed: lines before offset are counted,
+// not kept. The zero value is ready to use.
+type FileRead struct{}
+
+var fileReadSpec = mustArgSpec(FileReadArgs{})
+
+// Name implements Tool.
+func (FileRead) Name() string { return "file_read" }
+
+// Description implements Tool.
+func (FileRead) Description() string {
+	return "Read a text file from the workspace. Returns the file's text exactly, without line numbers. " +
+		"Use offset (first line, 1-based) and limit (number of lines) to read part of a large file; a result that is too large is refused, not cut, so read big files in ranges. " +
+		"Binary files and directories are refused with an error (use dir_list for directories). " + pathRules
+}
+
+// Schema implements Tool.
+func (FileRead) Schema() json.RawMessage { return fileReadSpec.schema }
+
+// Prepare implements Tool.
+func (FileRead) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
+	var a FileReadArgs
+	if _, err := fileReadSpec.decode(raw, &a); err != nil {
+		return nil, err
+	}
+	rel, err := ws.Resolve(a.Path)
+	if err != nil {
+		return nil, err
+	}
+	return &fileReadCall{ws: ws, args: a, rel: rel}, nil
+}
+
+type fileReadCall struct {
+	ws   *Workspace
+	args FileReadArgs
+	rel  string
+}
+
+func (c *fileReadCall) Args() any       { return c.args }
+func (c *fileReadCall) Writes() []Write { return nil }
+
+func (c *fileReadCall) Execute(ctx context.Context) (Result, error) {
+	var res Result
+	err := c.ws.withRoot(func(root int) error {
+		f, err := openRegular(root, c.rel, "read")
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		res, err = readLines(ctx, f, c.rel, c.args.Offset, c.args.Limit)
+		return err
+	})
+	return res, err
+}
+
+// openRegular opens canonical rel for reading with the safe open and
+// refuses anything but a regular file. It opens non-blocking, so a FIFO
+// planted in the workspace cannot hang the call.
+func openRegular(root int, rel, op string) (*os.File, error) {
+	fd, err := openBeneath(root, rel, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fsError(rel, op, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, fsError(rel, "stat", err)
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+	case unix.S_IFDIR:
+		unix.Close(fd)
+		return nil, Errorf(ReasonToolError, nil, "%q is a directory; use dir_list to list it", rel)
+	default:
+		unix.Close(fd)
+		return nil, Errorf(ReasonToolError, nil, "%q is not a regular file", rel)
+	}
+	return os.NewFile(uintptr(fd), rel), nil
+}
+
+// readLines streams f and returns lines [offset, offset+limit) (offset 0
+// means 1, limit 0 means to the end).
+func readLines(ctx context.Context, f *os.File, rel string, offset, limit int) (Result, error) {
+	if offset < 1 {
+		offset = 1
+	}
+	buf := make([]byte, 64<<10)
+	var out []byte
+	line := 1        // number of the line at the read position
+	collected := 0   // complete lines kept
+	partial := false // out ends with a line not yet terminated
+	probed := false
+	var last byte // the last byte read, to count an unterminated last line
+	readAny := false
+	more := false // a line exists after the window
+	done := false
+	for !done {
+		if err := ctx.Err(); err != nil {
+			return Result{}, ctxError(err, "reading "+quote(rel))
+		}
+		n, err := f.Read(buf)
+		if n == 0 && err != nil {
+			break
+		}
+		chunk := buf[:n]
+		last, readAny = chunk[n-1], true
+		if !probed {
+			probed = true
+			if bytes.IndexByte(chunk[:min(n, binaryProbe)], 0) >= 0 {
+				return Result{}, binaryError(rel)
+			}
+		}
+		for len(chunk) > 0 {
+			if line < offset {
+				if c := bytes.Count(chunk, []byte{'\n'}); line+c < offset {
+					line += c
+					chunk = nil
+					break
+				}
+				i := bytes.IndexByte(chunk, '\n')
+				line++
+				chunk = chunk[i+1:]
+				continue
+			}
+			if limit > 0 && collected >= limit {
+				more = true
+				done = true
+				break
+			}
+			i := bytes.IndexByte(chunk, '\n')
+			if i < 0 {
+				out = append(out, chunk...)
+				partial = true
+				chunk = nil
+			} else {
+				out = append(out, chunk[:i+1]...)
+				partial = false
+				chunk = chunk[i+1:]
+				line++
+				collected++
+			}
+			if len(out) > MaxReadBytes {
+				return Result{}, Errorf(ReasonToolError, nil,
+					"%q: the requested lines exceed %d MiB; read a smaller range with offset and limit", rel, MaxReadBytes>>20)
+			}
+		}
+	}
+	if partial {
+		collected++
+	}
+	if collected == 0 && offset > 1 {
+		total := line - 1
+		if readAny && last != '\n' {
+			total++
+		}
+		return Result{}, Errorf(ReasonToolError, nil, "%q has %d line(s); offset %d is past the end", rel, total, offset)
+	}
+	if bytes.IndexByte(out, 0) >= 0 || !utf8.Valid(out) {
+		return Result{}, binaryError(rel)
+	}
+	return Result{
+		Text: string(out),
+		Meta: map[string]any{
+			"path":       rel,
+			"first_line": offset,
+			"lines":      collected,
+			"bytes":      len(out),
+			"more":       more,
+		},
+	}, nil
+}
+
+// ctxError is the error for a call whose context ended.
+func ctxError(err error, what string) *Error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return Errorf(ReasonTimeout, err, "%s timed out", what)
+	}
+	return Errorf(ReasonToolError, err, "%s was cancelled", what)
+}
+
+func quote(s string) string { return strconv.Quote(s) }
+
+func binaryError(rel string) *Error {
+	return Errorf(ReasonToolError, nil, "%q is a binary file (NUL bytes or not UTF-8 text); file_read returns text only", rel)
+}

@@ -1,0 +1,133 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"github.com/bmatcuk/doublestar/v4"
+	"golang.org/x/sys/unix"
+)
+
+// DefaultFindResults is find's max_results when not given.
+const DefaultFindResults = 500
+
+// FindArgs are find's arguments.
+type FindArgs struct {
+	Pattern    string `json:"pattern" desc:"Glob matched against paths (** matches any number of directories, * and ? stay within one name, {a,b} alternatives). A glob without '/' is matched against the entry's name, one with '/' against its path relative to the workspace root."`
+	Path       string `json:"path,omitempty" desc:"Directory to search beneath, relative to the workspace root. Default (or empty): the whole workspace."`
+	MaxResults int    `json:"max_results,omitempty" min:"1" desc:"Stop after this many paths. Default 500."`
+}
+
+// Find is the find tool: the workspace-relative paths beneath a directory
+// that match a doublestar glob, in walk order (depth first, names in byte
+// order). Directories are printed with a trailing '/', symbolic links with
+// " (symlink)"; links are never followed and .git directories are not
+// entered. The traversal is search's: every directory is opened from its
+// parent's descriptor with the beneath resolve set. It stops after
+// max_results paths and says so. The zero value is ready to use.
+type Find struct{}
+
+var findSpec = mustArgSpec(FindArgs{})
+
+// Name implements Tool.
+func (Find) Name() string { return "find" }
+
+// Description implements Tool.
+func (Find) Description() string {
+	return "Find files and directories in the workspace by glob, e.g. '*.go' (by name, at any depth) or 'src/**/*_test.go' (by path from the workspace root). " +
+		"Prints one path per line, relative to the workspace root: directories end with '/', symbolic links are marked '(symlink)' and never followed; .git directories are not entered. " +
+		"Stops after max_results paths (default 500) and says so. " + pathRules
+}
+
+// Schema implements Tool.
+func (Find) Schema() json.RawMessage { return findSpec.schema }
+
+// Prepare implements Tool.
+func (Find) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
+	var a FindArgs
+	if _, err := findSpec.decode(raw, &a); err != nil {
+		return nil, err
+	}
+	if a.Pattern == "" {
+		return nil, Errorf(ReasonInvalidArgument, nil, "field %q must not be empty", "pattern")
+	}
+	if !doublestar.ValidatePattern(a.Pattern) {
+		return nil, Errorf(ReasonInvalidArgument, nil, "field %q: %q is not a valid glob", "pattern", a.Pattern)
+	}
+	rel, err := resolveOptional(ws, a.Path)
+	if err != nil {
+		return nil, err
+	}
+	limit := a.MaxResults
+	if limit == 0 {
+		limit = DefaultFindResults
+	}
+	return &findCall{ws: ws, args: a, rel: rel, max: limit}, nil
+}
+
+type findCall struct {
+	ws   *Workspace
+	args FindArgs
+	rel  string
+	max  int
+}
+
+func (c *findCall) Args() any       { return c.args }
+func (c *findCall) Writes() []Write { return nil }
+
+func (c *findCall) Execute(ctx context.Context) (Result, error) {
+	var res Result
+	err := c.ws.withRoot(func(root int) error {
+		var stopped atomic.Bool
+		nts := &notes{}
+		var b strings.Builder
+		n, truncated := 0, false
+		wk := &walker{ctx: ctx, stopped: &stopped, notes: nts, visit: func(e walkEntry) {
+			if !globMatch(c.args.Pattern, e.rel) {
+				return
+			}
+			if n == c.max {
+				truncated = true
+				stopped.Store(true)
+				return
+			}
+			n++
+			b.WriteString(e.rel)
+			switch e.typ {
+			case unix.DT_DIR:
+				b.WriteByte('/')
+			case unix.DT_LNK:
+				b.WriteString(" (symlink)")
+			}
+			b.WriteByte('\n')
+		}}
+		if err := wk.walk(root, c.rel); err != nil {
+			if err == unix.ENOTDIR {
+				return Errorf(ReasonToolError, err, "%q is not a directory; find searches beneath a directory", c.rel)
+			}
+			return fsError(c.rel, "open directory", err)
+		}
+		if err := ctx.Err(); err != nil {
+			return ctxError(err, "find")
+		}
+		if n == 0 {
+			b.WriteString("no matches\n")
+		}
+		if truncated {
+			fmt.Fprintf(&b, "[find stopped after max_results=%d paths; there are more: narrow path or pattern, or raise max_results]\n", c.max)
+		}
+		b.WriteString(nts.text())
+		res = Result{Text: b.String(), Meta: map[string]any{
+			"path":        c.rel,
+			"matches":     n,
+			"skipped":     nts.count,
+			"truncated":   truncated,
+			"max_results": c.max,
+		}}
+		return nil
+	})
+	return res, err
+}

@@ -1,0 +1,243 @@
+package tools
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// resolveCase is one attack or ordinary path. want is the canonical
+// result when reason is "".
+type resolveCase struct {
+	name   string
+	path   string
+	want   string
+	reason Reason
+}
+
+// readCases is ATTACKS.md "Reading", as paths (fx.base and fx.root are
+// substituted for T and R).
+func readCases(fx *fixture) []resolveCase {
+	T, R := fx.base, fx.root
+	return []resolveCase{
+		// Prefix siblings (CVE-2025-53110).
+		{"prefix sibling data-archived", T + "/data-archived/x", "", ReasonDeniedPath},
+		{"relative sibling data2", "../data2/x", "", ReasonDeniedPath},
+		{"prefix sibling data_backup", T + "/data_backup", "", ReasonDeniedPath},
+		{"prefix sibling data.bak", T + "/data.bak", "", ReasonDeniedPath},
+		{"relative sibling data_backup", "../data_backup", "", ReasonDeniedPath},
+		// Traversal.
+		{"a/../../etc/passwd", "a/../../etc/passwd", "", ReasonDeniedPath},
+		{"./../../x", "./../../x", "", ReasonDeniedPath},
+		{"sub/.. is the root", "sub/..", ".", ""},
+		{"1000 a/ then 1001 ../ is over-long", strings.Repeat("a/", 1000) + strings.Repeat("../", 1001), "", ReasonInvalidArgument},
+		{"300 a/ then 301 ../ leaves", strings.Repeat("a/", 300) + strings.Repeat("../", 301), "", ReasonDeniedPath},
+		{"300 a/ then 300 ../ is the root", strings.Repeat("a/", 300) + strings.Repeat("../", 300), ".", ""},
+		{"dot", ".", ".", ""},
+		{"dot slash", "./", ".", ""},
+		{"double slash", "sub//inner.txt", "sub/inner.txt", ""},
+		// Names that only look like traversal.
+		{"..test", "..test", "..test", ""},
+		{"test..", "test..", "test..", ""},
+		{"te..st", "te..st", "te..st", ""},
+		{"...", "...", "...", ""},
+		{"....", "....", "....", ""},
+		{"%2e%2e is a name", "%2e%2e", "%2e%2e", ""},
+		{"%2e%2e/ is never decoded", "%2e%2e/%2e%2e/secret.txt", "", ReasonToolError},
+		// Absolute paths.
+		{"absolute inside", R + "/file.txt", "file.txt", ""},
+		{"absolute root", R, ".", ""},
+		{"absolute root slash", R + "/", ".", ""},
+		{"absolute outside", "/etc/passwd", "", ReasonDeniedPath},
+		{"absolute outside sibling file", T + "/secret.txt", "", ReasonDeniedPath},
+		{"absolute root then ..", R + "/../secret.txt", "", ReasonDeniedPath},
+		// Argument bytes.
+		{"NUL", "file.txt\x00.png", "", ReasonInvalidArgument},
+		{"empty", "", "", ReasonInvalidArgument},
+		{"invalid UTF-8", "caf\xe9", "", ReasonInvalidArgument},
+		{"over-long path", strings.Repeat("x", MaxPathBytes+1), "", ReasonInvalidArgument},
+		{"over-long component", strings.Repeat("x", MaxNameBytes+1), "", ReasonInvalidArgument},
+		// Unicode forms are distinct byte strings.
+		{"NFC café", "caf\u00e9", "caf\u00e9", ""},
+		{"NFD café", "cafe\u0301", "cafe\u0301", ""},
+		{"NFD does not alias NFC", "nfc/cafe\u0301", "", ReasonToolError},
+		// Links (CVE-2025-53109).
+		{"link to outside file", "out", "", ReasonDeniedPath},
+		{"absolute link to outside file", "outabs", "", ReasonDeniedPath},
+		{"chain to outside", "link1", "", ReasonDeniedPath},
+		{"chain middle to outside", "link2", "", ReasonDeniedPath},
+		{"link inside followed", "in", "sub/inner.txt", ""},
+		{"absolute link inside followed", "inabs", "sub/inner.txt", ""},
+		{"link leaves and re-enters", "reenter", "", ReasonDeniedPath},
+		{"dir link to outside", "dirout/secret2.txt", "", ReasonDeniedPath},
+		{"dir link to outside itself", "dirout", "", ReasonDeniedPath},
+		{"dir link inside", "dirin/inner.txt", "sub/inner.txt", ""},
+		{"link .. then file", "dirin/../file.txt", "file.txt", ""},
+		{"nested link up inside", "sub/up", "file.txt", ""},
+		{"nested link up outside", "sub/upout", "", ReasonDeniedPath},
+		{"link loop", "loop1", "", ReasonToolError},
+		// Magic links.
+		{"/proc/self/root", "/proc/self/root" + R + "/file.txt", "", ReasonDeniedPath},
+		{"/proc/self/root/etc", "/proc/self/root/etc/passwd", "", ReasonDeniedPath},
+		{"/proc/self/cwd", "/proc/self/cwd/file.txt", "", ReasonDeniedPath},
+		{"/dev/fd/N", "/dev/fd/3/file.txt", "", ReasonDeniedPath},
+		{"link to /proc/self/root", "procroot/etc/passwd", "", ReasonDeniedPath},
+		// Plain failures.
+		{"missing", "nope.txt", "", ReasonToolError},
+		{"file as directory", "file.txt/x", "", ReasonToolError},
+		{"file with trailing slash", "file.txt/", "", ReasonToolError},
+	}
+}
+
+func TestResolveAttacks(t *testing.T) {
+	fx := newFixture(t)
+	for _, tc := range readCases(fx) {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := fx.ws.Resolve(tc.path)
+			if r := reasonOf(err); r != tc.reason {
+				t.Fatalf("Resolve(%.80q) = %q, %v; want reason %q", tc.path, got, err, tc.reason)
+			}
+			if tc.reason == "" && got != tc.want {
+				t.Fatalf("Resolve(%.80q) = %q, want %q", tc.path, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestResolveForWrite(t *testing.T) {
+	fx := newFixture(t)
+	cases := []resolveCase{
+		{"new file", "new.txt", "new.txt", ""},
+		{"new nested", "newdir/deeper/x.txt", "newdir/deeper/x.txt", ""},
+		{"existing", "file.txt", "file.txt", ""},
+		{"absolute new inside", fx.root + "/n.txt", "n.txt", ""},
+		{"in-root link to existing", "in", "sub/inner.txt", ""},
+		{"dangling in-root link", "dangling_in", "newtarget.txt", ""},
+		{"dangling link to outside", "dangling_out", "", ReasonDeniedPath},
+		{"live link to outside", "out", "", ReasonDeniedPath},
+		{"chain to outside", "link1", "", ReasonDeniedPath},
+		{"dir link to outside", "dirout/new.txt", "", ReasonDeniedPath},
+		{"dir link inside", "dirin/new.txt", "sub/new.txt", ""},
+		{"new under missing then ..", "newdir/../x", "", ReasonInvalidArgument},
+		{"existing then ..", "sub/../y", "y", ""},
+		{"trailing slash", "x/", "", ReasonInvalidArgument},
+		{"escape", "../data2/x", "", ReasonDeniedPath},
+		{"escape prefix sibling", fx.base + "/data.bak", "", ReasonDeniedPath},
+		{"NUL", "a\x00", "", ReasonInvalidArgument},
+		{"under a file", "file.txt/x", "", ReasonToolError},
+		{"procroot", "procroot/tmp/x", "", ReasonDeniedPath},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := fx.ws.ResolveForWrite(tc.path)
+			if r := reasonOf(err); r != tc.reason {
+				t.Fatalf("ResolveForWrite(%q) = %q, %v; want reason %q", tc.path, got, err, tc.reason)
+			}
+			if tc.reason == "" && got != tc.want {
+				t.Fatalf("ResolveForWrite(%q) = %q, want %q", tc.path, got, tc.want)
+			}
+		})
+	}
+	if _, err := os.Lstat(filepath.Join(fx.base, "created-outside.txt")); !os.IsNotExist(err) {
+		t.Fatalf("resolving created something outside: %v", err)
+	}
+}
+
+// The refusal message names the path the model gave, never the host path a
+// link points to.
+func TestResolveDoesNotLeakLinkTargets(t *testing.T) {
+	fx := newFixture(t)
+	for _, p := range []string{"out", "outabs", "link1", "dirout/secret2.txt", "dangling_out"} {
+		_, err := fx.ws.ResolveForWrite(p)
+		e, ok := err.(*Error)
+		if !ok {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if strings.Contains(e.Public, fx.base) || strings.Contains(e.Public, "outside/") {
+			t.Errorf("%s: public message leaks the target: %q", p, e.Public)
+		}
+	}
+}
+
+func TestOpenWorkspace(t *testing.T) {
+	fx := newFixture(t)
+	if fx.ws.Dir() != fx.root {
+		t.Fatalf("Dir() = %q, want %q", fx.ws.Dir(), fx.root)
+	}
+	// Through a symlinked spelling: Dir is canonical, both spellings work
+	// for absolute paths.
+	alias := filepath.Join(t.TempDir(), "alias")
+	if err := os.Symlink(fx.root, alias); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := OpenWorkspace(alias)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	if ws.Dir() != fx.root {
+		t.Fatalf("Dir() via alias = %q, want %q", ws.Dir(), fx.root)
+	}
+	for _, p := range []string{alias + "/file.txt", fx.root + "/file.txt"} {
+		if got, err := ws.Resolve(p); err != nil || got != "file.txt" {
+			t.Fatalf("Resolve(%q) = %q, %v", p, got, err)
+		}
+	}
+	for _, bad := range []string{"", filepath.Join(fx.root, "file.txt"), filepath.Join(fx.base, "nope")} {
+		if ws, err := OpenWorkspace(bad); err == nil {
+			ws.Close()
+			t.Errorf("OpenWorkspace(%q) succeeded", bad)
+		}
+	}
+	// After Close, calls fail cleanly.
+	ws2, err := OpenWorkspace(fx.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws2.Close()
+	if _, err := ws2.Resolve("file.txt"); reasonOf(err) != ReasonToolError {
+		t.Fatalf("Resolve after Close: %v", err)
+	}
+}
+
+// A path whose canonical form is the same file is resolved identically by
+// every spelling.
+func TestResolveSpellings(t *testing.T) {
+	fx := newFixture(t)
+	spellings := []string{"sub/inner.txt", "./sub/inner.txt", "sub/./inner.txt", "dirin/inner.txt",
+		"in", "inabs", fx.root + "/in", "sub/up/../sub/inner.txt"}
+	for _, s := range spellings {
+		got, err := fx.ws.Resolve(s)
+		if s == "sub/up/../sub/inner.txt" {
+			// sub/up is a file link: a file is not a directory.
+			if reasonOf(err) != ReasonToolError {
+				t.Errorf("Resolve(%q) = %q, %v; want tool_error", s, got, err)
+			}
+			continue
+		}
+		if err != nil || got != "sub/inner.txt" {
+			t.Errorf("Resolve(%q) = %q, %v", s, got, err)
+		}
+	}
+	// 40 links are followed, 41 are too many.
+	dir := t.TempDir()
+	for i := range 42 {
+		if err := os.Symlink("l"+strconv.Itoa(i+1), filepath.Join(dir, "l"+strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "l42"), []byte("end"), 0o644)
+	ws, err := OpenWorkspace(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	if got, err := ws.Resolve("l2"); err != nil || got != "l42" {
+		t.Errorf("40 links: %q, %v", got, err)
+	}
+	if _, err := ws.Resolve("l1"); reasonOf(err) != ReasonToolError {
+		t.Errorf("41 links: %v", err)
+	}
+}

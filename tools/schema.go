@@ -1,0 +1,359 @@
+package tools
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// An argument struct is the one source of truth for a tool's arguments:
+// its JSON Schema is generated from it and its decoder is driven by it.
+//
+// Supported fields: string, bool and the signed integer kinds, or pointers
+// to them. Tags:
+//
+//	json:"name[,omitempty]"  the property name; "-" or no tag skips the field
+//	desc:"..."               the property's description
+//	min:"N"                  minimum for an integer property
+//
+// A property is required unless the field is a pointer or its json tag has
+// omitempty.
+
+// argField describes one property of an argument struct.
+type argField struct {
+	name     string
+	index    int
+	kind     reflect.Kind // String, Bool or Int
+	ptr      bool
+	required bool
+	desc     string
+	min      *int64
+}
+
+// argSpec is the generated description of an argument struct.
+type argSpec struct {
+	typ    reflect.Type
+	fields []argField
+	byName map[string]int
+	schema json.RawMessage
+}
+
+// newArgSpec builds the spec of struct type t, or says why it cannot.
+func newArgSpec(t reflect.Type) (*argSpec, error) {
+	if t.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("argument type %s is not a struct", t)
+	}
+	s := &argSpec{typ: t, byName: map[string]int{}}
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		tag, ok := sf.Tag.Lookup("json")
+		if !ok || tag == "-" || !sf.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "" {
+			return nil, fmt.Errorf("%s.%s: json tag without a name", t, sf.Name)
+		}
+		if _, dup := s.byName[name]; dup {
+			return nil, fmt.Errorf("%s.%s: duplicate property %q", t, sf.Name, name)
+		}
+		f := argField{name: name, index: i, desc: sf.Tag.Get("desc")}
+		ft := sf.Type
+		if ft.Kind() == reflect.Pointer {
+			f.ptr = true
+			ft = ft.Elem()
+		}
+		switch ft.Kind() {
+		case reflect.String:
+			f.kind = reflect.String
+		case reflect.Bool:
+			f.kind = reflect.Bool
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			f.kind = reflect.Int
+		default:
+			return nil, fmt.Errorf("%s.%s: unsupported field type %s", t, sf.Name, sf.Type)
+		}
+		if m, ok := sf.Tag.Lookup("min"); ok {
+			if f.kind != reflect.Int {
+				return nil, fmt.Errorf("%s.%s: min on a non-integer field", t, sf.Name)
+			}
+			v, err := strconv.ParseInt(m, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s.%s: min %q: %w", t, sf.Name, m, err)
+			}
+			f.min = &v
+		}
+		f.required = !f.ptr && !strings.Contains(","+opts+",", ",omitempty,")
+		if f.desc == "" {
+			return nil, fmt.Errorf("%s.%s: no desc tag", t, sf.Name)
+		}
+		s.byName[name] = len(s.fields)
+		s.fields = append(s.fields, f)
+	}
+	schema, err := s.buildSchema()
+	if err != nil {
+		return nil, err
+	}
+	s.schema = schema
+	return s, nil
+}
+
+// mustArgSpec is newArgSpec for the package's own argument structs, built
+// at init: a failure is a bug in this package, caught by its tests.
+func mustArgSpec(v any) *argSpec {
+	s, err := newArgSpec(reflect.TypeOf(v))
+	if err != nil {
+		panic("tools: bug: " + err.Error())
+	}
+	return s
+}
+
+// buildSchema renders the JSON Schema with properties in field order.
+func (s *argSpec) buildSchema() (json.RawMessage, error) {
+	var b bytes.Buffer
+	b.WriteString(`{"type":"object","properties":{`)
+	var required []string
+	for i, f := range s.fields {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		name, _ := json.Marshal(f.name)
+		b.Write(name)
+		b.WriteString(`:{"type":`)
+		switch f.kind {
+		case reflect.String:
+			b.WriteString(`"string"`)
+		case reflect.Bool:
+			b.WriteString(`"boolean"`)
+		case reflect.Int:
+			b.WriteString(`"integer"`)
+		}
+		desc, _ := json.Marshal(f.desc)
+		b.WriteString(`,"description":`)
+		b.Write(desc)
+		if f.min != nil {
+			fmt.Fprintf(&b, `,"minimum":%d`, *f.min)
+		}
+		b.WriteByte('}')
+		if f.required {
+			required = append(required, f.name)
+		}
+	}
+	b.WriteByte('}')
+	if len(required) > 0 {
+		r, _ := json.Marshal(required)
+		b.WriteString(`,"required":`)
+		b.Write(r)
+	}
+	b.WriteString(`,"additionalProperties":false}`)
+	if !json.Valid(b.Bytes()) {
+		return nil, fmt.Errorf("%s: generated schema is not valid JSON", s.typ)
+	}
+	return json.RawMessage(b.Bytes()), nil
+}
+
+// decode fills dst (a pointer to the spec's struct type) from raw, strictly:
+// raw must be one JSON object of valid UTF-8; every key must be a known
+// property, given once; every required property present and not null;
+// every value of its property's type; no string may hold a NUL byte or an
+// unpaired surrogate escape; integers must be whole and at least their
+// minimum. present reports which properties were given (not null).
+func (s *argSpec) decode(raw json.RawMessage, dst any) (present map[string]bool, err error) {
+	rv := reflect.ValueOf(dst)
+	if rv.Kind() != reflect.Pointer || rv.Elem().Type() != s.typ {
+		panic(fmt.Sprintf("tools: bug: decode into %T, want *%s", dst, s.typ))
+	}
+	out := rv.Elem()
+	bad := func(format string, args ...any) error {
+		return Errorf(ReasonInvalidArgument, nil, format, args...)
+	}
+	if !utf8.Valid(raw) {
+		return nil, bad("arguments are not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, bad("arguments must be a JSON object")
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, bad("arguments must be a JSON object")
+	}
+	present = map[string]bool{}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, bad("arguments are not well-formed JSON")
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return nil, bad("arguments are not well-formed JSON")
+		}
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return nil, bad("arguments are not well-formed JSON (at field %q)", key)
+		}
+		if seen[key] {
+			return nil, bad("field %q is given more than once", key)
+		}
+		seen[key] = true
+		i, known := s.byName[key]
+		if !known {
+			return nil, bad("unknown field %q; the fields are %s", key, s.fieldList())
+		}
+		f := s.fields[i]
+		if string(val) == "null" {
+			if f.required {
+				return nil, bad("field %q must be %s, not null", key, kindWord(f.kind))
+			}
+			continue
+		}
+		fv := out.Field(f.index)
+		if f.ptr {
+			p := reflect.New(fv.Type().Elem())
+			fv.Set(p)
+			fv = p.Elem()
+		}
+		if err := decodeValue(f, val, fv); err != nil {
+			return nil, err
+		}
+		present[key] = true
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, bad("arguments are not well-formed JSON")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, bad("arguments must be a single JSON object")
+	}
+	for _, f := range s.fields {
+		if f.required && !present[f.name] {
+			return nil, bad("missing required field %q", f.name)
+		}
+	}
+	return present, nil
+}
+
+// decodeValue decodes one property's JSON value into fv.
+func decodeValue(f argField, val json.RawMessage, fv reflect.Value) error {
+	bad := func(format string, args ...any) error {
+		return Errorf(ReasonInvalidArgument, nil, "field %q: "+format, append([]any{f.name}, args...)...)
+	}
+	switch f.kind {
+	case reflect.String:
+		if len(val) == 0 || val[0] != '"' {
+			return bad("must be a string")
+		}
+		if hasLoneSurrogate(val) {
+			return bad("is not valid UTF-8 (unpaired surrogate escape)")
+		}
+		var str string
+		if err := json.Unmarshal(val, &str); err != nil {
+			return bad("must be a string")
+		}
+		if strings.IndexByte(str, 0) >= 0 {
+			return bad("must not contain NUL bytes")
+		}
+		fv.SetString(str)
+	case reflect.Bool:
+		switch string(val) {
+		case "true":
+			fv.SetBool(true)
+		case "false":
+			fv.SetBool(false)
+		default:
+			return bad("must be true or false")
+		}
+	case reflect.Int:
+		if len(val) == 0 || (val[0] != '-' && (val[0] < '0' || val[0] > '9')) {
+			return bad("must be an integer")
+		}
+		n, err := strconv.ParseInt(string(val), 10, 64)
+		if err != nil {
+			fl, ferr := strconv.ParseFloat(string(val), 64)
+			switch {
+			case ferr != nil && !errors.Is(ferr, strconv.ErrRange):
+				return bad("must be an integer")
+			case math.IsInf(fl, 0) || fl >= math.MaxInt64 || fl < math.MinInt64:
+				return bad("is out of range")
+			case fl != math.Trunc(fl):
+				return bad("must be a whole number")
+			}
+			n = int64(fl)
+		}
+		if f.min != nil && n < *f.min {
+			return bad("must be at least %d", *f.min)
+		}
+		if fv.OverflowInt(n) {
+			return bad("is out of range")
+		}
+		fv.SetInt(n)
+	}
+	return nil
+}
+
+// hasLoneSurrogate reports whether a JSON string literal holds a \uD800-
+// \uDFFF escape not part of a valid pair. encoding/json would silently turn
+// it into U+FFFD, hiding invalid input.
+func hasLoneSurrogate(lit []byte) bool {
+	hex4 := func(b []byte) (rune, bool) {
+		if len(b) < 4 {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(b[:4]), 16, 16)
+		return rune(v), err == nil
+	}
+	for i := 0; i < len(lit); i++ {
+		if lit[i] != '\\' {
+			continue
+		}
+		i++
+		if i >= len(lit) || lit[i] != 'u' {
+			continue
+		}
+		r, ok := hex4(lit[i+1:])
+		if !ok {
+			return true
+		}
+		i += 4
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		case r >= 0xD800 && r <= 0xDBFF:
+			if i+2 >= len(lit) || lit[i+1] != '\\' || lit[i+2] != 'u' {
+				return true
+			}
+			lo, ok := hex4(lit[i+3:])
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 6
+		}
+	}
+	return false
+}
+
+func kindWord(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	}
+	return "an integer"
+}
+
+func (s *argSpec) fieldList() string {
+	names := make([]string, len(s.fields))
+	for i, f := range s.fields {
+		names[i] = strconv.Quote(f.name)
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,585 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"regexp/syntax"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/bmatcuk/doublestar/v4"
+	"golang.org/x/sys/unix"
+)
+
+// Search limits.
+const (
+	DefaultSearchResults = 200 // max_results when not given
+	maxShownLine         = 512 // bytes of a matching line shown before it is marked cut
+	searchChunk          = 8 << 20
+	maxSearchLine        = 64 << 20
+)
+
+// SearchArgs are search's arguments.
+type SearchArgs struct {
+	Pattern    string `json:"pattern" desc:"Regular expression (RE2 syntax, as in Go) matched against each line of each file. A match never spans lines."`
+	Path       string `json:"path,omitempty" desc:"File or directory to search, relative to the workspace root. Default (or empty): the whole workspace."`
+	Glob       string `json:"glob,omitempty" desc:"Only search files whose path matches this glob (** matches any number of directories). A glob without '/' is matched against the file name, one with '/' against the path relative to the workspace root."`
+	MaxResults int    `json:"max_results,omitempty" min:"1" desc:"Stop after this many matching lines. Default 200."`
+}
+
+// Search is the search tool: an RE2 regular expression over the lines of
+// every regular file beneath a path, results as "path:line:text" with
+// workspace-relative paths, in path order then line order. Binary files
+// (a NUL byte in the first 8 KiB, or in a matching line) are skipped;
+// symbolic links are never followed (an in-root target is searched under
+// its own path); directories named .git are not entered; every directory
+// and file is opened from its parent's descriptor with the beneath resolve
+// set, so a directory swapped for a link mid-walk is skipped and noted,
+// never read through. It stops after max_results matching lines and says
+// so. The zero value is ready to use.
+//
+// Speed: files are read whole (in 8 MiB chunks when larger) into reused
+// buffers by one worker per CPU, a literal every match must contain is
+// searched with bytes.Index before the regular expression runs on the
+// candidate line only, and no allocation is made per line.
+type Search struct{}
+
+var searchSpec = mustArgSpec(SearchArgs{})
+
+// Name implements Tool.
+func (Search) Name() string { return "search" }
+
+// Description implements Tool.
+func (Search) Description() string {
+	return "Search file contents in the workspace with a regular expression (RE2 syntax, as in Go: no look-around or backreferences). " +
+		"Prints one line per match as 'path:line:text', paths relative to the workspace root, sorted by path then line; long lines are shortened. " +
+		"Binary files are skipped, symbolic links are not followed, .git directories are not entered. " +
+		"Stops after max_results matching lines (default 200) and says so; narrow with path or glob. " + pathRules
+}
+
+// Schema implements Tool.
+func (Search) Schema() json.RawMessage { return searchSpec.schema }
+
+// Prepare implements Tool.
+func (Search) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
+	var a SearchArgs
+	if _, err := searchSpec.decode(raw, &a); err != nil {
+		return nil, err
+	}
+	if a.Pattern == "" {
+		return nil, Errorf(ReasonInvalidArgument, nil, "field %q must not be empty", "pattern")
+	}
+	m, err := newMatcher(a.Pattern)
+	if err != nil {
+		return nil, Errorf(ReasonInvalidArgument, err, "field %q: %v", "pattern", err)
+	}
+	if a.Glob != "" && !doublestar.ValidatePattern(a.Glob) {
+		return nil, Errorf(ReasonInvalidArgument, nil, "field %q: %q is not a valid glob", "glob", a.Glob)
+	}
+	rel, err := resolveOptional(ws, a.Path)
+	if err != nil {
+		return nil, err
+	}
+	limit := a.MaxResults
+	if limit == 0 {
+		limit = DefaultSearchResults
+	}
+	return &searchCall{ws: ws, args: a, rel: rel, m: m, max: limit}, nil
+}
+
+// globMatch applies a glob as search and find document it: against the
+// base name when the glob has no '/', else against the whole
+// workspace-relative path.
+func globMatch(glob, rel string) bool {
+	if glob == "" {
+		return true
+	}
+	if !strings.Contains(glob, "/") {
+		_, rel = splitRel(rel)
+	}
+	return doublestar.MatchUnvalidated(glob, rel)
+}
+
+// matcher finds the lines a pattern matches.
+type matcher struct {
+	line *regexp.Regexp // the pattern, run on one line at a time
+	bulk *regexp.Regexp // (?m) form run over a whole buffer to find candidates; nil when not equivalent
+	lit  []byte         // a literal every match contains; nil when none is known
+	// rareOff is the index in lit of the byte least likely to occur in
+	// text, the one the scan looks for first.
+	rareOff int
+}
+
+func newMatcher(pattern string) (*matcher, error) {
+	line, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, err
+	}
+	m := &matcher{line: line}
+	if tree, err := syntax.Parse(pattern, syntax.Perl); err == nil {
+		if lit := requiredLiteral(tree.Simplify()); lit != "" {
+			m.lit = []byte(lit)
+			for i := range m.lit {
+				if byteRank(m.lit[i]) < byteRank(m.lit[m.rareOff]) {
+					m.rareOff = i
+				}
+			}
+		}
+	}
+	if m.lit == nil {
+		// With (?m), ^ and $ match at line boundaries, so any line that
+		// matches alone also yields a match starting in that line when the
+		// buffer is scanned from the line's start. \A and \z would not:
+		// such patterns are run line by line.
+		if tree, err := syntax.Parse("(?m)"+pattern, syntax.Perl); err == nil && !hasTextAnchor(tree) {
+			m.bulk, _ = regexp.Compile("(?m)" + pattern)
+		}
+	}
+	return m, nil
+}
+
+// requiredLiteral returns a case-sensitive literal that every match of re
+// contains, or "".
+func requiredLiteral(re *syntax.Regexp) string {
+	switch re.Op {
+	case syntax.OpLiteral:
+		if re.Flags&syntax.FoldCase != 0 {
+			return ""
+		}
+		return string(re.Rune)
+	case syntax.OpCapture, syntax.OpPlus:
+		return requiredLiteral(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return requiredLiteral(re.Sub[0])
+		}
+	case syntax.OpConcat:
+		best, run := "", ""
+		for _, sub := range re.Sub {
+			if sub.Op == syntax.OpLiteral && sub.Flags&syntax.FoldCase == 0 {
+				run += string(sub.Rune)
+				continue
+			}
+			if len(run) > len(best) {
+				best = run
+			}
+			run = ""
+			if l := requiredLiteral(sub); len(l) > len(best) {
+				best = l
+			}
+		}
+		if len(run) > len(best) {
+			best = run
+		}
+		return best
+	}
+	return ""
+}
+
+// byteRank is a rough frequency class of a byte in source code and prose
+// (higher: more common), used to pick the byte a literal search looks for.
+func byteRank(b byte) int {
+	switch {
+	case strings.IndexByte(" \tetaoinsr", b) >= 0:
+		return 10
+	case b >= 'a' && b <= 'z', strings.IndexByte("\n.,()_\"=/:;{}*-", b) >= 0:
+		return 6
+	case b >= '0' && b <= '9':
+		return 4
+	case b >= 'A' && b <= 'Z':
+		return 3
+	}
+	return 1
+}
+
+func hasTextAnchor(re *syntax.Regexp) bool {
+	if re.Op == syntax.OpBeginText || re.Op == syntax.OpEndText {
+		return true
+	}
+	for _, s := range re.Sub {
+		if hasTextAnchor(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// scan calls emit for each line of data that matches, in order, with its
+// number (the first line of data is number first). data holds whole lines;
+// only its last may lack a newline. It stops when emit returns false and
+// reports whether it stopped, and the number of lines data holds.
+func (m *matcher) scan(data []byte, first int, emit func(n int, line []byte) bool) (stopped bool) {
+	lineNo, counted := first, 0
+	report := func(ls, le int) bool {
+		if !m.line.Match(data[ls:le]) {
+			return true
+		}
+		lineNo += bytes.Count(data[counted:ls], nl)
+		counted = ls
+		return emit(lineNo, data[ls:le])
+	}
+	pos := 0
+	switch {
+	case m.lit != nil:
+		// Look for the literal's rarest byte with IndexByte (vectorised),
+		// then check the whole literal around it.
+		rare, roff, lit := m.lit[m.rareOff], m.rareOff, m.lit
+		lineFrom := 0 // a line start at or before every candidate
+		for pos+roff < len(data) {
+			i := bytes.IndexByte(data[pos+roff:], rare)
+			if i < 0 {
+				break
+			}
+			at := pos + i
+			if at+len(lit) > len(data) {
+				break
+			}
+			if !bytes.Equal(data[at:at+len(lit)], lit) {
+				pos = at + 1
+				continue
+			}
+			ls := lineFrom + bytes.LastIndexByte(data[lineFrom:at], '\n') + 1
+			le := lineEnd(data, at)
+			if !report(ls, le) {
+				return true
+			}
+			pos, lineFrom = le+1, le+1
+		}
+	case m.bulk != nil:
+		for pos < len(data) {
+			loc := m.bulk.FindIndex(data[pos:])
+			if loc == nil {
+				break
+			}
+			at := pos + loc[0]
+			ls := pos + bytes.LastIndexByte(data[pos:at], '\n') + 1
+			le := lineEnd(data, at)
+			if !report(ls, le) {
+				return true
+			}
+			pos = le + 1
+		}
+	default:
+		for pos < len(data) {
+			le := lineEnd(data, pos)
+			if !report(pos, le) {
+				return true
+			}
+			pos = le + 1
+		}
+	}
+	return false
+}
+
+var nl = []byte{'\n'}
+
+// lineEnd is the index of the newline ending the line holding at, or
+// len(data).
+func lineEnd(data []byte, at int) int {
+	if i := bytes.IndexByte(data[at:], '\n'); i >= 0 {
+		return at + i
+	}
+	return len(data)
+}
+
+type searchCall struct {
+	ws   *Workspace
+	args SearchArgs
+	rel  string
+	m    *matcher
+	max  int
+}
+
+func (c *searchCall) Args() any       { return c.args }
+func (c *searchCall) Writes() []Write { return nil }
+
+// searchJob is one file to search; seq orders results.
+type searchJob struct {
+	seq  int
+	dir  *walkDir
+	name string // name inside dir (or canonical path when dir is the root)
+	rel  string
+}
+
+// searchResult is one file's matches, already formatted.
+type searchResult struct {
+	seq     int
+	out     []byte
+	n       int
+	scanned bool
+	binary  bool
+}
+
+// bufPool keeps worker read buffers between calls.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+func (c *searchCall) Execute(ctx context.Context) (Result, error) {
+	var res Result
+	err := c.ws.withRoot(func(root int) error {
+		var err error
+		res, err = c.run(ctx, root)
+		return err
+	})
+	return res, err
+}
+
+func (c *searchCall) run(ctx context.Context, root int) (Result, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var st unix.Stat_t
+	if err := unix.Fstatat(root, c.rel, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return Result{}, fsError(c.rel, "stat", err)
+	}
+	var stopped atomic.Bool
+	nts := &notes{}
+	jobs := make(chan searchJob, 256)
+	results := make(chan searchResult, 256)
+	walkErr := make(chan error, 1)
+
+	// Producer: the walk, in order.
+	go func() {
+		defer close(jobs)
+		seq := 0
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			if globMatch(c.args.Glob, c.rel) {
+				jobs <- searchJob{seq: 0, dir: newWalkDir(root, ".", false), name: c.rel, rel: c.rel}
+			}
+			walkErr <- nil
+			return
+		}
+		wk := &walker{ctx: ctx, stopped: &stopped, notes: nts, visit: func(e walkEntry) {
+			if e.typ != unix.DT_REG || !globMatch(c.args.Glob, e.rel) {
+				return
+			}
+			e.dir.acquire()
+			select {
+			case jobs <- searchJob{seq: seq, dir: e.dir, name: e.name, rel: e.rel}:
+				seq++
+			case <-ctx.Done():
+				e.dir.release()
+			}
+		}}
+		walkErr <- wk.walk(root, c.rel)
+	}()
+
+	// Workers.
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bp := bufPool.Get().(*[]byte)
+			defer bufPool.Put(bp)
+			for j := range jobs {
+				r := searchResult{seq: j.seq}
+				if !stopped.Load() && ctx.Err() == nil {
+					r = c.scanFile(j, bp, nts)
+				}
+				j.dir.release()
+				results <- r
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(results) }()
+
+	// Collector: reassemble in walk order, stop at max.
+	var out []byte
+	pending := map[int]searchResult{}
+	next, matches, files, filesMatched, binaries := 0, 0, 0, 0, 0
+	truncated := false
+	for r := range results {
+		if truncated {
+			continue
+		}
+		pending[r.seq] = r
+		for {
+			p, ok := pending[next]
+			if !ok {
+				break
+			}
+			delete(pending, next)
+			next++
+			if p.scanned {
+				files++
+			}
+			if p.binary {
+				binaries++
+			}
+			if p.n == 0 {
+				continue
+			}
+			filesMatched++
+			if matches+p.n > c.max {
+				// A match beyond max_results exists: keep max_results
+				// and stop, saying so.
+				out = append(out, cutLines(p.out, c.max-matches)...)
+				matches = c.max
+				truncated = true
+				stopped.Store(true)
+				cancel()
+				break
+			}
+			out = append(out, p.out...)
+			matches += p.n
+		}
+	}
+	if err := <-walkErr; err != nil {
+		return Result{}, fsError(c.rel, "open directory", err)
+	}
+	if err := context.Cause(ctx); err != nil && !stopped.Load() {
+		return Result{}, ctxError(err, "search")
+	}
+	var b strings.Builder
+	b.Write(out)
+	if matches == 0 {
+		b.WriteString("no matches\n")
+	}
+	if truncated {
+		fmt.Fprintf(&b, "[search stopped after max_results=%d matching lines; there are more: narrow path, glob or pattern, or raise max_results]\n", c.max)
+	}
+	b.WriteString(nts.text())
+	return Result{Text: b.String(), Meta: map[string]any{
+		"path":           c.rel,
+		"matches":        matches,
+		"files_searched": files,
+		"files_matched":  filesMatched,
+		"binary_skipped": binaries,
+		"skipped":        nts.count,
+		"truncated":      truncated,
+		"max_results":    c.max,
+	}}, nil
+}
+
+// cutLines keeps the first n lines of formatted output.
+func cutLines(out []byte, n int) []byte {
+	end := 0
+	for range n {
+		i := bytes.IndexByte(out[end:], '\n')
+		if i < 0 {
+			return out
+		}
+		end += i + 1
+	}
+	return out[:end]
+}
+
+// scanFile searches one file, reading it whole into the worker's buffer
+// (in chunks of whole lines when larger than searchChunk).
+func (c *searchCall) scanFile(j searchJob, bp *[]byte, nts *notes) searchResult {
+	r := searchResult{seq: j.seq}
+	fd, err := openBeneath(j.dir.fd, j.name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		nts.add(j.rel, openNote(err))
+		return r
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return r // not a regular file (any more): nothing to search
+	}
+	r.scanned = true
+	buf := *bp
+	if want := min(int(st.Size)+1, searchChunk); want > len(buf) {
+		buf = make([]byte, want)
+		*bp = buf
+	}
+	have, total, first := 0, int64(0), 1
+	probed := false
+	left := c.max + 1 // no file need contribute more: one past max proves truncation
+	var out []byte
+	emit := func(n int, line []byte) bool {
+		if bytes.IndexByte(line, 0) >= 0 {
+			r.binary = true
+			return false
+		}
+		out = appendMatch(out, j.rel, n, line)
+		r.n++
+		left--
+		return left > 0
+	}
+	for {
+		if have == len(buf) { // one line fills the buffer: grow it
+			if len(buf) >= maxSearchLine {
+				nts.add(j.rel, fmt.Sprintf("a line is longer than %d MiB", maxSearchLine>>20))
+				return searchResult{seq: j.seq, scanned: true}
+			}
+			nb := make([]byte, 2*len(buf))
+			copy(nb, buf[:have])
+			buf = nb
+			*bp = buf
+		}
+		n, err := unix.Read(fd, buf[have:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			nts.add(j.rel, "read failed: "+errnoText(err))
+			return searchResult{seq: j.seq, scanned: true}
+		}
+		total += int64(n)
+		data := buf[:have+n]
+		eof := n == 0 || total == st.Size
+		if !probed && (len(data) >= binaryProbe || eof) {
+			probed = true
+			if bytes.IndexByte(data[:min(len(data), binaryProbe)], 0) >= 0 {
+				r.binary = true
+				return searchResult{seq: j.seq, scanned: true, binary: true}
+			}
+		}
+		cut := len(data)
+		if !eof {
+			cut = bytes.LastIndexByte(data, '\n') + 1
+			if cut == 0 {
+				have = len(data)
+				continue
+			}
+		}
+		if m := c.m.scan(data[:cut], first, emit); m || eof {
+			break
+		}
+		first += bytes.Count(data[:cut], nl)
+		have = copy(buf, data[cut:])
+	}
+	if r.binary {
+		return searchResult{seq: j.seq, scanned: true, binary: true}
+	}
+	r.out = out
+	return r
+}
+
+// appendMatch formats one result line: path:line:text, the text made valid
+// UTF-8, a trailing CR dropped and anything past maxShownLine bytes
+// replaced by a marker.
+func appendMatch(out []byte, rel string, n int, line []byte) []byte {
+	out = append(out, rel...)
+	out = append(out, ':')
+	out = strconv.AppendInt(out, int64(n), 10)
+	out = append(out, ':')
+	line = bytes.TrimSuffix(line, []byte{'\r'})
+	cut := 0
+	if len(line) > maxShownLine {
+		cut = len(line)
+		end := maxShownLine
+		for end > 0 && !utf8.RuneStart(line[end]) {
+			end--
+		}
+		line = line[:end]
+		cut -= end
+	}
+	if utf8.Valid(line) {
+		out = append(out, line...)
+	} else {
+		out = append(out, bytes.ToValidUTF8(line, []byte("\uFFFD"))...)
+	}
+	if cut > 0 {
+		out = fmt.Appendf(out, " [... %d more bytes]", cut)
+	}
+	return append(out, '\n')
+}

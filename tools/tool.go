@@ -1,0 +1,81 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Tool is one catalogue entry's operation, without policy: whether it is
+// published, approved or within a write scope is decided by the gate.
+//
+// Implementations in this package are stateless values, safe for
+// concurrent use.
+type Tool interface {
+	// Name is the catalogue entry: "file_read", "dir_list", "search",
+	// "find", "file_write" or "file_edit".
+	Name() string
+	// Description tells the model what the tool does, its limits and the
+	// path rules.
+	Description() string
+	// Schema is the JSON Schema of the arguments, generated from the
+	// tool's argument struct. It uses only the subset both the Anthropic
+	// input_schema and OpenAI function parameters accept.
+	Schema() json.RawMessage
+	// Prepare decodes the arguments strictly and resolves their paths
+	// beneath ws. It does not act. Errors are *Error:
+	// ReasonInvalidArgument naming the field (unknown field, wrong type,
+	// missing required field, NUL byte, invalid UTF-8, bad pattern) or a
+	// resolution error (ReasonDeniedPath, ReasonToolError for a missing
+	// file).
+	Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error)
+}
+
+// Prepared is a decoded, resolved call, ready to execute. A Prepared is
+// meant to be executed once, by one goroutine.
+type Prepared interface {
+	// Args returns the decoded argument struct (FileReadArgs, ...), for
+	// the record and for showing an approver.
+	Args() any
+	// Writes lists what the call would change, by canonical
+	// workspace-relative path; nil for the read tools.
+	Writes() []Write
+	// Execute performs the call. Errors are *Error: ReasonToolError for
+	// an operation that failed, ReasonDeniedPath when the path was found
+	// changed (a link swapped in) after Prepare resolved it.
+	Execute(ctx context.Context) (Result, error)
+}
+
+// Write is one path a write tool would change. Path is canonical and
+// workspace-relative (symbolic links resolved), so a write-scope rule
+// matched against it cannot be dodged through a link. Whole is true for a
+// whole-file replacement (file_write) and false for an exact edit
+// (file_edit).
+type Write struct {
+	Path  string
+	Whole bool
+}
+
+// Result is what a call produced. Text is what the model reads; it is not
+// cut to any size here (the gate applies the result cap). Meta holds
+// structured figures for the record (counts, bytes, truncated=...).
+type Result struct {
+	Text string
+	Meta map[string]any
+}
+
+// ReadTools returns the four read tools: file_read, dir_list, search and
+// find, in that order. Each call returns a new slice.
+func ReadTools() []Tool {
+	return []Tool{FileRead{}, DirList{}, Search{}, Find{}}
+}
+
+// WriteTools returns the two write tools: file_write and file_edit, in
+// that order. Each call returns a new slice.
+func WriteTools() []Tool {
+	return []Tool{FileWrite{}, FileEdit{}}
+}
+
+// pathRules is the paragraph every tool description ends with.
+const pathRules = "Paths are relative to the workspace root (an absolute path is accepted only when it begins with the workspace root). " +
+	"Anything that leads outside the workspace is refused: '..' above the root, absolute paths elsewhere, and symbolic links whose target is outside. " +
+	"Symbolic links that stay inside the workspace are followed. Paths are taken byte for byte: no URL decoding, no Unicode normalisation."
