@@ -1,0 +1,390 @@
+package gate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/b10x/harness/tools"
+)
+
+// newTestGate builds a gate over a fresh workspace with all six file tools
+// published (the host is declared confined: these tests check policy, not
+// the kernel) and a record in memory.
+func newTestGate(t *testing.T, cfg Config) (*Gate, string, *bytes.Buffer) {
+	t.Helper()
+	dir := t.TempDir()
+	ws, err := tools.OpenWorkspace(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	var rec bytes.Buffer
+	cfg.Workspace = ws
+	if cfg.Tools == nil {
+		cfg.Tools = append(tools.ReadTools(), tools.WriteTools()...)
+	}
+	cfg.Host.ConfinedWorkspace = true
+	cfg.Recorder = NewRecorder(&rec)
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, ws.Dir(), &rec
+}
+
+func call(g *Gate, name, args string) Outcome {
+	return g.Call(context.Background(), Call{Surface: "test", Name: name, Args: json.RawMessage(args)})
+}
+
+func records(t *testing.T, b *bytes.Buffer) []CallRecord {
+	t.Helper()
+	var out []CallRecord
+	for _, l := range bytes.Split(bytes.TrimSpace(b.Bytes()), []byte("\n")) {
+		var r CallRecord
+		if err := json.Unmarshal(l, &r); err != nil {
+			t.Fatalf("record line %q: %v", l, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCatalogueIsTheSpecs(t *testing.T) {
+	want := "file_read file.read low always|dir_list dir.list low always|search search low always|find find low always|" +
+		"file_write file.write medium confined workspace|file_edit file.edit medium confined workspace|" +
+		"run shell high confined execution and an allowed program"
+	var got []string
+	for _, e := range Catalogue {
+		got = append(got, fmt.Sprintf("%s %s %s %s", e.Name, e.Operation, e.Risk, e.Needs))
+	}
+	if strings.Join(got, "|") != want {
+		t.Fatalf("catalogue:\n%s\nwant\n%s", strings.Join(got, "|"), want)
+	}
+}
+
+func TestZeroConfigDeniesAboveLow(t *testing.T) {
+	// The Go API's default approver is deny-all: with no Approver and no
+	// ceiling, a medium-risk write is refused and nothing is written.
+	g, dir, rec := newTestGate(t, Config{})
+	o := call(g, "file_write", `{"path":"a.txt","content":"x"}`)
+	if o.Status != Refused || o.Reason != tools.ReasonApprovalRejected {
+		t.Fatalf("outcome %+v", o)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a.txt")); !os.IsNotExist(err) {
+		t.Fatalf("file written despite refusal: %v", err)
+	}
+	if o := call(g, "file_read", `{"path":"."}`); o.Reason == tools.ReasonApprovalRejected {
+		t.Fatalf("a low-risk read asked for approval: %+v", o)
+	}
+	r := records(t, rec)
+	if r[0].Approver != "deny" || r[0].Approval != "rejected" {
+		t.Fatalf("record %+v", r[0])
+	}
+}
+
+// countingApprover approves or rejects and counts its calls.
+type countingApprover struct {
+	approve bool
+	n       int
+	seen    []Request
+}
+
+func (a *countingApprover) Name() string { return "counting" }
+func (a *countingApprover) Approve(_ context.Context, r Request) (Decision, error) {
+	a.n++
+	a.seen = append(a.seen, r)
+	return Decision{Approved: a.approve, Reason: "test"}, nil
+}
+
+func TestCeilingTimesRiskTimesApprover(t *testing.T) {
+	calls := map[Risk][2]string{
+		Low:    {"file_read", `{"path":"f.txt"}`},
+		Medium: {"file_edit", `{"path":"f.txt","old_string":"a","new_string":"b"}`},
+	}
+	for _, ceiling := range []Risk{Low, Medium, High} {
+		for risk, c := range calls {
+			for _, approve := range []bool{true, false} {
+				name := fmt.Sprintf("ceiling=%s/risk=%s/approve=%v", ceiling, risk, approve)
+				t.Run(name, func(t *testing.T) {
+					a := &countingApprover{approve: approve}
+					g, dir, _ := newTestGate(t, Config{ApproveUpTo: ceiling, Approver: a})
+					write(t, filepath.Join(dir, "f.txt"), "a\n")
+					o := call(g, c[0], c[1])
+					asks := risk > ceiling
+					if asks != (a.n == 1) {
+						t.Fatalf("approver asked %d times, want asked=%v", a.n, asks)
+					}
+					if asks && !approve {
+						if o.Status != Refused || o.Reason != tools.ReasonApprovalRejected {
+							t.Fatalf("outcome %+v", o)
+						}
+						if b, _ := os.ReadFile(filepath.Join(dir, "f.txt")); string(b) != "a\n" {
+							t.Fatalf("refused edit changed the file: %q", b)
+						}
+						return
+					}
+					if o.Status != Executed {
+						t.Fatalf("outcome %+v", o)
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestStandingApproval(t *testing.T) {
+	a := &standingOnce{}
+	g, _, rec := newTestGate(t, Config{Approver: a})
+	for i := range 3 {
+		if o := call(g, "file_write", fmt.Sprintf(`{"path":"f%d.txt","content":"x"}`, i)); o.Status != Executed {
+			t.Fatalf("call %d: %+v", i, o)
+		}
+	}
+	if a.n != 1 {
+		t.Fatalf("approver asked %d times, want 1 (standing yes)", a.n)
+	}
+	r := records(t, rec)
+	if r[0].Approval != "approved-standing" || r[2].Approval != "approved-standing" {
+		t.Fatalf("records %+v / %+v", r[0], r[2])
+	}
+	// A standing yes is per entry: file_edit still asks.
+	write(t, filepath.Join(g.cfg.Workspace.Dir(), "e.txt"), "a")
+	call(g, "file_edit", `{"path":"e.txt","old_string":"a","new_string":"b"}`)
+	if a.n != 2 {
+		t.Fatalf("standing approval leaked to another entry")
+	}
+}
+
+type standingOnce struct{ n int }
+
+func (a *standingOnce) Name() string { return "standing" }
+func (a *standingOnce) Approve(context.Context, Request) (Decision, error) {
+	a.n++
+	return Decision{Approved: true, Standing: true}, nil
+}
+
+type failingApprover struct{}
+
+func (failingApprover) Name() string { return "failing" }
+func (failingApprover) Approve(context.Context, Request) (Decision, error) {
+	return Decision{Approved: true}, fmt.Errorf("terminal went away")
+}
+
+func TestApproverErrorRejects(t *testing.T) {
+	g, _, rec := newTestGate(t, Config{Approver: failingApprover{}})
+	o := call(g, "file_write", `{"path":"a","content":"x"}`)
+	if o.Status != Refused || o.Reason != tools.ReasonApprovalRejected {
+		t.Fatalf("an approver error must reject, got %+v", o)
+	}
+	if r := records(t, rec); !strings.Contains(r[0].Cause, "terminal went away") {
+		t.Fatalf("record cause %q", r[0].Cause)
+	}
+}
+
+func TestSpecWriteScopeExample(t *testing.T) {
+	var rules []ScopeRule
+	for _, s := range []string{"src/**=allowed", "config/*.yaml=partial-only", "**/*.pem=denied"} {
+		r, err := ParseScopeRule(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules = append(rules, r)
+	}
+	g, dir, rec := newTestGate(t, Config{ApproveUpTo: High, WriteScope: rules})
+	write(t, filepath.Join(dir, "config/app.yaml"), "a: 1\n")
+	write(t, filepath.Join(dir, "secret.pem"), "KEY\n")
+	write(t, filepath.Join(dir, "src/key.pem"), "SRCKEY\n")
+	must(t, os.MkdirAll(filepath.Join(dir, "ok"), 0o755))
+	must(t, os.Symlink("../secret.pem", filepath.Join(dir, "ok/x")))
+	must(t, os.Symlink("../config/app.yaml", filepath.Join(dir, "src/cfg")))
+
+	cases := []struct {
+		name, tool, args string
+		status           Status
+		rule             int // matched rule index, -1 none
+	}{
+		{"allowed write", "file_write", `{"path":"src/main.go","content":"package main\n"}`, Executed, 0},
+		{"partial-only edit", "file_edit", `{"path":"config/app.yaml","old_string":"1","new_string":"2"}`, Executed, 1},
+		{"partial-only write", "file_write", `{"path":"config/app.yaml","content":"x"}`, Refused, 1},
+		{"pem denied", "file_write", `{"path":"secret.pem","content":"x"}`, Refused, 2},
+		{"pem edit denied", "file_edit", `{"path":"secret.pem","old_string":"KEY","new_string":"K"}`, Refused, 2},
+		// First match wins: src/** comes before **/*.pem.
+		{"first match wins", "file_write", `{"path":"src/key.pem","content":"x"}`, Executed, 0},
+		// A link cannot dodge the rules: ok/x resolves to secret.pem.
+		{"link to pem", "file_write", `{"path":"ok/x","content":"x"}`, Refused, 2},
+		{"link into partial-only", "file_write", `{"path":"src/cfg","content":"x"}`, Refused, 1},
+		{"unmentioned", "file_write", `{"path":"notes.txt","content":"x"}`, Executed, -1},
+	}
+	for _, c := range cases {
+		o := call(g, c.tool, c.args)
+		if o.Status != c.status {
+			t.Errorf("%s: %+v", c.name, o)
+		}
+		if c.status == Refused && o.Reason != tools.ReasonDeniedPath {
+			t.Errorf("%s: reason %s", c.name, o.Reason)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "secret.pem")); string(b) != "KEY\n" {
+		t.Fatalf("secret.pem changed: %q", b)
+	}
+	if fi, _ := os.Lstat(filepath.Join(dir, "ok/x")); fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatal("the link was replaced")
+	}
+	for i, r := range records(t, rec) {
+		var got *int
+		for _, s := range r.Steps {
+			if s.Step == "scope" {
+				got = s.Rule
+			}
+		}
+		want := cases[i].rule
+		if want < 0 && got != nil || want >= 0 && (got == nil || *got != want) {
+			t.Errorf("%s: recorded rule %v, want %d", cases[i].name, got, want)
+		}
+	}
+}
+
+func TestProtectedPaths(t *testing.T) {
+	g, dir, _ := newTestGate(t, Config{ApproveUpTo: High, Protected: []string{"run.jsonl"}})
+	must(t, os.MkdirAll(filepath.Join(dir, ".git/hooks"), 0o755))
+	for _, p := range []string{".git/hooks/pre-commit", ".git/config", "run.jsonl", ".b10x/agents/x.md"} {
+		o := call(g, "file_write", fmt.Sprintf(`{"path":%q,"content":"#!/bin/sh\nrm -rf /\n"}`, p))
+		if o.Status != Refused || o.Reason != tools.ReasonDeniedPath {
+			t.Errorf("%s: %+v", p, o)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".git/hooks/pre-commit")); err == nil {
+		t.Fatal("hook created")
+	}
+	// A wildcard rule does not name .git explicitly; a rule that does admits it.
+	all, _ := ParseScopeRule("**=allowed")
+	g2, _, _ := newTestGate(t, Config{ApproveUpTo: High, WriteScope: []ScopeRule{all}})
+	if o := call(g2, "file_write", `{"path":".git/hooks/post-merge","content":"x"}`); o.Status != Refused {
+		t.Fatalf("** admitted a protected path: %+v", o)
+	}
+	explicit, _ := ParseScopeRule(".git/hooks/**=allowed")
+	g3, dir3, _ := newTestGate(t, Config{ApproveUpTo: High, WriteScope: []ScopeRule{explicit}})
+	must(t, os.MkdirAll(filepath.Join(dir3, ".git/hooks"), 0o755))
+	if o := call(g3, "file_write", `{"path":".git/hooks/post-merge","content":"x"}`); o.Status != Executed {
+		t.Fatalf("an explicit rule did not admit: %+v", o)
+	}
+}
+
+func TestNarrowingIsPublication(t *testing.T) {
+	g, _, _ := newTestGate(t, Config{ApproveUpTo: High, Allow: []string{"file_read", "run"}})
+	if got := fmt.Sprint(g.PublishedNames()); got != "[file_read]" {
+		t.Fatalf("published %s: narrowing may only remove (run was never admitted)", got)
+	}
+	o := call(g, "file_write", `{"path":"a","content":"x"}`)
+	if o.Status != Refused || o.Reason != tools.ReasonUnpublished {
+		t.Fatalf("%+v", o)
+	}
+	if _, err := New(Config{Workspace: g.cfg.Workspace, Allow: []string{"rm"}}); err == nil {
+		t.Fatal("narrowing to an unknown entry was accepted")
+	}
+}
+
+func TestUnpresentedIsUnpublished(t *testing.T) {
+	g, _, _ := newTestGate(t, Config{})
+	o := g.Call(context.Background(), Call{Surface: "verbs", Name: "file_read", Args: json.RawMessage(`{"path":"."}`), Unpresented: true})
+	if o.Status != Refused || o.Reason != tools.ReasonUnpublished {
+		t.Fatalf("%+v", o)
+	}
+}
+
+func TestBudget(t *testing.T) {
+	g, dir, rec := newTestGate(t, Config{MaxCalls: 2})
+	write(t, filepath.Join(dir, "f"), "x")
+	for i := range 4 {
+		o := call(g, "file_read", `{"path":"f"}`)
+		if (i < 2) != (o.Status == Executed) || i >= 2 && o.Reason != tools.ReasonBudgetExhausted {
+			t.Fatalf("call %d: %+v", i, o)
+		}
+	}
+	if r := records(t, rec); r[3].Reason != "budget_exhausted" {
+		t.Fatalf("record %+v", r[3])
+	}
+}
+
+func TestResultCapAndArgsCap(t *testing.T) {
+	g, dir, rec := newTestGate(t, Config{MaxResult: 10, MaxArgs: 100})
+	write(t, filepath.Join(dir, "big"), strings.Repeat("line\n", 10))
+	o := call(g, "file_read", `{"path":"big"}`)
+	if o.Status != Failed || o.Reason != tools.ReasonOversizedResult || o.Result != "" || !strings.Contains(o.Message, "offset and limit") {
+		t.Fatalf("%+v", o)
+	}
+	if o := call(g, "file_read", `{"path":"big","limit":2}`); o.Status != Executed {
+		t.Fatalf("narrowed call: %+v", o)
+	}
+	o = call(g, "file_read", fmt.Sprintf(`{"path":%q}`, strings.Repeat("a", 200)))
+	if o.Status != Refused || o.Reason != tools.ReasonInvalidArgument {
+		t.Fatalf("args cap: %+v", o)
+	}
+	if r := records(t, rec); r[0].ResultSize != 0 || r[0].Status != Failed {
+		t.Fatalf("record %+v", r[0])
+	}
+}
+
+func TestRecordRedactsLargeBodies(t *testing.T) {
+	g, _, rec := newTestGate(t, Config{ApproveUpTo: High})
+	body := strings.Repeat("s", 5000)
+	call(g, "file_write", fmt.Sprintf(`{"path":"a","content":%q}`, body))
+	r := records(t, rec)
+	args := r[0].Args.(map[string]any)
+	c, ok := args["content"].(map[string]any)
+	if !ok || c["bytes"] != float64(5000) || len(c["sha256"].(string)) != 64 {
+		t.Fatalf("content recorded as %v", args["content"])
+	}
+	if strings.Contains(rec.String(), body[:2000]) {
+		t.Fatal("large body written to the record")
+	}
+}
+
+func TestEveryReasonCodeIsReachable(t *testing.T) {
+	// The reasons the gate itself produces; program_not_allowed, timeout
+	// and tool_error come from tools and are covered with them.
+	g, dir, _ := newTestGate(t, Config{MaxResult: 4, MaxCalls: 6, Hooks: []Hook{{Argv: []string{"/bin/sh", "-c", `grep -q blockme && { echo no >&2; exit 2; }; exit 0`}}}})
+	write(t, filepath.Join(dir, "f"), "hello\n")
+	write(t, filepath.Join(dir, "blockme"), "x")
+	got := map[tools.Reason]bool{}
+	for _, c := range [][2]string{
+		{"run", `{}`},
+		{"file_read", `{"path":7}`},
+		{"file_read", `{"path":"../x"}`},
+		{"file_read", `{"path":"blockme"}`},
+		{"file_write", `{"path":"a","content":"x"}`},
+		{"file_read", `{"path":"f"}`},
+		{"file_read", `{"path":"f"}`},
+	} {
+		got[call(g, c[0], c[1]).Reason] = true
+	}
+	for _, r := range []tools.Reason{tools.ReasonUnpublished, tools.ReasonInvalidArgument, tools.ReasonDeniedPath, tools.ReasonHookBlocked,
+		tools.ReasonApprovalRejected, tools.ReasonOversizedResult, tools.ReasonBudgetExhausted} {
+		if !got[r] {
+			t.Errorf("reason %s did not occur", r)
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

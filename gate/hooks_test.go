@@ -1,0 +1,143 @@
+package gate
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/b10x/harness/tools"
+)
+
+func sh(script string) Hook { return Hook{Argv: []string{"/bin/sh", "-c", script}} }
+
+func TestHooks(t *testing.T) {
+	cases := []struct {
+		name    string
+		hook    Hook
+		status  Status
+		message string // substring of the model's message
+		detail  string // substring of the recorded step detail
+	}{
+		{"exit 0 continues", sh("cat >/dev/null; exit 0"), Executed, "", "exit 0"},
+		{"exit 2 blocks with stderr", sh("cat >/dev/null; echo 'writes to docs are frozen' >&2; exit 2"), Refused, "writes to docs are frozen", "exit 2"},
+		{"exit 1 blocks", sh("exit 1"), Refused, "failed", "failed"},
+		{"crash blocks", sh("kill -SEGV $$"), Refused, "failed", "failed"},
+		{"missing program blocks", Hook{Argv: []string{"/nonexistent/hook"}}, Refused, "failed", "failed"},
+		{"timeout blocks", Hook{Argv: []string{"/bin/sh", "-c", "sleep 30"}, Timeout: 200 * time.Millisecond}, Refused, "timed out", "timed out"},
+		{"garbage stdout blocks", sh("echo 'sure, go ahead'"), Refused, "not a decision", "not a decision"},
+		{"deny decision blocks", sh(`echo '{"decision":"deny","reason":"policy 7"}'`), Refused, "policy 7", "deny"},
+		{"unknown decision blocks", sh(`echo '{"decision":"maybe"}'`), Refused, "unknown decision", "unknown"},
+		{"allow skips approval", sh(`echo '{"decision":"allow","reason":"ok"}'`), Executed, "", "allow"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// Ceiling low, deny-all approver: only a hook's allow lets the
+			// medium-risk write through.
+			g, dir, rec := newTestGate(t, Config{Hooks: []Hook{c.hook}})
+			o := call(g, "file_write", `{"path":"a.txt","content":"x"}`)
+			wantStatus := c.status
+			if c.name == "exit 0 continues" {
+				wantStatus = Refused // continues to the deny-all approver
+			}
+			if o.Status != wantStatus {
+				t.Fatalf("outcome %+v", o)
+			}
+			if c.status == Refused && (o.Reason != tools.ReasonHookBlocked || !strings.Contains(o.Message, c.message)) {
+				t.Fatalf("outcome %+v, want hook_blocked with %q", o, c.message)
+			}
+			r := records(t, rec)[0]
+			var detail string
+			for _, s := range r.Steps {
+				if s.Step == "hooks" {
+					detail = s.Detail
+				}
+			}
+			if !strings.Contains(detail, c.detail) {
+				t.Fatalf("recorded hook step %q, want %q", detail, c.detail)
+			}
+			_, err := os.Stat(filepath.Join(dir, "a.txt"))
+			if (o.Status == Executed) != (err == nil) {
+				t.Fatalf("file exists=%v with status %s", err == nil, o.Status)
+			}
+		})
+	}
+}
+
+func TestHookSeesResolvedCall(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "in.json")
+	g, dir, _ := newTestGate(t, Config{ApproveUpTo: High, Hooks: []Hook{{Argv: []string{"/bin/sh", "-c", "cat > " + out}}}})
+	must(t, os.MkdirAll(filepath.Join(dir, "real"), 0o755))
+	must(t, os.Symlink("real", filepath.Join(dir, "alias")))
+	call(g, "file_write", `{"path":"alias/f.txt","content":"x"}`)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in hookInput
+	must(t, json.Unmarshal(b, &in))
+	if in.Entry != "file_write" || in.Operation != "file.write" || in.Risk != "medium" || in.Workspace != dir ||
+		len(in.Writes) != 1 || in.Writes[0].Path != "real/f.txt" || !in.Writes[0].Whole {
+		t.Fatalf("hook input %s", b)
+	}
+}
+
+func TestHookAllowNeverOverridesScopeOrPublication(t *testing.T) {
+	deny, _ := ParseScopeRule("**/*.pem=denied")
+	allow := sh(`echo '{"decision":"allow"}'`)
+	g, _, _ := newTestGate(t, Config{Hooks: []Hook{allow}, WriteScope: []ScopeRule{deny}})
+	if o := call(g, "file_write", `{"path":"k.pem","content":"x"}`); o.Status != Refused || o.Reason != tools.ReasonDeniedPath {
+		t.Fatalf("allow overrode the write scope: %+v", o)
+	}
+	if o := call(g, "run", `{"argv":["sh"]}`); o.Status != Refused || o.Reason != tools.ReasonUnpublished {
+		t.Fatalf("allow published run: %+v", o)
+	}
+}
+
+func TestHookAskForcesApproval(t *testing.T) {
+	a := &countingApprover{}
+	g, dir, _ := newTestGate(t, Config{Approver: a, Hooks: []Hook{sh(`echo '{"decision":"ask"}'`)}})
+	write(t, filepath.Join(dir, "f"), "x")
+	if o := call(g, "file_read", `{"path":"f"}`); o.Status != Refused || o.Reason != tools.ReasonApprovalRejected || a.n != 1 {
+		t.Fatalf("ask on a low-risk read: %+v, approver asked %d", o, a.n)
+	}
+}
+
+func TestParseHook(t *testing.T) {
+	cases := map[string][]string{
+		`check --strict`:              {"check", "--strict"},
+		`'/opt/my hooks/check' a`:     {"/opt/my hooks/check", "a"},
+		`check "a b" c\ d`:            {"check", "a b", "c d"},
+		`check "say \"hi\"" '$(x)' ;`: {"check", `say "hi"`, "$(x)", ";"},
+		`check ""`:                    {"check", ""},
+	}
+	for in, want := range cases {
+		h, err := ParseHook(in)
+		if err != nil {
+			t.Errorf("%q: %v", in, err)
+			continue
+		}
+		if strings.Join(h.Argv, "|") != strings.Join(want, "|") || len(h.Argv) != len(want) {
+			t.Errorf("%q: %q, want %q", in, h.Argv, want)
+		}
+	}
+	for _, bad := range []string{"", "   ", `'open`, `"open`, "a\x00b"} {
+		if _, err := ParseHook(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func FuzzParseHook(f *testing.F) {
+	for _, s := range []string{`a b`, `'a b' "c\"d"`, `\`, `"`, "a\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		h, err := ParseHook(s)
+		if err == nil && len(h.Argv) == 0 {
+			t.Fatal("accepted with an empty argv")
+		}
+	})
+}
