@@ -88,15 +88,15 @@ func (c *fileEditCall) Execute(ctx context.Context) (Result, error) {
 		if err := unix.Fstat(int(f.Fd()), &before); err != nil {
 			return fsError(c.rel, "stat", err)
 		}
-		if before.Size > MaxReadBytes {
-			return Errorf(ReasonToolError, nil, "%q is larger than %d MiB; file_edit edits text files up to that size", c.rel, MaxReadBytes>>20)
+		if before.Size > int64(readLimit) {
+			return Errorf(ReasonToolError, nil, "%q is larger than %d bytes; file_edit edits text files up to that size", c.rel, readLimit)
 		}
-		data, err := io.ReadAll(io.LimitReader(f, MaxReadBytes+1))
+		data, err := io.ReadAll(io.LimitReader(f, int64(readLimit)+1))
 		if err != nil {
 			return fsError(c.rel, "read", err)
 		}
-		if len(data) > MaxReadBytes {
-			return Errorf(ReasonToolError, nil, "%q is larger than %d MiB; file_edit edits text files up to that size", c.rel, MaxReadBytes>>20)
+		if len(data) > readLimit {
+			return Errorf(ReasonToolError, nil, "%q is larger than %d bytes; file_edit edits text files up to that size", c.rel, readLimit)
 		}
 		if strings.IndexByte(string(data), 0) >= 0 || !utf8.Valid(data) {
 			return Errorf(ReasonToolError, nil, "%q is a binary file (NUL bytes or not UTF-8 text); file_edit edits text only", c.rel)

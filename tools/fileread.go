@@ -18,6 +18,9 @@ import (
 // ReasonToolError asking for offset/limit, it is never cut silently.
 const MaxReadBytes = 64 << 20
 
+// readLimit is MaxReadBytes; tests lower it.
+var readLimit = MaxReadBytes
+
 // binaryProbe is how much of a file's start is checked for NUL bytes.
 const binaryProbe = 8 << 10
 
@@ -172,9 +175,9 @@ func readLines(ctx context.Context, f *os.File, rel string, offset, limit int) (
 				line++
 				collected++
 			}
-			if len(out) > MaxReadBytes {
+			if len(out) > readLimit {
 				return Result{}, Errorf(ReasonToolError, nil,
-					"%q: the requested lines exceed %d MiB; read a smaller range with offset and limit", rel, MaxReadBytes>>20)
+					"%q: the requested lines exceed %d bytes; read a smaller range with offset and limit", rel, readLimit)
 			}
 		}
 	}

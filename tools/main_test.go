@@ -56,8 +56,8 @@ func newFixture(t testing.TB) *fixture {
 		"data/...":              "three dots\n",
 		"data/....":             "four dots\n",
 		"data/%2e%2e":           "percent-encoded name\n",
-		"data/caf\u00e9":        "nfc\n",  // NFC
-		"data/cafe\u0301":       "nfd\n",  // NFD
+		"data/caf\u00e9":        "nfc\n", // NFC
+		"data/cafe\u0301":       "nfd\n", // NFD
 		"data/nfc/caf\u00e9":    "only nfc\n",
 		"data/bin.dat":          "abc\x00def\n",
 		"data/a/.keep":          "",

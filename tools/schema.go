@@ -160,10 +160,10 @@ func (s *argSpec) buildSchema() (json.RawMessage, error) {
 }
 
 // decode fills dst (a pointer to the spec's struct type) from raw, strictly:
-// raw must be one JSON object of valid UTF-8; every key must be a known
+// raw must be one JSON object; every key must be a known
 // property, given once; every required property present and not null;
-// every value of its property's type; no string may hold a NUL byte or an
-// unpaired surrogate escape; integers must be whole and at least their
+// every value of its property's type; no string may hold a NUL byte,
+// invalid UTF-8 or an unpaired surrogate escape; integers must be whole and at least their
 // minimum. present reports which properties were given (not null).
 func (s *argSpec) decode(raw json.RawMessage, dst any) (present map[string]bool, err error) {
 	rv := reflect.ValueOf(dst)
@@ -173,9 +173,6 @@ func (s *argSpec) decode(raw json.RawMessage, dst any) (present map[string]bool,
 	out := rv.Elem()
 	bad := func(format string, args ...any) error {
 		return Errorf(ReasonInvalidArgument, nil, format, args...)
-	}
-	if !utf8.Valid(raw) {
-		return nil, bad("arguments are not valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -251,7 +248,7 @@ func decodeValue(f argField, val json.RawMessage, fv reflect.Value) error {
 		if len(val) == 0 || val[0] != '"' {
 			return bad("must be a string")
 		}
-		if hasLoneSurrogate(val) {
+		if !utf8.Valid(val) || hasLoneSurrogate(val) {
 			return bad("is not valid UTF-8 (unpaired surrogate escape)")
 		}
 		var str string

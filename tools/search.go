@@ -259,6 +259,9 @@ func (m *matcher) scan(data []byte, first int, emit func(n int, line []byte) boo
 				break
 			}
 			at := pos + loc[0]
+			if at == len(data) && (at == 0 || data[at-1] == '\n') {
+				break // after the final newline: no line starts there
+			}
 			ls := pos + bytes.LastIndexByte(data[pos:at], '\n') + 1
 			le := lineEnd(data, at)
 			if !report(ls, le) {
