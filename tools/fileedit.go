@@ -11,6 +11,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// testHookAfterEditRead, when set by a test, runs between file_edit's read
+// and its write.
+var testHookAfterEditRead func()
+
 // FileEditArgs are file_edit's arguments.
 type FileEditArgs struct {
 	Path       string `json:"path" desc:"Existing text file to edit, relative to the workspace root."`
@@ -106,6 +110,9 @@ func (c *fileEditCall) Execute(ctx context.Context) (Result, error) {
 	})
 	if err != nil {
 		return Result{}, err
+	}
+	if testHookAfterEditRead != nil {
+		testHookAfterEditRead()
 	}
 	old, repl := c.args.OldString, c.args.NewString
 	var offs []int

@@ -226,7 +226,10 @@ func mkdirAllBeneath(root int, rel string) (int, error) {
 // only once complete; where the file system lacks O_TMPFILE it creates the
 // named file exclusively and removes it on failure.
 func writeTemp(dfd int, rel string, data []byte, mode uint32) (string, error) {
-	fd, err := openBeneath(dfd, ".", unix.O_TMPFILE|unix.O_WRONLY, 0o600)
+	fd, err := -1, error(unix.EOPNOTSUPP)
+	if !noTmpfile {
+		fd, err = openBeneath(dfd, ".", unix.O_TMPFILE|unix.O_WRONLY, 0o600)
+	}
 	anon := err == nil
 	var name string
 	if !anon {
@@ -288,6 +291,10 @@ func writeTemp(dfd int, rel string, data []byte, mode uint32) (string, error) {
 	}
 	return name, nil
 }
+
+// noTmpfile, set by tests, makes writeTemp use a named temporary file as
+// it does on file systems without O_TMPFILE.
+var noTmpfile bool
 
 func tempName() string {
 	var b [8]byte
