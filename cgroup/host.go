@@ -3,7 +3,6 @@ package cgroup
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -37,7 +36,7 @@ type location struct {
 // mountOverride, when not "", is used instead of probing mountinfo for the
 // mount point.
 func locateSelf(mountOverride string) (location, error) {
-	mi, err := os.ReadFile("/proc/self/mountinfo")
+	mi, err := readFile("/proc/self/mountinfo")
 	if err != nil {
 		return location{}, fmt.Errorf("cgroup: read mount table: %w", err)
 	}
@@ -45,7 +44,7 @@ func locateSelf(mountOverride string) (location, error) {
 	if err != nil {
 		return location{}, fmt.Errorf("cgroup: parse /proc/self/mountinfo: %w", err)
 	}
-	pc, err := os.ReadFile("/proc/self/cgroup")
+	pc, err := readFile("/proc/self/cgroup")
 	if err != nil {
 		return location{}, fmt.Errorf("cgroup: read own cgroup: %w", err)
 	}
@@ -150,18 +149,18 @@ func exists(path string) bool {
 
 // readList reads a space-separated list file.
 func readList(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("cgroup: read %w", err)
+		return nil, fmt.Errorf("cgroup: %w", err)
 	}
 	return parseList(b), nil
 }
 
 // readPids reads a cgroup.procs file.
 func readPids(path string) ([]int, error) {
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("cgroup: read %w", err)
+		return nil, fmt.Errorf("cgroup: %w", err)
 	}
 	pids, err := parsePids(b)
 	if err != nil {
@@ -208,19 +207,50 @@ func writeFD(fd int, path, value string) error {
 	}
 }
 
-// readAt reads the file name in the directory dirfd.
+// readAt reads the file name in the directory dirfd (shown as dir in
+// errors).
 func readAt(dirfd int, dir, name string) ([]byte, error) {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	b, err := readRaw(dirfd, name)
 	if err != nil {
-		return nil, fmt.Errorf("cgroup: open %s: %w", filepath.Join(dir, name), err)
-	}
-	f := os.NewFile(uintptr(fd), filepath.Join(dir, name))
-	defer f.Close()
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return nil, fmt.Errorf("cgroup: read %w", err)
+		return nil, fmt.Errorf("cgroup: %w", &os.PathError{Op: "read", Path: filepath.Join(dir, name), Err: err})
 	}
 	return b, nil
+}
+
+// readFile reads a small kernel file with plain system calls (no runtime
+// poller registration, which kernfs files would otherwise get). Errors are
+// *os.PathError, so errors.Is(err, os.ErrNotExist) works.
+func readFile(path string) ([]byte, error) {
+	b, err := readRaw(unix.AT_FDCWD, path)
+	if err != nil {
+		return nil, &os.PathError{Op: "read", Path: path, Err: err}
+	}
+	return b, nil
+}
+
+func readRaw(dirfd int, name string) ([]byte, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	b := make([]byte, 0, 512)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := unix.Read(fd, b[len(b):cap(b)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return b, nil
+		}
+		b = b[:len(b)+n]
+	}
 }
 
 // rmdirRetry removes a cgroup directory, retrying for a short while on
@@ -244,7 +274,7 @@ func rmdirRetry(dir string) error {
 // from /proc/<pid>/stat; with err wrapping os.ErrNotExist when the process
 // is gone.
 func startTime(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := readFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, fmt.Errorf("cgroup: read process start time: %w", err)
 	}

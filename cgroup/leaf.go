@@ -445,7 +445,7 @@ func killMember(pid int, dir string, loc location) error {
 		return fmt.Errorf("cgroup: pidfd_open %d: %w", pid, err)
 	}
 	defer unix.Close(pfd)
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	b, err := readFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -490,13 +490,13 @@ func treePids(dir string) ([]int, error) {
 // populated reports whether the tree at dir holds a process: cgroup.events
 // "populated", or on kernels without that file, any listed process.
 func populated(dir string) (bool, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+	b, err := readFile(filepath.Join(dir, "cgroup.events"))
 	if errors.Is(err, os.ErrNotExist) {
 		pids, err := treePids(dir)
 		return len(pids) > 0, err
 	}
 	if err != nil {
-		return false, fmt.Errorf("cgroup: read %w", err)
+		return false, fmt.Errorf("cgroup: %w", err)
 	}
 	kv, err := parseFlatKeyed(b)
 	if err != nil {
@@ -511,6 +511,10 @@ func populated(dir string) (bool, error) {
 
 // waitEmpty waits until the tree at dir holds no process; see Leaf.WaitEmpty.
 func waitEmpty(ctx context.Context, dir string) error {
+	// Most calls find the tree empty already: no inotify for them.
+	if pop, err := populated(dir); err != nil || !pop {
+		return err
+	}
 	events := filepath.Join(dir, "cgroup.events")
 	ifd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err == nil {

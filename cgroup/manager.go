@@ -331,7 +331,7 @@ func parentPrefix(base string) (string, bool) {
 // locateDir finds the cgroup2 mount that holds dir, from
 // /proc/self/mountinfo (the longest matching mount point).
 func locateDir(dir string) (location, error) {
-	mi, err := os.ReadFile("/proc/self/mountinfo")
+	mi, err := readFile("/proc/self/mountinfo")
 	if err != nil {
 		return location{}, fmt.Errorf("cgroup: read mount table: %w", err)
 	}
