@@ -137,6 +137,7 @@ func (l LandlockInfo) Require(feature string) error {
 
 // LandlockErratum is one fix the kernel can report through the errata
 // bitmask: bit N-1 set means erratum N is fixed in the running kernel.
+// Description is empty for errata not recorded here. A plain value.
 type LandlockErratum struct {
 	ID          int    `json:"id"`
 	ABI         int    `json:"abi"` // the ABI whose feature it concerns

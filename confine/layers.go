@@ -50,7 +50,8 @@ var layerNames = []string{
 // slice is a fresh copy.
 func LayerNames() []string { return slices.Clone(layerNames) }
 
-// Layer is one confinement layer as this host offers it. A plain value.
+// Layer is one confinement layer as this host offers it. A plain value with
+// stable JSON names; the zero value names no layer and is not available.
 type Layer struct {
 	Name      string `json:"name"`
 	Available bool   `json:"available"` // the probe found it working
@@ -193,8 +194,10 @@ func (r Report) cgroupLeaf() (ok bool, detail, remedy string) {
 	default:
 		return true, fmt.Sprintf("cgroup v2 at %s, leaves creatable under %s, cgroup.kill present", c.Mount, c.Self), ""
 	}
-	if c.Problem != "" {
-		detail += " (" + c.Problem + ")"
+	if first, _, _ := strings.Cut(c.Problem, "; "); first != "" {
+		// Problem covers every cgroup issue, controllers included; its
+		// first clause is the one about the hierarchy itself.
+		detail += " (" + first + ")"
 	}
 	return false, detail, remedy
 }
@@ -215,7 +218,8 @@ func (r Report) cgroupController(ctrl string) (ok bool, detail, remedy string) {
 	return false, fmt.Sprintf("cgroup v2 at %s offers leaves the controllers [%s], not %s", c.Mount, have, ctrl), remedy
 }
 
-// Row is one line of the doctor table. A plain value with stable JSON names.
+// Row is one line of the doctor table: the Layer's fields under the names
+// the table shows. A plain value with stable JSON names.
 type Row struct {
 	Layer     string `json:"layer"`
 	Available bool   `json:"available"`
@@ -339,7 +343,8 @@ func (r Report) Plan(m Mode) (Plan, error) {
 }
 
 // StrictError is Plan(Strict)'s refusal: the layers strict needs and this
-// host lacks. It matches ErrNotSupported with errors.Is. A plain value.
+// host lacks, in LayerNames order. It matches ErrNotSupported with
+// errors.Is. A plain value; with no Missing layers its message is empty.
 type StrictError struct {
 	Missing []Layer
 }

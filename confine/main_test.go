@@ -3,6 +3,7 @@ package confine
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"syscall"
 	"testing"
@@ -10,9 +11,38 @@ import (
 	"github.com/b10x/harness/internal/reexec"
 )
 
+// noopEntry exits at once; TestMain starts it to warm the runtime up.
+const noopEntry = "confine-test-noop"
+
+func init() { reexec.Register(noopEntry, func() { os.Exit(0) }) }
+
 func TestMain(m *testing.M) {
 	reexec.Init()
-	os.Exit(m.Run())
+	// Warm up what the runtime opens lazily and keeps (the netpoller,
+	// the pidfd check), so that only leaks count.
+	_ = reexec.Command(noopEntry).Run()
+	before := openFDs()
+	code := m.Run()
+	if after := openFDs(); code == 0 && len(after) > len(before) {
+		fmt.Fprintf(os.Stderr, "leaked file descriptors: before %v, after %v\n", before, after)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// openFDs lists this process's open descriptors with their targets.
+func openFDs() []string {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "list fds: %v\n", err)
+		os.Exit(1)
+	}
+	var out []string
+	for _, e := range ents {
+		target, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		out = append(out, e.Name()+"="+target)
+	}
+	return out
 }
 
 // runTestChild re-executes the test binary under a registered entry point

@@ -86,7 +86,10 @@ type Report struct {
 	Cgroup     CgroupReport       `json:"cgroup"`
 }
 
-// LandlockReport is the Landlock part of a Report.
+// LandlockReport is the Landlock part of a Report: the finding, the ABI and
+// errata bitmask, the feature table evaluated at that ABI and the errata the
+// kernel reports fixed. The zero value is "not probed" (ABI 0). A plain
+// value.
 type LandlockReport struct {
 	Finding
 	LandlockInfo
@@ -95,7 +98,7 @@ type LandlockReport struct {
 }
 
 // LandlockFeatureStatus is one row of the feature table with whether the
-// probed ABI has it.
+// probed ABI has it. A plain value.
 type LandlockFeatureStatus struct {
 	LandlockFeature
 	Available bool `json:"available"`
@@ -103,7 +106,8 @@ type LandlockFeatureStatus struct {
 
 // Privilege says whether the process is root in the sense that matters
 // here: effective uid 0 holding CAP_SYS_ADMIN in its user namespace. Only
-// then can namespaces be created without a user namespace.
+// then can namespaces be created without a user namespace. The zero value
+// says uid 0 without the capability: not root. A plain value.
 type Privilege struct {
 	UID         int    `json:"uid"`
 	CapSysAdmin bool   `json:"cap_sys_admin"`
@@ -111,20 +115,23 @@ type Privilege struct {
 	Error       string `json:"error,omitempty"` // capget failure; Root is then false
 }
 
-// NamespaceFinding is the probe of one namespace type.
+// NamespaceFinding is the probe of one namespace type. A plain value.
 type NamespaceFinding struct {
 	Name string `json:"name"` // user, pid, mount, net, ipc, uts, cgroup
 	Finding
 }
 
-// SeccompReport is the seccomp part of a Report.
+// SeccompReport is the seccomp part of a Report. The zero value is "not
+// probed": neither counts as available. A plain value.
 type SeccompReport struct {
 	Filter     Finding `json:"filter"`       // a filter was installed in a child, and the actions used exist
 	NoNewPrivs Finding `json:"no_new_privs"` // PR_SET_NO_NEW_PRIVS took effect in a child
 }
 
-// CgroupReport mirrors cgroup.Info with stable JSON names. See cgroup.Info
-// for the meaning of each field.
+// CgroupReport mirrors cgroup.Info with stable JSON names, so the doctor
+// JSON does not change when cgroup.Info grows. See cgroup.Info for the
+// meaning of each field. The zero value is "no cgroup v2 found". A plain
+// value.
 type CgroupReport struct {
 	Mount       string   `json:"mount"`
 	Self        string   `json:"self"`

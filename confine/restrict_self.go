@@ -41,7 +41,7 @@ type SelfPolicy struct {
 func DefaultDevices() []string { return []string{"/dev/null", "/dev/tty"} }
 
 // Applied records what RestrictSelf enforced, for the run record. A plain
-// value with stable JSON names.
+// value with stable JSON names; the zero value means nothing was enforced.
 type Applied struct {
 	ABI      int      `json:"abi"`               // the probed Landlock ABI the ruleset was built for
 	Handled  []string `json:"handled"`           // rights denied everywhere except the grants
@@ -50,7 +50,8 @@ type Applied struct {
 	Verified string   `json:"verified"`          // the check that proved the domain in force
 }
 
-// Grant is one path beneath which the listed rights stay allowed.
+// Grant is one path beneath which the listed rights stay allowed (kernel
+// right names such as "write_file"). A plain value.
 type Grant struct {
 	Path   string   `json:"path"`
 	Rights []string `json:"rights"`
