@@ -179,6 +179,11 @@ func (r Report) Namespace(name string) Finding {
 // main instead of the probe and every namespace comes back Inconclusive.
 // Probe changes nothing in the calling process. It is safe for concurrent
 // use.
+//
+// Call it before RestrictSelf: once the harness's own domain is in force,
+// writing a child's uid_map (needed when not root) and creating the cgroup
+// probe's child cgroup are denied, and those items come back Inconclusive
+// or unavailable.
 func Probe() Report {
 	var r Report
 	r.Privilege = probePrivilege()

@@ -233,7 +233,10 @@ const verifyTarget = "/proc/self/comm"
 // stacks a further domain (at most 16 per process). After it, mount(2) and
 // every other mount-table change fail with EPERM, even where the paths are
 // granted: mounts a run needs must be made by a process started before the
-// call (the broker). Safe to call from any goroutine, once.
+// call (the broker). The same holds for writing a child's uid_map and
+// gid_map (beneath /proc, which no policy can grant) and for cgroup files
+// unless their directory is in WritePaths; run Probe before this call.
+// Safe to call from any goroutine, once.
 //
 // Not protected against:
 //   - chmod(2), chown(2), utime(2), setxattr(2) and similar metadata
