@@ -74,10 +74,16 @@ func (l Limits) check() (time.Duration, error) {
 // its limits written, and an open directory descriptor for placing a child
 // process in it atomically at clone time.
 //
-// Methods are safe for concurrent use. A Leaf must be closed (Close, or the
-// Manager's Close). A Leaf does not stop a process inside it from creating
-// child cgroups of the leaf when it may write the hierarchy; Kill and
-// WaitEmpty cover such descendants, limits bound them too.
+// The zero Leaf is not usable: get one from Manager.NewLeaf. Methods are
+// safe for concurrent use. A Leaf must be closed (Close, or the Manager's
+// Close).
+//
+// A process that may write the cgroup hierarchy (root outside the
+// harness's Landlock domain, or the owner of a delegated subtree) can move
+// itself out of the leaf, and then neither the limits nor Kill reach it;
+// keeping the child from writing cgroupfs is the confinement's job. Child
+// cgroups a process makes inside the leaf stay covered: Kill, WaitEmpty and
+// the limits apply to the whole subtree.
 type Leaf struct {
 	m    *Manager
 	path string
@@ -266,7 +272,7 @@ func (l *Leaf) WaitEmpty(ctx context.Context) error {
 
 // Known says which fields of Stats were read; a field whose bit is not set
 // is zero because its file does not exist (the controller is not enabled,
-// or the kernel predates the file).
+// or the kernel predates the file). The zero value: nothing known.
 type Known uint32
 
 const (
@@ -276,7 +282,8 @@ const (
 	KnownOOMKills                     // memory.events oom_kill (memory controller)
 )
 
-// Stats are the figures of one leaf, read from its files. See Known.
+// Stats are the figures of one leaf, read from its files. See Known; the
+// zero value knows nothing.
 type Stats struct {
 	Known      Known
 	MemoryPeak int64         // bytes, the most memory charged to the leaf at once
@@ -359,7 +366,7 @@ func (l *Leaf) Stats() (Stats, error) {
 }
 
 // leafCloseTimeout bounds how long Close waits for the leaf to empty.
-var leafCloseTimeout = teardownTimeout
+const leafCloseTimeout = teardownTimeout
 
 // Close kills what runs in the leaf, waits (at most 5s) until it is empty,
 // removes the directory and closes the descriptor. The descriptor is closed

@@ -78,7 +78,8 @@ var (
 // the per-call leaves. It is made by Open (which creates the parent) or by
 // Attach (which adopts a parent another process opened).
 //
-// All methods are safe for concurrent use. A Manager must be closed with
+// The zero Manager is not usable: get one from Open or Attach. All methods
+// are safe for concurrent use. A Manager must be closed with
 // Close; after Close, NewLeaf fails and the other methods report the state
 // at the time of closing.
 //

@@ -58,6 +58,9 @@ func parseMountInfo(data []byte) ([]mountEntry, error) {
 		if !strings.HasPrefix(e.Root, "/") || !strings.HasPrefix(e.MountPoint, "/") {
 			return nil, fmt.Errorf("mountinfo line %d: root and mount point must be absolute: %q", n+1, line)
 		}
+		if e.FSType == "" {
+			return nil, fmt.Errorf("mountinfo line %d: empty filesystem type: %q", n+1, line)
+		}
 		out = append(out, e)
 	}
 	return out, nil

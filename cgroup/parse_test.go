@@ -107,6 +107,7 @@ func TestParseMountInfoRejects(t *testing.T) {
 		"40 30 0:37 relative /a rw - cgroup2 cgroup2 rw",                     // root not absolute
 		"40 30 0:37 / a rw - cgroup2 cgroup2 rw",                             // mount point not absolute
 		"40 30 - / /a rw x cgroup2 cgroup2 rw",                               // too few fields before "-"
+		"40 30 0:37 / /a rw -  cgroup2 rw",                                   // empty filesystem type
 	} {
 		if _, err := parseMountInfo([]byte(mountsPureV2 + line + "\n")); err == nil {
 			t.Errorf("accepted %q", line)
