@@ -1,0 +1,468 @@
+package spawn
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/b10x/harness/cgroup"
+	"github.com/b10x/harness/internal/reexec"
+	"golang.org/x/sys/unix"
+)
+
+// brokerEntry is the hidden entry point of the spawn broker.
+const brokerEntry = "spawn-broker"
+
+func init() { reexec.Register(brokerEntry, brokerMain) }
+
+// brokerFD is the broker's end of the request socket (ExtraFiles[0]).
+const brokerFD = 3
+
+// brokerStartTimeout bounds how long StartBroker waits for the broker's
+// greeting, and Close for its exit.
+const brokerStartTimeout = 10 * time.Second
+
+// BrokerOptions configure a Broker. The zero value starts a broker without a
+// cgroup and with the baseline requirements.
+type BrokerOptions struct {
+	// Cgroup is the harness's manager (from cgroup.Open, before the harness
+	// restricts itself). The broker attaches to its Parent() (cgroup.Attach)
+	// and makes the calls' leaves there. The harness keeps it open while the
+	// broker runs and closes it after Broker.Close. nil: no cgroup.
+	Cgroup *cgroup.Manager
+	// Require is passed to the broker's Runner; see Requirements.
+	Require Requirements
+}
+
+// Broker is a Runner whose calls are started by a separate, unrestricted
+// process: the harness's own Landlock domain (which forbids mounting) is
+// then not inherited by the helpers. Start it with StartBroker before the
+// harness restricts itself.
+//
+// The broker is this binary re-executed under a hidden entry point; it holds
+// nothing but its request socket, dies with the harness (parent-death
+// signal SIGKILL, and a check of its parent against the expected one), and
+// its calls' trees die with it (their own parent-death signal, their PID
+// namespaces, their cgroup leaves). Each call is one request carrying the
+// Spec and the stdio descriptors (SCM_RIGHTS) and one reply carrying the
+// Result.
+//
+// Methods are safe for concurrent use. After Close, Run fails.
+//
+// What it does not protect against: a process that can ptrace or signal the
+// broker (root outside any confinement, or the harness before it restricts
+// itself) controls what the broker starts.
+type Broker struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the broker process has exited
+
+	mu     sync.RWMutex // held for reading while sending on sock; Close writes
+	sock   int
+	closed bool
+}
+
+// StartBroker forks the broker now and waits for its greeting (it has
+// attached to the cgroup parent, if any). Call it before restricting this
+// process with Landlock, and from a goroutine that does not hold
+// runtime.LockOSThread (the parent-death signal follows the thread that
+// started the broker). Close stops it.
+//
+// Errors: the socket or the start failed, or the broker reported a failure
+// (for instance cgroup.Attach), or it did not greet within 10s.
+func StartBroker(o BrokerOptions) (*Broker, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("spawn: broker socketpair: %w", err)
+	}
+	child := os.NewFile(uintptr(fds[1]), "broker-socket")
+	parent := ""
+	if o.Cgroup != nil {
+		parent = o.Cgroup.Parent()
+	}
+	cmd := reexec.Command(brokerEntry,
+		strconv.Itoa(os.Getpid()),
+		parent,
+		strings.Join(o.Require.Layers, ","),
+		strings.Join(o.Require.AllowMissing, ","),
+	)
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	cmd.Stderr = os.Stderr
+	cmd.ExtraFiles = []*os.File{child}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	err = cmd.Start()
+	child.Close()
+	if err != nil {
+		unix.Close(fds[0])
+		return nil, fmt.Errorf("spawn: start broker: %w", err)
+	}
+	b := &Broker{cmd: cmd, sock: fds[0], done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(b.done)
+	}()
+	if err := b.greeting(); err != nil {
+		_ = cmd.Process.Kill()
+		<-b.done
+		unix.Close(fds[0])
+		return nil, err
+	}
+	return b, nil
+}
+
+// greeting reads the broker's first message: ready, or why it cannot serve.
+func (b *Broker) greeting() error {
+	type reply struct {
+		msg []byte
+		err error
+	}
+	c := make(chan reply, 1)
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, _, _, _, err := unix.Recvmsg(b.sock, buf, nil, 0)
+			if err == unix.EINTR {
+				continue
+			}
+			c <- reply{buf[:max(n, 0)], err}
+			return
+		}
+	}()
+	select {
+	case r := <-c:
+		if r.err != nil {
+			return fmt.Errorf("spawn: broker greeting: %w", r.err)
+		}
+		if len(r.msg) == 0 {
+			return errors.New("spawn: broker exited before greeting (see its message on stderr)")
+		}
+		d := decoder{b: r.msg[1:]}
+		switch r.msg[0] {
+		case 'R':
+			return nil
+		case 'F':
+			e := d.error()
+			if d.err != nil {
+				return d.err
+			}
+			return fmt.Errorf("spawn: broker: %w", e)
+		}
+		return fmt.Errorf("spawn: broker greeting: unexpected message %q", r.msg[0])
+	case <-time.After(brokerStartTimeout):
+		return fmt.Errorf("spawn: broker did not greet within %v", brokerStartTimeout)
+	}
+}
+
+// Pid returns the broker process's id.
+func (b *Broker) Pid() int { return b.cmd.Process.Pid }
+
+// Close stops the broker: calls still running are killed (their trees with
+// them) and answered with an error, the broker closes its cgroup manager
+// (leaving the parent to the harness) and exits. Close waits for that, at
+// most 10s, then kills it. Later calls return nil.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	unix.Close(b.sock)
+	b.mu.Unlock()
+	select {
+	case <-b.done:
+	case <-time.After(brokerStartTimeout):
+		_ = b.cmd.Process.Kill()
+		<-b.done
+		return fmt.Errorf("spawn: broker did not exit within %v of Close; killed", brokerStartTimeout)
+	}
+	if ps := b.cmd.ProcessState; ps != nil && !ps.Success() {
+		return fmt.Errorf("spawn: broker exited: %v", ps)
+	}
+	return nil
+}
+
+// Run implements Runner: the broker starts the call and the reply carries
+// its Result. See Runner for the errors; in addition Run fails when the
+// broker is closed or gone.
+func (b *Broker) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
+	if err := s.validate(); err != nil {
+		return Result{}, err
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return Result{}, fmt.Errorf("spawn: call socketpair: %w", err)
+	}
+	call := os.NewFile(uintptr(pair[0]), "call")
+	defer call.Close()
+
+	var present byte
+	rights := []int{pair[1]}
+	for i, f := range []*os.File{stdio.Stdin, stdio.Stdout, stdio.Stderr} {
+		if f != nil {
+			present |= 1 << i
+			rights = append(rights, int(f.Fd()))
+		}
+	}
+	b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock()
+		unix.Close(pair[1])
+		return Result{}, errors.New("spawn: broker is closed")
+	}
+	err = unix.Sendmsg(b.sock, []byte{'C', present}, unix.UnixRights(rights...), nil, 0)
+	b.mu.RUnlock()
+	unix.Close(pair[1])
+	for _, f := range []*os.File{stdio.Stdin, stdio.Stdout, stdio.Stderr} {
+		runtime.KeepAlive(f)
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("spawn: send request to broker: %w", b.gone(err))
+	}
+	var enc encoder
+	enc.spec(s)
+	if err := writeFrame(call, 'S', enc.b); err != nil {
+		return Result{}, fmt.Errorf("spawn: send spec to broker: %w", b.gone(err))
+	}
+
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = writeFrame(call, 'X', nil)
+		case <-stop:
+		}
+	}()
+
+	tag, body, err := readFrame(call)
+	if err != nil {
+		return Result{}, fmt.Errorf("spawn: broker reply: %w", b.gone(err))
+	}
+	if tag != 'R' {
+		return Result{}, fmt.Errorf("spawn: broker reply: unexpected tag %q", tag)
+	}
+	d := decoder{b: body}
+	res := d.result()
+	kind := d.u8()
+	var rerr error
+	switch kind {
+	case 0:
+	case 1:
+		step := d.str()
+		rerr = &SetupError{Step: step, Err: d.error()}
+	case 2:
+		rerr = d.error()
+	default:
+		return Result{}, fmt.Errorf("spawn: broker reply: unknown error kind %d", kind)
+	}
+	if err := d.end(); err != nil {
+		return Result{}, err
+	}
+	if ctx.Err() != nil && rerr != nil {
+		rerr = fmt.Errorf("%w (%w)", rerr, ctx.Err())
+	}
+	return res, rerr
+}
+
+// gone adds the broker's exit to err when the broker has exited.
+func (b *Broker) gone(err error) error {
+	select {
+	case <-b.done:
+		return fmt.Errorf("%w (the broker exited: %v)", err, b.cmd.ProcessState)
+	default:
+		return err
+	}
+}
+
+// Frames on a call's stream socket: u32 length (tag plus body), tag, body.
+func writeFrame(w io.Writer, tag byte, body []byte) error {
+	buf := make([]byte, 5, 5+len(body))
+	binary.LittleEndian.PutUint32(buf, uint32(1+len(body)))
+	buf[4] = tag
+	_, err := w.Write(append(buf, body...))
+	return err
+}
+
+func readFrame(r io.Reader) (byte, []byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			return 0, nil, errors.New("channel closed without a reply")
+		}
+		return 0, nil, err
+	}
+	n := binary.LittleEndian.Uint32(hdr[:])
+	if n == 0 || n > maxWire {
+		return 0, nil, fmt.Errorf("frame of %d bytes", n)
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return 0, nil, err
+	}
+	return buf[0], buf[1:], nil
+}
+
+// brokerMain is the broker process. Arguments: the expected parent pid, the
+// cgroup parent ("" for none), required layers and waived layers (comma
+// separated).
+func brokerMain() {
+	fail := func(err error) {
+		var e encoder
+		e.u8('F')
+		e.error(err)
+		_ = unix.Sendmsg(brokerFD, e.b, nil, nil, 0)
+		fmt.Fprintf(os.Stderr, "b10x-harness: spawn broker: %v\n", err)
+		os.Exit(1)
+	}
+	if len(os.Args) != 5 {
+		fail(fmt.Errorf("want 4 arguments, got %d", len(os.Args)-1))
+	}
+	// The parent-death signal was set before execve; if the parent died
+	// before that, the signal will never come: check the parent instead.
+	if want, err := strconv.Atoi(os.Args[1]); err != nil || os.Getppid() != want {
+		os.Exit(1)
+	}
+	if _, err := unix.FcntlInt(brokerFD, unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+		fail(fmt.Errorf("fcntl(%d, FD_CLOEXEC): %w", brokerFD, err))
+	}
+	split := func(s string) []string {
+		if s == "" {
+			return nil
+		}
+		return strings.Split(s, ",")
+	}
+	opts := Options{Require: Requirements{Layers: split(os.Args[3]), AllowMissing: split(os.Args[4])}}
+	if err := cgroup.SetChildSubreaper(); err != nil {
+		fail(err)
+	}
+	if parent := os.Args[2]; parent != "" {
+		m, err := cgroup.Attach(parent)
+		if err != nil {
+			fail(err)
+		}
+		opts.Cgroup = m
+	}
+	d := newDirect(opts)
+	if err := unix.Sendmsg(brokerFD, []byte{'R'}, nil, nil, 0); err != nil {
+		os.Exit(1)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	buf := make([]byte, 16)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(brokerFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			break // the harness closed its end, or is gone
+		}
+		fds, perr := parseRights(oob[:oobn])
+		if perr != nil || n != 2 || buf[0] != 'C' || len(fds) == 0 {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			continue
+		}
+		wg.Add(1)
+		go func(present byte, fds []int) {
+			defer wg.Done()
+			serveCall(ctx, d, present, fds)
+		}(buf[1], fds)
+	}
+	cancel()
+	wg.Wait()
+	if opts.Cgroup != nil {
+		_ = opts.Cgroup.Close()
+	}
+	d.masks.close()
+	os.Exit(0)
+}
+
+func parseRights(oob []byte) ([]int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, err
+	}
+	var fds []int
+	for _, m := range msgs {
+		f, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			continue
+		}
+		fds = append(fds, f...)
+	}
+	return fds, nil
+}
+
+// serveCall runs one request: fds[0] is the call's socket, then the stdio
+// descriptors flagged in present.
+func serveCall(ctx context.Context, d *direct, present byte, fds []int) {
+	call := os.NewFile(uintptr(fds[0]), "call")
+	defer call.Close()
+	var files [3]*os.File
+	i := 1
+	for k := 0; k < 3; k++ {
+		if present&(1<<k) != 0 && i < len(fds) {
+			files[k] = os.NewFile(uintptr(fds[i]), "stdio")
+			i++
+		}
+	}
+	for ; i < len(fds); i++ {
+		unix.Close(fds[i])
+	}
+	defer func() {
+		for _, f := range files {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}()
+	var res Result
+	var err error
+	tag, body, ferr := readFrame(call)
+	if ferr != nil || tag != 'S' {
+		return
+	}
+	dec := decoder{b: body}
+	s := dec.spec()
+	if err = dec.end(); err == nil {
+		cctx, cancel := context.WithCancel(ctx)
+		go func() {
+			// A cancel frame or the end of the channel (the harness is
+			// gone, or its Run returned) ends the call.
+			_, _, _ = readFrame(call)
+			cancel()
+		}()
+		res, err = d.Run(cctx, s, Stdio{Stdin: files[0], Stdout: files[1], Stderr: files[2]})
+		cancel()
+	}
+	var e encoder
+	e.result(res)
+	var se *SetupError
+	switch {
+	case err == nil:
+		e.u8(0)
+	case errors.As(err, &se):
+		e.u8(1)
+		e.str(se.Step)
+		e.error(se.Err)
+	default:
+		e.u8(2)
+		e.error(err)
+	}
+	_ = writeFrame(call, 'R', e.b)
+}

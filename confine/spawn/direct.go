@@ -1,0 +1,502 @@
+package spawn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/b10x/harness/cgroup"
+	"github.com/b10x/harness/confine"
+	"github.com/b10x/harness/internal/reexec"
+	"golang.org/x/sys/unix"
+)
+
+// helperEntry is the hidden entry point of the run helper.
+const helperEntry = "spawn-helper"
+
+// Helper exit statuses, seen only when no status message explains the exit.
+const (
+	exitSetup = 125 // a setup step failed (and was reported on the status pipe)
+)
+
+// NewDirect returns a Runner that starts each call's helper from this
+// process. This process must be able to create namespaces and mounts for its
+// children: it must not be Landlock-restricted (a restricted process's
+// children can never mount, so every call would fail at its first mount
+// step, which Run then reports as such). A harness that restricts itself
+// starts a Broker before doing so.
+//
+// Concurrency: the Runner is safe for concurrent use.
+//
+// What it does not protect against: see the package documentation.
+func NewDirect(o Options) Runner { return newDirect(o) }
+
+// direct is the Runner both NewDirect and the broker process use.
+type direct struct {
+	opts   Options
+	root   bool
+	userns atomic.Int32 // usernsUnknown, usernsWorks, usernsMissing
+	masks  *etcMasks
+	seq    atomic.Uint64
+
+	probeOnce sync.Once
+	abi       int
+	abiErr    error
+}
+
+const (
+	usernsUnknown int32 = iota
+	usernsWorks
+	usernsMissing
+)
+
+func newDirect(o Options) *direct {
+	return &direct{opts: o, root: os.Geteuid() == 0, masks: newEtcMasks(maskedRoot)}
+}
+
+func (d *direct) landlockABI() (int, error) {
+	d.probeOnce.Do(func() {
+		info, err := confine.ProbeLandlock()
+		d.abi, d.abiErr = info.ABI, err
+	})
+	return d.abi, d.abiErr
+}
+
+// prepared is one call, ready to start.
+type prepared struct {
+	plan     *plan
+	layers   []string // planned by the parent: namespaces and cgroup
+	useUser  bool
+	limits   cgroup.Limits
+	leafWant bool
+}
+
+// prepare checks the Spec, plans the view and the layers, and refuses
+// (SetupError "requirements") when a required layer is absent on this host.
+func (d *direct) prepare(s Spec) (*prepared, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	req := d.opts.Require.required(s, d.root)
+	missing := func(l string) error {
+		return &SetupError{Step: "requirements", Err: fmt.Errorf("layer %s is required but %s", l, absentReason(l))}
+	}
+	// Landlock.
+	abi, err := d.landlockABI()
+	if err != nil {
+		return nil, &SetupError{Step: "probe Landlock", Err: err}
+	}
+	if abi < 1 && slices.Contains(req, confine.LayerLandlockChild) {
+		return nil, missing(confine.LayerLandlockChild)
+	}
+	// Seccomp.
+	var filter []byte
+	if seccompArchSupported {
+		if filter, err = childFilter(abi); err != nil {
+			return nil, &SetupError{Step: "seccomp filter", Err: err}
+		}
+	} else if slices.Contains(req, confine.LayerSeccomp) {
+		return nil, missing(confine.LayerSeccomp)
+	}
+	// User namespace: always when it works (the child then holds no
+	// capability on the host); as root without one, the helper drops every
+	// capability before execve instead.
+	useUser := !d.root || d.userns.Load() != usernsMissing
+	if !useUser && slices.Contains(req, confine.LayerUserNS) {
+		return nil, missing(confine.LayerUserNS)
+	}
+	// Cgroup leaf and limits.
+	p := &prepared{useUser: useUser}
+	if m := d.opts.Cgroup; m != nil {
+		p.leafWant = true
+		ctl := m.Controllers()
+		for _, lim := range []struct {
+			set   bool
+			ctl   string
+			layer string
+			apply func()
+		}{
+			{s.Limits.PidsMax > 0, "pids", confine.LayerPidsLimit, func() { p.limits.PidsMax = s.Limits.PidsMax }},
+			{s.Limits.MemoryMax > 0, "memory", confine.LayerMemoryLimit, func() { p.limits.MemoryMax = s.Limits.MemoryMax }},
+			{s.Limits.CPUQuota > 0, "cpu", confine.LayerCPULimit, func() { p.limits.CPUQuota, p.limits.CPUPeriod = s.Limits.CPUQuota, s.Limits.CPUPeriod }},
+		} {
+			if !lim.set {
+				continue
+			}
+			if slices.Contains(ctl, lim.ctl) {
+				lim.apply()
+				p.layers = append(p.layers, lim.layer)
+			} else if slices.Contains(req, lim.layer) {
+				return nil, &SetupError{Step: "requirements", Err: fmt.Errorf("layer %s is required but the cgroup leaves here have no %s controller", lim.layer, lim.ctl)}
+			}
+		}
+		p.layers = append(p.layers, confine.LayerCgroupLeaf)
+	} else {
+		for _, l := range []string{confine.LayerCgroupLeaf, confine.LayerPidsLimit, confine.LayerMemoryLimit, confine.LayerCPULimit} {
+			if slices.Contains(req, l) {
+				return nil, &SetupError{Step: "requirements", Err: fmt.Errorf("layer %s is required but this runner has no cgroup manager", l)}
+			}
+		}
+	}
+	// Whole-tree kill: the PID namespace is always applied; the rule that it
+	// may be waived only with a leaf is checked here so that a future
+	// configuration without it cannot slip through.
+	if !slices.Contains(req, confine.LayerPidNS) && !p.leafWant {
+		return nil, &SetupError{Step: "requirements", Err: errors.New("a PID namespace or a cgroup leaf is needed to kill the whole tree; neither is required")}
+	}
+
+	masks, err := d.masks.get()
+	if err != nil {
+		return nil, &SetupError{Step: "scan " + maskedRoot, Err: err}
+	}
+	mounts, rules, err := buildView(s, masks)
+	if err != nil {
+		var se *SetupError
+		if !errors.As(err, &se) {
+			err = &SetupError{Step: "view", Err: err}
+		}
+		return nil, err
+	}
+	pl := &plan{
+		Path: s.Path, Argv: s.Argv, Env: s.Env, Dir: s.Dir,
+		Hostname:    "sandbox",
+		Mounts:      mounts,
+		Loopback:    !s.Net,
+		DropCaps:    !useUser,
+		Seccomp:     filter,
+		LandlockABI: abi,
+		LL:          rules,
+	}
+	if abi < 1 {
+		pl.LL = nil
+	}
+	p.plan = pl
+	return p, nil
+}
+
+// absentReason says why a baseline layer is absent on this host.
+func absentReason(l string) string {
+	switch l {
+	case confine.LayerLandlockChild:
+		return "this kernel offers no Landlock (Linux 5.13+ with landlock in the lsm= list)"
+	case confine.LayerSeccomp:
+		return "this build has no seccomp filter for " + runtime.GOARCH
+	case confine.LayerUserNS:
+		return "user namespaces cannot be created here (user.max_user_namespaces, or a security module)"
+	}
+	return "it is not available on this host"
+}
+
+// Run implements Runner.
+func (d *direct) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
+	p, err := d.prepare(s)
+	if err != nil {
+		return Result{}, err
+	}
+	return d.start(ctx, s, p, stdio)
+}
+
+// callStatus is what the helper reported on its status pipe.
+type callStatus struct {
+	layers   []string // sent just before execve
+	sawReady bool
+	setupErr *SetupError
+	readErr  error
+}
+
+func (d *direct) start(ctx context.Context, s Spec, p *prepared, stdio Stdio) (Result, error) {
+	res := Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}
+	var leaf *cgroup.Leaf
+	if p.leafWant {
+		name := "call-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(d.seq.Add(1), 10)
+		l, err := d.opts.Cgroup.NewLeaf(name, p.limits)
+		if err != nil {
+			return res, &SetupError{Step: "cgroup leaf", Err: err}
+		}
+		leaf = l
+		defer func() {
+			if leaf != nil {
+				_ = leaf.Close()
+			}
+		}()
+	}
+
+	var enc encoder
+	enc.plan(p.plan)
+	blob := enc.b
+
+	started := time.Now()
+	cmd, statusR, err := d.startHelper(p, leaf, stdio, blob)
+	if err != nil {
+		return res, err
+	}
+
+	// The status reader: layers before execve, or a setup error, then EOF
+	// (execve closed the close-on-exec write end, or the helper died).
+	statusC := make(chan callStatus, 1)
+	go func() { statusC <- readStatus(statusR) }()
+	waitC := make(chan error, 1)
+	go func() { waitC <- cmd.Wait() }()
+
+	var timer <-chan time.Time
+	if s.Timeout > 0 {
+		t := time.NewTimer(s.Timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	kill := func() {
+		if leaf != nil {
+			_ = leaf.Kill()
+		}
+		_ = cmd.Process.Kill()
+	}
+	var waitErr, ctxErr error
+	select {
+	case waitErr = <-waitC:
+	case <-timer:
+		res.TimedOut = true
+		kill()
+		waitErr = <-waitC
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+		kill()
+		waitErr = <-waitC
+	}
+	st := <-statusC
+	statusR.Close()
+	res.Duration = time.Since(started)
+
+	// The helper's PID namespace is gone with it (its init); a leaf may
+	// still hold processes only if the PID namespace was waived.
+	if leaf != nil {
+		_ = leaf.Kill()
+		wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		werr := leaf.WaitEmpty(wctx)
+		cancel()
+		if werr == nil {
+			if stats, err := leaf.Stats(); err == nil {
+				if stats.Has(cgroup.KnownMemoryPeak) {
+					res.MemoryPeak = stats.MemoryPeak
+				}
+				if stats.Has(cgroup.KnownPidsPeak) {
+					res.PidsPeak = stats.PidsPeak
+				}
+				res.OOMKilled = stats.OOMKills > 0
+			}
+		}
+		cerr := leaf.Close()
+		leaf = nil
+		if werr != nil || cerr != nil {
+			return res, fmt.Errorf("spawn: the call's cgroup leaf did not empty: %w", errors.Join(werr, cerr))
+		}
+	}
+
+	ps := cmd.ProcessState
+	if ps == nil {
+		return res, fmt.Errorf("spawn: wait for helper: %w", waitErr)
+	}
+	ws, _ := ps.Sys().(syscall.WaitStatus)
+	switch {
+	case st.setupErr != nil:
+		return res, st.setupErr
+	case !st.sawReady:
+		why := fmt.Sprintf("the helper ended (%s) before the program started", describeWait(ws))
+		if res.TimedOut {
+			why += ", killed at the deadline"
+		}
+		if st.readErr != nil {
+			why += "; status pipe: " + st.readErr.Error()
+		}
+		se := &SetupError{Step: "helper", Err: errors.New(why)}
+		if ctxErr != nil {
+			return res, fmt.Errorf("%w (%w)", se, ctxErr)
+		}
+		return res, se
+	}
+	if ws.Signaled() {
+		res.Signal = signalName(ws.Signal())
+	} else {
+		res.ExitCode = ws.ExitStatus()
+	}
+	res.Layers = orderLayers(append(p.layers, st.layers...))
+	if ctxErr != nil {
+		return res, fmt.Errorf("spawn: call ended by its context: %w", ctxErr)
+	}
+	return res, nil
+}
+
+func describeWait(ws syscall.WaitStatus) string {
+	if ws.Signaled() {
+		return "killed by " + signalName(ws.Signal())
+	}
+	return "exit status " + strconv.Itoa(ws.ExitStatus())
+}
+
+// orderLayers sorts layer names into confine's report order and drops
+// duplicates.
+func orderLayers(ls []string) []string {
+	out := make([]string, 0, len(ls))
+	for _, name := range confine.LayerNames() {
+		if slices.Contains(ls, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// startHelper starts the helper in its namespaces (retrying once without a
+// user namespace when running as root and the kernel refuses one, unless
+// one is required) and hands it the plan.
+func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte) (*exec.Cmd, *os.File, error) {
+	for {
+		cmd, statusR, err := d.startOnce(p, leaf, stdio, blob)
+		if err == nil {
+			if p.useUser {
+				d.userns.CompareAndSwap(usernsUnknown, usernsWorks)
+				p.layers = append(p.layers, confine.LayerUserNS)
+			}
+			p.layers = append(p.layers, confine.LayerPidNS, confine.LayerIPCNS, confine.LayerUTSNS)
+			if p.plan.Loopback {
+				p.layers = append(p.layers, confine.LayerNetNS)
+			}
+			return cmd, statusR, nil
+		}
+		if p.useUser && d.root && d.userns.Load() == usernsUnknown && usernsRefused(err) &&
+			!slices.Contains(d.opts.Require.Layers, confine.LayerUserNS) {
+			d.userns.Store(usernsMissing)
+			p.useUser = false
+			p.plan.DropCaps = true
+			var enc encoder
+			enc.plan(p.plan)
+			blob = enc.b
+			continue
+		}
+		return nil, nil, &SetupError{Step: "clone", Err: err}
+	}
+}
+
+// usernsRefused reports whether a failed start looks like the kernel
+// refusing a new user namespace.
+func usernsRefused(err error) bool {
+	return errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EUSERS) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EACCES)
+}
+
+func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte) (*exec.Cmd, *os.File, error) {
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("status pipe: %w", err)
+	}
+	planR, planW, err := os.Pipe()
+	if err != nil {
+		statusR.Close()
+		statusW.Close()
+		return nil, nil, fmt.Errorf("plan pipe: %w", err)
+	}
+	cmd := reexec.Command(helperEntry)
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	cmd.ExtraFiles = []*os.File{statusW, planR}
+	if stdio.Stdin != nil {
+		cmd.Stdin = stdio.Stdin
+	}
+	if stdio.Stdout != nil {
+		cmd.Stdout = stdio.Stdout
+	}
+	if stdio.Stderr != nil {
+		cmd.Stderr = stdio.Stderr
+	}
+	flags := uintptr(unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
+	if p.plan.Loopback {
+		flags |= unix.CLONE_NEWNET
+	}
+	attr := &syscall.SysProcAttr{
+		Cloneflags: flags,
+		Pdeathsig:  syscall.SIGKILL,
+		Setsid:     true,
+	}
+	if p.useUser {
+		attr.Cloneflags |= unix.CLONE_NEWUSER
+		attr.UidMappings, attr.GidMappings = idMaps(d.root)
+		attr.GidMappingsEnableSetgroups = false
+	}
+	if leaf != nil {
+		attr.UseCgroupFD = true
+		attr.CgroupFD = leaf.FD()
+	}
+	cmd.SysProcAttr = attr
+	err = cmd.Start()
+	statusW.Close()
+	planR.Close()
+	if err != nil {
+		statusR.Close()
+		planW.Close()
+		return nil, nil, err
+	}
+	go func() {
+		// A write error means the helper died; its status says why.
+		_, _ = planW.Write(blob)
+		planW.Close()
+	}()
+	return cmd, statusR, nil
+}
+
+// idMaps maps the child's root: as root, the whole id range onto itself (so
+// every file keeps its owner and the child's capabilities, valid only in its
+// own namespace, apply to files as a root's would); otherwise uid and gid 0
+// onto the harness's own.
+func idMaps(root bool) (uids, gids []syscall.SysProcIDMap) {
+	if root {
+		full := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1<<32 - 1}}
+		return full, full
+	}
+	return []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
+		[]syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+}
+
+// readStatus reads the helper's messages until EOF.
+func readStatus(r io.Reader) callStatus {
+	var st callStatus
+	b, err := io.ReadAll(io.LimitReader(r, maxWire))
+	if err != nil {
+		st.readErr = err
+	}
+	dec := decoder{b: b}
+	for len(dec.b) > 0 && dec.err == nil {
+		switch dec.u8() {
+		case statusReady:
+			st.layers = dec.strs()
+			st.sawReady = true
+		case statusFailed:
+			step := dec.str()
+			e := dec.error()
+			if dec.err == nil {
+				st.setupErr = &SetupError{Step: step, Err: e}
+			}
+		default:
+			dec.err = errors.New("spawn: malformed status message")
+		}
+	}
+	if dec.err != nil && st.readErr == nil {
+		st.readErr = dec.err
+	}
+	if st.setupErr != nil {
+		st.sawReady = false
+	}
+	return st
+}
+
+// Status message tags on the helper's status pipe.
+const (
+	statusReady  = 'R' // layers applied; execve is next
+	statusFailed = 'F' // a step failed: its name and error
+)

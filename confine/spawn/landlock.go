@@ -1,0 +1,102 @@
+package spawn
+
+import (
+	"fmt"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+)
+
+// presets maps a Landlock ABI to go-landlock's configuration that handles
+// every right of that ABI. The child's Config is always one of these,
+// explicitly, never BestEffort: a kernel below the ABI makes the ruleset
+// fail, and the helper then refuses to run the program.
+var presets = []landlock.Config{1: landlock.V1, 2: landlock.V2, 3: landlock.V3, 4: landlock.V4, 5: landlock.V5, 6: landlock.V6, 7: landlock.V7, 8: landlock.V8, 9: landlock.V9, 10: landlock.V10, 11: landlock.V11}
+
+// maxKnownABI is the newest ABI this build can express; a newer kernel is
+// used at this level (it keeps supporting every older ABI).
+const maxKnownABI = 11
+
+// childConfig is the Config of the child's domain at abi: every filesystem
+// right of that ABI handled, TCP (and, from ABI 10, UDP) handled only when
+// handleNet, and on ABI 6 and later signals and abstract unix sockets scoped
+// to the domain.
+func childConfig(abi int, handleNet bool) (landlock.Config, error) {
+	if abi < 1 {
+		return landlock.Config{}, fmt.Errorf("spawn: Landlock ABI %d: Landlock is not available", abi)
+	}
+	if abi > maxKnownABI {
+		abi = maxKnownABI
+	}
+	c := presets[abi]
+	cfg := landlock.Config{HandledAccessFS: c.HandledAccessFS, Scoped: c.Scoped}
+	if handleNet {
+		cfg.HandledAccessNet = c.HandledAccessNet
+	}
+	return cfg, nil
+}
+
+// childRights is what a rule of kind k grants on a directory (dir) or a
+// file, limited to what cfg handles.
+func childRights(k llKind, dir bool, cfg landlock.Config) landlock.AccessFSSet {
+	const (
+		read  = ll.AccessFSExecute | ll.AccessFSReadFile
+		write = ll.AccessFSWriteFile | ll.AccessFSTruncate
+		// directory rights on top of the file rights; never MakeChar or
+		// MakeBlock: no device nodes, whoever the child is.
+		dirRead  = ll.AccessFSReadDir
+		dirWrite = ll.AccessFSRemoveDir | ll.AccessFSRemoveFile | ll.AccessFSMakeDir | ll.AccessFSMakeReg |
+			ll.AccessFSMakeSym | ll.AccessFSMakeFifo | ll.AccessFSMakeSock | ll.AccessFSRefer
+	)
+	var r landlock.AccessFSSet
+	switch k {
+	case llRead:
+		r = read
+		if dir {
+			r |= dirRead
+		}
+	case llWrite:
+		r = read | write
+		if dir {
+			r |= dirRead | dirWrite
+		}
+	case llDev:
+		r = ll.AccessFSReadFile | write | ll.AccessFSIoctlDev
+	case llList:
+		if dir {
+			r = dirRead
+		}
+	}
+	return r & cfg.HandledAccessFS
+}
+
+// restrictChild builds the child's ruleset and enforces it on the calling
+// thread, which must be locked (runtime.LockOSThread), have no_new_privs set,
+// and call execve next. Only that thread is restricted: execve discards the
+// others.
+func restrictChild(p *plan) error {
+	cfg, err := childConfig(p.LandlockABI, p.LandlockNet)
+	if err != nil {
+		return err
+	}
+	rules := make([]landlock.Rule, 0, len(p.LL))
+	for _, r := range p.LL {
+		rights := childRights(r.Kind, r.Dir, cfg)
+		if rights == 0 {
+			continue
+		}
+		rules = append(rules, landlock.PathAccess(rights, r.Path))
+	}
+	fd, flags, err := cfg.NewRulesetFD(rules...)
+	if err != nil {
+		return err
+	}
+	if fd < 0 {
+		return fmt.Errorf("bug: Landlock ruleset for ABI %d restricts nothing", p.LandlockABI)
+	}
+	defer closeFD(fd)
+	if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
+		return fmt.Errorf("landlock_restrict_self: %w", err)
+	}
+	return nil
+}

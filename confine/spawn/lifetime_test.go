@@ -1,0 +1,195 @@
+package spawn
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/b10x/harness/cgroup"
+	"github.com/b10x/harness/internal/reexec"
+	"github.com/b10x/harness/internal/testenv"
+)
+
+// TestNothingSurvivesTheCall: background children, a setsid'd double fork:
+// the call returns as soon as sh exits, and none of them is left.
+func TestNothingSurvivesTheCall(t *testing.T) {
+	for name, r := range runners(t) {
+		ws := workspace(t)
+		uniq := uniqueSleep()
+		script := `sleep ` + uniq + ` & setsid sh -c "sleep ` + uniq + ` &" & exit 0`
+		t0 := time.Now()
+		res, out, err := run(t, r, shSpec(t, ws, script))
+		took := time.Since(t0)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%s: %v %+v\n%s", name, err, res, out)
+		}
+		if took > 5*time.Second {
+			t.Errorf("%s: the call took %v: it waited for the background children", name, took)
+		}
+		if pids := processesWith(uniq); len(pids) != 0 {
+			t.Fatalf("%s: processes of the call survived it: %v", name, pids)
+		}
+	}
+}
+
+// TestTimeoutKillsTree: a foreground sleep with a setsid'd sibling; the
+// deadline ends the call with TimedOut and kills every process.
+func TestTimeoutKillsTree(t *testing.T) {
+	for name, r := range runners(t) {
+		ws := workspace(t)
+		uniq := uniqueSleep()
+		s := shSpec(t, ws, `setsid sleep `+uniq+` & sleep `+uniq)
+		s.Timeout = time.Second
+		t0 := time.Now()
+		res, out, err := run(t, r, s)
+		took := time.Since(t0)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, out)
+		}
+		if !res.TimedOut || res.Signal != "SIGKILL" || res.ExitCode != -1 {
+			t.Errorf("%s: %+v, want TimedOut and SIGKILL", name, res)
+		}
+		if took < time.Second || took > 10*time.Second {
+			t.Errorf("%s: the call took %v with a 1s timeout", name, took)
+		}
+		if pids := processesWith(uniq); len(pids) != 0 {
+			t.Fatalf("%s: processes survived the timeout: %v", name, pids)
+		}
+	}
+}
+
+// TestContextCancelKillsTree: cancelling the context ends the call the same
+// way, and Run says so.
+func TestContextCancelKillsTree(t *testing.T) {
+	for name, r := range runners(t) {
+		ws := workspace(t)
+		uniq := uniqueSleep()
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		res, out, err := runCtx(ctx, t, r, shSpec(t, ws, `setsid sleep `+uniq+` & sleep `+uniq))
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: err %v, want it to wrap context.DeadlineExceeded\n%s", name, err, out)
+		}
+		if res.Signal != "SIGKILL" || res.TimedOut {
+			t.Errorf("%s: %+v, want killed by SIGKILL, not TimedOut", name, res)
+		}
+		if pids := processesWith(uniq); len(pids) != 0 {
+			t.Fatalf("%s: processes survived the cancel: %v", name, pids)
+		}
+	}
+}
+
+// TestHarnessKilledMidCall: a re-run child of this test plays the harness
+// (direct and with a broker), starts a long call and is SIGKILLed: within
+// a second no process of the call is left.
+func TestHarnessKilledMidCall(t *testing.T) {
+	for _, mode := range []string{"direct", "broker"} {
+		ws := workspace(t)
+		uniq := uniqueSleep()
+		cmd := reexec.Command(harnessEntry, mode, ws, lookPath(t, "sh"), uniq)
+		cmd.Path = selfExe(t)
+		cmd.Env = os.Environ()
+		cmd.Stderr = os.Stderr
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil || line != "started\n" {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("%s: the call did not start: %q %v", mode, line, err)
+		}
+		if n := len(processesWith(uniq)); n < 2 {
+			t.Fatalf("%s: want the call's two sleeps running before the kill, found %d", mode, n)
+		}
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Wait()
+		deadline := time.Now().Add(time.Second)
+		for {
+			pids := processesWith(uniq)
+			if len(pids) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: 1s after the harness was killed, processes of its call are alive: %v", mode, pids)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// TestSequentialRunsLeaveNothing: 300 calls in a row leave no zombie, no
+// extra descriptor and (with a cgroup) no leaf. It runs in a re-run child:
+// the cgroup manager may move the process it runs in.
+func TestSequentialRunsLeaveNothing(t *testing.T) {
+	if !inChild(t) {
+		return
+	}
+	opts := testOptions()
+	var parent string
+	m, err := cgroup.Open(cgroup.Options{Name: "b10x-spawn-test"})
+	switch {
+	case err == nil:
+		defer m.Close()
+		opts.Cgroup = m
+		parent = m.Parent()
+	case errors.Is(err, cgroup.ErrNotSupported):
+		testenv.Require(t, false, "cgroup v2", testenv.ShapeCgroupV1)
+	default:
+		t.Fatalf("cgroup.Open: %v", err)
+	}
+	b, err := StartBroker(BrokerOptions{Cgroup: opts.Cgroup, Require: opts.Require})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	runners := map[string]Runner{"direct": NewDirect(opts), "broker": b}
+	ws := workspace(t)
+	s := Spec{Path: lookPath(t, "true"), Argv: []string{"true"}, Dir: ws, Workspace: ws}
+	for name, r := range runners {
+		// One call first: lazily opened descriptors (the /etc watch) count
+		// as the baseline.
+		if res, err := r.Run(context.Background(), s, Stdio{}); err != nil || res.ExitCode != 0 {
+			t.Fatalf("%s: %v %+v", name, err, res)
+		}
+		fds := childFDs(t)
+		for i := 0; i < 300; i++ {
+			res, err := r.Run(context.Background(), s, Stdio{})
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("%s: call %d: %v %+v", name, i, err, res)
+			}
+			if i == 0 {
+				t.Logf("LAYERS: %v", res.Layers)
+			}
+		}
+		if z := zombies(t); len(z) != 0 {
+			t.Errorf("%s: zombies after 300 calls: %v", name, z)
+		}
+		if n := childFDs(t); n != fds {
+			t.Errorf("%s: %d descriptors open after 300 calls, %d before", name, n, fds)
+		}
+		if parent != "" {
+			ents, err := os.ReadDir(parent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range ents {
+				if e.IsDir() && strings.HasPrefix(e.Name(), "call-") {
+					t.Errorf("%s: leaf left behind: %s", name, filepath.Join(parent, e.Name()))
+				}
+			}
+		}
+	}
+}

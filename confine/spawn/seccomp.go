@@ -1,0 +1,169 @@
+package spawn
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	seccomp "github.com/elastic/go-seccomp-bpf"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// The child's seccomp filter covers what Landlock and the namespaces do not:
+// system calls that reach the kernel's attack surface or other processes
+// without going through a path. Denied calls fail with EPERM (the program
+// sees an ordinary refusal); clone3 fails with ENOSYS so that C libraries
+// fall back to clone(2), whose flags the filter can read. A call made
+// through another architecture's system call table (i386 int 0x80, x32)
+// kills the process: the filter is written for the native table only.
+//
+// The decisions and their reasons are in docs/decisions/0032-spawn-seccomp.md.
+
+// deniedSyscalls fail with EPERM for the child, whatever their arguments.
+var deniedSyscalls = []string{
+	// other processes' memory and tracing
+	"ptrace", "process_vm_readv", "process_vm_writev",
+	// io_uring: a second system call interface seccomp cannot see into
+	"io_uring_setup", "io_uring_enter", "io_uring_register",
+	// the mount table (Landlock denies these too; two locks on one door)
+	"mount", "umount2", "pivot_root", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "open_tree", "mount_setattr",
+	// namespaces of other processes
+	"setns",
+	// kernel attack surface a build or test never needs
+	"bpf", "keyctl", "add_key", "request_key", "perf_event_open", "userfaultfd",
+	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+	"open_by_handle_at", "swapon", "swapoff", "reboot", "syslog", "acct",
+}
+
+// The argument-dependent rules, in the filter's own prelude (see build).
+const (
+	afVsock = 40 // AF_VSOCK
+)
+
+// errnoRet is the filter's return value for "fail with errno e".
+func errnoRet(e unix.Errno) uint32 { return unix.SECCOMP_RET_ERRNO | uint32(e) }
+
+// argLow is the offset of the low 32 bits of argument i in struct
+// seccomp_data on a little-endian machine. The rules compare only the low
+// half, exactly what the kernel reads for an int argument, so high garbage
+// bits cannot slip past them.
+func argLow(i int) uint32 { return 16 + 8*uint32(i) }
+
+// filterCache holds the assembled program per "deny truncate" flavour.
+var filterCache struct {
+	sync.Mutex
+	prog map[bool][]byte
+}
+
+// childFilter returns the raw filter for a child whose Landlock ABI is abi
+// (truncate(2) is denied below ABI 3, where Landlock cannot govern it). It
+// returns an error when this architecture has no filter.
+func childFilter(abi int) ([]byte, error) {
+	denyTruncate := abi < 3
+	filterCache.Lock()
+	defer filterCache.Unlock()
+	if p, ok := filterCache.prog[denyTruncate]; ok {
+		return p, nil
+	}
+	p, err := buildFilter(denyTruncate)
+	if err != nil {
+		return nil, err
+	}
+	if filterCache.prog == nil {
+		filterCache.prog = map[bool][]byte{}
+	}
+	filterCache.prog[denyTruncate] = p
+	return p, nil
+}
+
+// buildFilter assembles the program: a hand-written prelude (architecture,
+// x32, clone3 and the argument rules) followed by go-seccomp-bpf's list of
+// unconditional denials.
+func buildFilter(denyTruncate bool) ([]byte, error) {
+	if !seccompArchSupported {
+		return nil, fmt.Errorf("spawn: no seccomp filter for this architecture")
+	}
+	type ins = unix.SockFilter
+	stmt := func(code uint16, k uint32) ins { return ins{Code: code, K: k} }
+	jump := func(code uint16, k uint32, jt, jf uint8) ins { return ins{Code: code, Jt: jt, Jf: jf, K: k} }
+	const (
+		ldAbs = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeq   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		jge   = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+		jset  = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+		ret   = unix.BPF_RET | unix.BPF_K
+	)
+	kill := uint32(unix.SECCOMP_RET_KILL_PROCESS)
+	eperm := errnoRet(unix.EPERM)
+
+	var pre []ins
+	pre = append(pre,
+		stmt(ldAbs, 4), // arch
+		jump(jeq, seccompAuditArch, 1, 0),
+		stmt(ret, kill),
+		stmt(ldAbs, 0), // nr
+	)
+	if seccompX32Bit != 0 {
+		pre = append(pre, jump(jge, seccompX32Bit, 0, 1), stmt(ret, kill))
+	}
+	pre = append(pre,
+		jump(jeq, uint32(unix.SYS_CLONE3), 0, 1),
+		stmt(ret, errnoRet(unix.ENOSYS)),
+	)
+	// flagRule: nr with (low half of argument arg) & bits != 0 → EPERM.
+	flagRule := func(nr uintptr, arg int, bits uint32) {
+		pre = append(pre,
+			jump(jeq, uint32(nr), 0, 4),
+			stmt(ldAbs, argLow(arg)),
+			jump(jset, bits, 0, 1),
+			stmt(ret, eperm),
+			stmt(ldAbs, 0),
+		)
+	}
+	// equalRule: nr with (low half of argument arg) == one of vals → EPERM.
+	equalRule := func(nr uintptr, arg int, vals ...uint32) {
+		n := len(vals)
+		// jeq nr; ld arg; n × jeq v → ret; ja over ret; ret EPERM; ld nr
+		pre = append(pre, jump(jeq, uint32(nr), 0, uint8(n+3)), stmt(ldAbs, argLow(arg)))
+		for i, v := range vals {
+			pre = append(pre, jump(jeq, v, uint8(n-i), 0))
+		}
+		pre = append(pre, stmt(unix.BPF_JMP|unix.BPF_JA, 1), stmt(ret, eperm), stmt(ldAbs, 0))
+	}
+	flagRule(unix.SYS_CLONE, 0, unix.CLONE_NEWUSER)
+	flagRule(unix.SYS_UNSHARE, 0, unix.CLONE_NEWUSER)
+	equalRule(unix.SYS_SOCKET, 0, afVsock)
+	equalRule(unix.SYS_IOCTL, 1, unix.TIOCSTI, unix.TIOCLINUX)
+
+	names := append([]string(nil), deniedSyscalls...)
+	if denyTruncate {
+		names = append(names, "truncate")
+	}
+	policy := seccomp.Policy{
+		DefaultAction: seccomp.ActionAllow,
+		Syscalls:      []seccomp.SyscallGroup{{Names: names, Action: seccomp.ActionErrno}},
+	}
+	body, err := policy.Assemble()
+	if err != nil {
+		return nil, fmt.Errorf("spawn: assemble seccomp policy: %w", err)
+	}
+	raw, err := bpf.Assemble(body)
+	if err != nil {
+		return nil, fmt.Errorf("spawn: assemble seccomp program: %w", err)
+	}
+	all := pre
+	for _, r := range raw {
+		all = append(all, ins{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K})
+	}
+	if len(all) > 4096 {
+		return nil, fmt.Errorf("spawn: seccomp program has %d instructions, the kernel takes 4096", len(all))
+	}
+	out := make([]byte, 0, 8*len(all))
+	for _, f := range all {
+		out = binary.LittleEndian.AppendUint16(out, f.Code)
+		out = append(out, f.Jt, f.Jf)
+		out = binary.LittleEndian.AppendUint32(out, f.K)
+	}
+	return out, nil
+}

@@ -1,0 +1,248 @@
+package spawn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/b10x/harness/cgroup"
+	"github.com/b10x/harness/confine"
+	"golang.org/x/sys/unix"
+)
+
+// Spec is one program to run. It is a plain value; Run does not keep it.
+//
+// Every path is absolute. Run never looks anything up through PATH and never
+// passes anything through a shell: Argv reaches execve(2) byte for byte.
+// The zero value is not runnable (Path and Workspace are required).
+type Spec struct {
+	// Path is the absolute, resolved program to execute. The caller resolved
+	// it once, at start; Run executes exactly this file. When it lies outside
+	// every directory of the child's view, that one file is added to the view
+	// read-only (so a declared program always exists for the child).
+	Path string
+	// Argv is the argument vector as given; Argv[0] is the name the caller
+	// matched. It must not be empty. No element may hold a NUL byte.
+	Argv []string
+	// Env is the complete environment of the child, "NAME=value" strings.
+	// Nothing else reaches it: not the harness's environment, not PATH.
+	Env []string
+	// Dir is the absolute working directory. It must exist in the child's
+	// view (normally beneath Workspace); otherwise the call fails at the
+	// "chdir" step and the program never runs.
+	Dir string
+	// Workspace is the absolute, canonical workspace root. The child sees it
+	// at the same path, readable, writable and executable.
+	Workspace string
+	// ReadPaths are extra files or directories the child may read and
+	// execute (--allow-read). Each is resolved to its canonical path, which
+	// is where the child sees it.
+	ReadPaths []string
+	// WritePaths are extra files or directories the child may read, write
+	// and execute (--allow-write), resolved as ReadPaths are.
+	WritePaths []string
+	// Net false (the default) gives the child a fresh network namespace that
+	// holds only a loopback interface: nothing outside the call is
+	// reachable. Net true leaves the host's network reachable; the Landlock
+	// domain, the seccomp filter and the other namespaces still apply.
+	Net bool
+	// Limits are the cgroup limits of the call's leaf. The zero value sets
+	// none. A limit is applied only when the Runner has a cgroup manager
+	// whose leaves offer its controller; Result.Layers says which were, and
+	// Requirements can make a missing one fatal.
+	Limits cgroup.Limits
+	// Timeout is the wall-clock lifetime of the whole process tree, counted
+	// from the start of the helper. At the deadline every process of the
+	// call is killed and Result.TimedOut is true. 0 means no deadline (the
+	// context still applies).
+	Timeout time.Duration
+}
+
+// Stdio are the child's standard streams. A nil field means /dev/null. The
+// caller owns the files and closes its ends; Run does not close them.
+//
+// The child gets these descriptors themselves (dup'ed), not copies of the
+// data: a terminal passed here is the child's terminal. Pass pipes when the
+// output must be captured or bounded (see Capture).
+type Stdio struct{ Stdin, Stdout, Stderr *os.File }
+
+// Result is how one call ended. It is a plain value.
+type Result struct {
+	// ExitCode is the program's exit status, or -1 when a signal ended it.
+	ExitCode int
+	// Signal names the signal that ended the program ("SIGKILL"), "" when it
+	// exited.
+	Signal string
+	// TimedOut is true when Spec.Timeout ended the call.
+	TimedOut bool
+	// OOMKilled is true when the cgroup's memory limit killed a process of
+	// the call (memory.events oom_kill went up).
+	OOMKilled bool
+	// Duration is the wall-clock time from starting the helper to the end of
+	// the whole tree.
+	Duration time.Duration
+	// MemoryPeak is the leaf's memory.peak in bytes, -1 when unknown (no
+	// leaf, or no memory controller).
+	MemoryPeak int64
+	// PidsPeak is the leaf's pids.peak, -1 when unknown.
+	PidsPeak int64
+	// Layers names the confinement layers actually applied to this child,
+	// with the names of package confine (confine.LayerLandlockChild, ...),
+	// in that package's report order.
+	Layers []string
+}
+
+// SetupError reports that a confinement step failed before execve(2): the
+// target program never ran. Step names the step ("mount /usr", "seccomp",
+// "landlock", "exec", "requirements", ...). Err is the cause; when it came
+// from a system call, errors.Is(err, syscall.EPERM) and the like work, also
+// across the broker.
+type SetupError struct {
+	Step string
+	Err  error
+}
+
+// Error says which step failed and why, on one line.
+func (e *SetupError) Error() string {
+	return fmt.Sprintf("spawn: confinement step %q failed, the program did not run: %v", e.Step, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *SetupError) Unwrap() error { return e.Err }
+
+// Runner runs programs under confinement. Implementations (NewDirect,
+// *Broker) are safe for concurrent use: calls run side by side, each with its
+// own namespaces, view, Landlock domain and cgroup leaf.
+//
+// Run returns a Result and a nil error whenever the program was started,
+// whatever its exit status, including a timeout (Result.TimedOut). It
+// returns a *SetupError when a confinement step failed before execve (the
+// program never ran), and another error for bad input or when ctx ended the
+// call (the tree is then killed and the Result says how it ended, with
+// errors.Is(err, ctx.Err())).
+type Runner interface {
+	Run(ctx context.Context, s Spec, io Stdio) (Result, error)
+}
+
+// Options configure a Runner. The zero value runs without a cgroup and with
+// the baseline requirements (see Requirements).
+type Options struct {
+	// Cgroup gives each call its own leaf (CLONE_INTO_CGROUP), whose
+	// cgroup.kill ends the tree and whose figures fill the Result. nil: no
+	// leaf; the whole tree still dies with its PID namespace's init.
+	Cgroup *cgroup.Manager
+	// Require says which layers must hold. A required layer that cannot be
+	// applied makes Run return a *SetupError; the program never runs.
+	Require Requirements
+}
+
+// Requirements name the layers a call must have. The zero value requires
+// the baseline: a Landlock domain for the child, PID, mount, network (unless
+// Spec.Net), IPC and UTS namespaces, no_new_privs and the seccomp filter, and
+// a user namespace when the harness is not root. It is a plain value.
+//
+// Whatever the requirements, a layer the host offers is always applied, and
+// a layer whose application fails is always fatal: only the absence of a
+// layer on this host can be tolerated, and only when it is neither in the
+// baseline nor in Layers, or is named in AllowMissing.
+type Requirements struct {
+	// Layers are required in addition to the baseline, e.g.
+	// confine.LayerCgroupLeaf, confine.LayerPidsLimit, confine.LayerUserNS.
+	// A limit layer is needed only when Spec.Limits sets that limit.
+	Layers []string
+	// AllowMissing lists baseline layers the caller accepts to run without
+	// when the host lacks them (an explicit opt-in, e.g. for a host without
+	// Landlock). confine.LayerPidNS can be waived only when the call has a
+	// cgroup leaf: one of the two is always needed to kill the whole tree.
+	AllowMissing []string
+}
+
+// baseline is the set of layers required unless waived.
+func (r Requirements) required(s Spec, root bool) []string {
+	req := []string{confine.LayerLandlockChild, confine.LayerPidNS, confine.LayerMountNS, confine.LayerIPCNS, confine.LayerUTSNS, confine.LayerNoNewPrivs, confine.LayerSeccomp}
+	if !s.Net {
+		req = append(req, confine.LayerNetNS)
+	}
+	if !root {
+		req = append(req, confine.LayerUserNS)
+	}
+	req = slices.DeleteFunc(req, func(l string) bool { return slices.Contains(r.AllowMissing, l) })
+	for _, l := range r.Layers {
+		if !slices.Contains(req, l) {
+			req = append(req, l)
+		}
+	}
+	return req
+}
+
+// validate checks a Spec for bad input: one clear error, never a panic.
+func (s Spec) validate() error {
+	if s.Path == "" || !isAbs(s.Path) {
+		return fmt.Errorf("spawn: Spec.Path %q: want an absolute path", s.Path)
+	}
+	if len(s.Argv) == 0 {
+		return errors.New("spawn: Spec.Argv is empty: want at least argv[0]")
+	}
+	if s.Workspace == "" || !isAbs(s.Workspace) {
+		return fmt.Errorf("spawn: Spec.Workspace %q: want an absolute path", s.Workspace)
+	}
+	if s.Dir == "" || !isAbs(s.Dir) {
+		return fmt.Errorf("spawn: Spec.Dir %q: want an absolute path", s.Dir)
+	}
+	if s.Timeout < 0 {
+		return fmt.Errorf("spawn: Spec.Timeout %v is negative", s.Timeout)
+	}
+	check := func(what string, v string) error {
+		if strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("spawn: %s holds a NUL byte: %q", what, v)
+		}
+		return nil
+	}
+	for _, f := range []struct{ what, v string }{{"Spec.Path", s.Path}, {"Spec.Dir", s.Dir}, {"Spec.Workspace", s.Workspace}} {
+		if err := check(f.what, f.v); err != nil {
+			return err
+		}
+	}
+	for i, a := range s.Argv {
+		if err := check(fmt.Sprintf("Spec.Argv[%d]", i), a); err != nil {
+			return err
+		}
+	}
+	for i, e := range s.Env {
+		if err := check(fmt.Sprintf("Spec.Env[%d]", i), e); err != nil {
+			return err
+		}
+		if !strings.Contains(e, "=") {
+			return fmt.Errorf("spawn: Spec.Env[%d] %q: want NAME=value", i, e)
+		}
+	}
+	for _, list := range []struct {
+		what  string
+		paths []string
+	}{{"Spec.ReadPaths", s.ReadPaths}, {"Spec.WritePaths", s.WritePaths}} {
+		for i, p := range list.paths {
+			if err := check(fmt.Sprintf("%s[%d]", list.what, i), p); err != nil {
+				return err
+			}
+			if !isAbs(p) {
+				return fmt.Errorf("spawn: %s[%d] %q: want an absolute path", list.what, i, p)
+			}
+		}
+	}
+	return nil
+}
+
+func isAbs(p string) bool { return strings.HasPrefix(p, "/") }
+
+// signalName names a signal the way Result.Signal does ("SIGKILL").
+func signalName(sig syscall.Signal) string {
+	if n := unix.SignalName(sig); n != "" {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(sig))
+}

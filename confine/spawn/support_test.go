@@ -1,0 +1,516 @@
+package spawn
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/b10x/harness/confine"
+	"github.com/b10x/harness/internal/reexec"
+	"github.com/b10x/harness/internal/testenv"
+	"golang.org/x/sys/unix"
+)
+
+// Entry points of the test binary. The probe runs INSIDE the confinement as
+// the target program: it is an ordinary binary there (the test binary
+// itself), making the raw system calls an attacker would.
+const (
+	probeEntry   = "spawn-test-probe"
+	harnessEntry = "spawn-test-harness"
+	allocEntry   = "spawn-test-alloc"
+)
+
+func init() {
+	reexec.Register(probeEntry, probeMain)
+	reexec.Register(harnessEntry, harnessMain)
+	reexec.Register(allocEntry, allocMain)
+}
+
+// probeMain runs each probe named in its arguments ("name" or
+// "name:operand") and prints "name=result" per line, where result is "ok",
+// an errno name, or data. It exits 0 whatever the probes found.
+func probeMain() {
+	w := bufio.NewWriter(os.Stdout)
+	for _, arg := range os.Args[1:] {
+		name, operand, _ := strings.Cut(arg, ":")
+		fmt.Fprintf(w, "%s=%s\n", arg, probe(name, operand))
+		w.Flush()
+	}
+	w.Flush()
+	os.Exit(0)
+}
+
+func errName(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		if n := unix.ErrnoName(errno); n != "" {
+			return n
+		}
+		return "errno" + strconv.Itoa(int(errno))
+	}
+	return "error:" + strings.ReplaceAll(err.Error(), "\n", " ")
+}
+
+func rawErr(e syscall.Errno) error {
+	if e == 0 {
+		return nil
+	}
+	return e
+}
+
+func probe(name, operand string) string {
+	switch name {
+	case "argv":
+		var b strings.Builder
+		for _, a := range os.Args {
+			b.WriteString(hex.EncodeToString([]byte(a)) + ",")
+		}
+		return b.String()
+	case "env":
+		// The kernel's copy, byte for byte (Go's os.Environ drops
+		// duplicates).
+		raw, err := os.ReadFile("/proc/self/environ")
+		if err != nil {
+			return errName(err)
+		}
+		var b strings.Builder
+		for _, e := range strings.SplitAfter(string(raw), "\x00") {
+			if e == "" {
+				continue
+			}
+			b.WriteString(hex.EncodeToString([]byte(strings.TrimSuffix(e, "\x00"))) + ",")
+		}
+		return b.String()
+	case "read":
+		data, err := os.ReadFile(operand)
+		if err != nil {
+			return errName(err)
+		}
+		return "data:" + hex.EncodeToString(data)
+	case "write":
+		err := os.WriteFile(operand, []byte("written from the sandbox\n"), 0o644)
+		return errName(err)
+	case "exec":
+		err := unix.Exec(operand, []string{operand}, nil)
+		return errName(err)
+	case "tcp", "udp":
+		host, port, _ := strings.Cut(operand, ":")
+		p, _ := strconv.Atoi(port)
+		typ := unix.SOCK_STREAM
+		if name == "udp" {
+			typ = unix.SOCK_DGRAM
+		}
+		fd, err := unix.Socket(unix.AF_INET, typ|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return "socket:" + errName(err)
+		}
+		defer unix.Close(fd)
+		sa := &unix.SockaddrInet4{Port: p}
+		copy(sa.Addr[:], parseIP4(host))
+		if name == "tcp" {
+			return errName(unix.Connect(fd, sa))
+		}
+		return errName(unix.Sendto(fd, []byte("udp from the sandbox"), 0, sa))
+	case "vsock":
+		fd, err := unix.Socket(unix.AF_VSOCK, unix.SOCK_STREAM, 0)
+		if err == nil {
+			unix.Close(fd)
+		}
+		return errName(err)
+	case "vsock-high":
+		// The domain with garbage in the high half: the kernel reads an
+		// int, so this is AF_VSOCK to it.
+		fd, _, e := unix.RawSyscall(unix.SYS_SOCKET, 1<<32|unix.AF_VSOCK, unix.SOCK_STREAM, 0)
+		if e == 0 {
+			unix.Close(int(fd))
+		}
+		return errName(rawErr(e))
+	case "iouring":
+		var params [120]byte
+		fd, _, e := unix.RawSyscall(unix.SYS_IO_URING_SETUP, 4, uintptr(unsafe.Pointer(&params[0])), 0)
+		if e == 0 {
+			unix.Close(int(fd))
+		}
+		return errName(rawErr(e))
+	case "unix", "abstract":
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return "socket:" + errName(err)
+		}
+		defer unix.Close(fd)
+		path := operand
+		if name == "abstract" {
+			path = "@" + operand
+		}
+		return errName(unix.Connect(fd, &unix.SockaddrUnix{Name: path}))
+	case "kill":
+		pid, _ := strconv.Atoi(operand)
+		return errName(unix.Kill(pid, 0))
+	case "killall":
+		return errName(unix.Kill(-1, unix.SIGKILL))
+	case "ptrace":
+		pid, _ := strconv.Atoi(operand)
+		_, _, e := unix.RawSyscall6(unix.SYS_PTRACE, unix.PTRACE_ATTACH, uintptr(pid), 0, 0, 0, 0)
+		return errName(rawErr(e))
+	case "vmread":
+		pid, _ := strconv.Atoi(operand)
+		var b [8]byte
+		local := []unix.Iovec{{Base: &b[0], Len: 8}}
+		remote := []unix.RemoteIovec{{Base: 0x400000, Len: 8}}
+		_, err := unix.ProcessVMReadv(pid, local, remote, 0)
+		return errName(err)
+	case "unshare-user":
+		_, _, e := unix.RawSyscall(unix.SYS_UNSHARE, unix.CLONE_NEWUSER, 0, 0)
+		return errName(rawErr(e))
+	case "clone-user":
+		r, _, e := unix.RawSyscall6(unix.SYS_CLONE, unix.CLONE_NEWUSER|uintptr(unix.SIGCHLD), 0, 0, 0, 0, 0)
+		if e == 0 && r == 0 {
+			unix.RawSyscall(unix.SYS_EXIT_GROUP, 0, 0, 0)
+		}
+		return errName(rawErr(e))
+	case "clone3":
+		_, _, e := unix.RawSyscall(unix.SYS_CLONE3, 0, 0, 0)
+		return errName(rawErr(e))
+	case "mount":
+		return errName(unix.Mount("tmpfs", "/tmp", "tmpfs", 0, ""))
+	case "umount":
+		return errName(unix.Unmount("/proc", unix.MNT_DETACH))
+	case "setns":
+		fd, err := unix.Open("/proc/self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return "open:" + errName(err)
+		}
+		defer unix.Close(fd)
+		return errName(unix.Setns(fd, 0))
+	case "tiocsti", "tiocsti-high":
+		c := byte('x')
+		cmd := uintptr(unix.TIOCSTI)
+		if name == "tiocsti-high" {
+			cmd |= 1 << 32
+		}
+		_, _, e := unix.RawSyscall(unix.SYS_IOCTL, 0, cmd, uintptr(unsafe.Pointer(&c)))
+		return errName(rawErr(e))
+	case "keyctl":
+		ring := int64(unix.KEY_SPEC_SESSION_KEYRING)
+		_, _, e := unix.RawSyscall6(unix.SYS_KEYCTL, unix.KEYCTL_GET_KEYRING_ID, uintptr(ring), 0, 0, 0, 0)
+		return errName(rawErr(e))
+	case "bpf":
+		_, _, e := unix.RawSyscall(unix.SYS_BPF, 0, 0, 0)
+		return errName(rawErr(e))
+	case "x32":
+		// The x32 table: the filter kills the process; nothing is printed.
+		_, _, e := unix.RawSyscall(0x40000000|unix.SYS_GETPID, 0, 0, 0)
+		return errName(rawErr(e))
+	case "hostname-write":
+		return errName(os.WriteFile("/proc/sys/kernel/hostname", []byte("changed"), 0))
+	case "truncate":
+		return errName(unix.Truncate(operand, 0))
+	case "pid":
+		return strconv.Itoa(os.Getpid())
+	case "uid":
+		return strconv.Itoa(os.Getuid())
+	case "caps":
+		status, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			return errName(err)
+		}
+		for _, l := range strings.Split(string(status), "\n") {
+			if strings.HasPrefix(l, "CapEff:") {
+				return strings.TrimSpace(strings.TrimPrefix(l, "CapEff:"))
+			}
+		}
+		return "unknown"
+	case "ls":
+		ents, err := os.ReadDir(operand)
+		if err != nil {
+			return errName(err)
+		}
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		return "list:" + strings.Join(names, ",")
+	}
+	return "unknown-probe"
+}
+
+func parseIP4(s string) []byte {
+	var out [4]byte
+	parts := strings.Split(s, ".")
+	for i := 0; i < 4 && i < len(parts); i++ {
+		v, _ := strconv.Atoi(parts[i])
+		out[i] = byte(v)
+	}
+	return out[:]
+}
+
+// allocMain allocates and touches the number of MiB in its argument, then
+// prints "done" (it does not get there under a smaller memory.max).
+func allocMain() {
+	mib, _ := strconv.Atoi(os.Args[1])
+	var keep [][]byte
+	for i := 0; i < mib; i++ {
+		b := make([]byte, 1<<20)
+		for j := 0; j < len(b); j += 4096 {
+			b[j] = 1
+		}
+		keep = append(keep, b)
+	}
+	fmt.Println("done", len(keep))
+	os.Exit(0)
+}
+
+// harnessMain plays a harness that gets SIGKILLed mid-call: arguments are
+// the mode ("direct" or "broker"), the workspace, the shell and a unique
+// sleep argument. It starts a call whose tree sleeps (with a setsid'd
+// grandchild) and prints the tree's "started" line on its stdout.
+func harnessMain() {
+	mode, ws, sh, uniq := os.Args[1], os.Args[2], os.Args[3], os.Args[4]
+	var r Runner
+	switch mode {
+	case "direct":
+		r = NewDirect(testOptions())
+	case "broker":
+		b, err := StartBroker(BrokerOptions{Require: testOptions().Require})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		r = b
+	}
+	script := fmt.Sprintf("setsid sleep %s & sleep %s & echo started; wait", uniq, uniq)
+	s := Spec{Path: sh, Argv: []string{"sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: ws, Workspace: ws}
+	_, err := r.Run(context.Background(), s, Stdio{Stdout: os.Stdout, Stderr: os.Stderr})
+	fmt.Fprintln(os.Stderr, "harness: run returned:", err)
+	os.Exit(4)
+}
+
+// testOptions are the Options every test uses: the baseline, except what
+// the current shape is declared to lack.
+func testOptions() Options {
+	var o Options
+	if testenv.Shape() == testenv.ShapeNoLandlock {
+		o.Require.AllowMissing = []string{confine.LayerLandlockChild}
+	}
+	return o
+}
+
+// hasLandlock reports whether the child gets a Landlock domain here.
+func hasLandlock(t testing.TB) int {
+	info, err := confine.ProbeLandlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.ABI
+}
+
+// lookPath resolves a program the way a caller does at start.
+func lookPath(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("program %s: %v", name, err)
+	}
+	p, err = filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func selfExe(t testing.TB) string {
+	t.Helper()
+	p, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// workspace returns a fresh workspace directory (canonical).
+func workspace(t testing.TB) string {
+	t.Helper()
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+func shSpec(t testing.TB, ws, script string) Spec {
+	return Spec{Path: lookPath(t, "sh"), Argv: []string{"sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin", "HOME=" + ws}, Dir: ws, Workspace: ws}
+}
+
+func probeSpec(t testing.TB, ws string, probes ...string) Spec {
+	return Spec{Path: selfExe(t), Argv: append([]string{"b10x-reexec:" + probeEntry}, probes...), Env: []string{"PATH=/usr/bin:/bin"}, Dir: ws, Workspace: ws}
+}
+
+// output is what a run wrote, captured through pipes.
+type output struct {
+	stdout, stderr *Capture
+}
+
+func (o output) String() string {
+	return fmt.Sprintf("stdout: %q\nstderr: %q", o.stdout.Bytes(), o.stderr.Bytes())
+}
+
+// run runs s with captured stdout and stderr (1 MiB each).
+func run(t testing.TB, r Runner, s Spec) (Result, output, error) {
+	return runCtx(context.Background(), t, r, s)
+}
+
+func runCtx(ctx context.Context, t testing.TB, r Runner, s Spec) (Result, output, error) {
+	t.Helper()
+	o := output{NewCapture(1 << 20), NewCapture(1 << 20)}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); io.Copy(o.stdout, outR); outR.Close() }()
+	go func() { defer wg.Done(); io.Copy(o.stderr, errR); errR.Close() }()
+	res, rerr := r.Run(ctx, s, Stdio{Stdout: outW, Stderr: errW})
+	outW.Close()
+	errW.Close()
+	wg.Wait()
+	return res, o, rerr
+}
+
+// probes parses "name=result" lines.
+func probes(o output) map[string]string {
+	m := map[string]string{}
+	for _, l := range strings.Split(string(o.stdout.Bytes()), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// runners returns the two Runners every attack runs under: this process
+// (direct) and a broker. The broker is closed at the end of the test.
+func runners(t *testing.T) map[string]Runner {
+	t.Helper()
+	b, err := StartBroker(BrokerOptions{Require: testOptions().Require})
+	if err != nil {
+		t.Fatalf("StartBroker: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("broker Close: %v", err)
+		}
+	})
+	return map[string]Runner{"direct": NewDirect(testOptions()), "broker": b}
+}
+
+// processesWith lists the pids whose command line holds arg as one of its
+// arguments.
+func processesWith(arg string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		for _, a := range strings.Split(string(b), "\x00") {
+			if a == arg {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
+}
+
+// uniqueSleep returns a sleep argument no other process has.
+func uniqueSleep() string {
+	return fmt.Sprintf("1000.%d%d", os.Getpid(), time.Now().UnixNano()%1000000)
+}
+
+// inChild runs the calling test in a re-run child of the test binary when
+// it is not one already (tests that restrict the process, or place it in
+// a cgroup, must not do so in the test process). It returns true in the
+// child, where the test body runs; in the parent it relays the child's
+// output and verdict and returns false.
+func inChild(t *testing.T) bool {
+	t.Helper()
+	const key = "B10X_SPAWN_TEST_CHILD"
+	if os.Getenv(key) == t.Name() {
+		return true
+	}
+	cmd := exec.Command(selfExe(t), "-test.run", "^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), key+"="+t.Name())
+	out, err := cmd.CombinedOutput()
+	t.Logf("re-run child output:\n%s", out)
+	switch {
+	case err != nil:
+		t.Fatalf("re-run child failed: %v", err)
+	case strings.Contains(string(out), "--- SKIP: "+t.Name()):
+		t.Skip("skipped in the re-run child (see its output)")
+	case !strings.Contains(string(out), "--- PASS: "+t.Name()):
+		t.Fatalf("re-run child did not report a pass for %s", t.Name())
+	}
+	return false
+}
+
+// childFDs counts this process's open descriptors.
+func childFDs(t testing.TB) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// zombies lists this process's children that are zombies.
+func zombies(t testing.TB) []int {
+	self := os.Getpid()
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 && f[0] == "Z" && f[1] == strconv.Itoa(self) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}

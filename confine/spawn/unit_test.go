@@ -1,0 +1,341 @@
+package spawn
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/b10x/harness/confine"
+	"github.com/b10x/harness/internal/testenv"
+	"golang.org/x/sys/unix"
+)
+
+func samplePlan() *plan {
+	return &plan{
+		Path: "/usr/bin/sh", Argv: []string{"sh", "-c", "echo ''; $(x)"}, Env: []string{"A=1", "B="}, Dir: "/w",
+		Hostname: "sandbox",
+		Mounts: []mountOp{
+			{Kind: mBind, Src: "/usr", Dst: "/usr", RO: true},
+			{Kind: mSymlink, Src: "usr/bin", Dst: "/bin"},
+			{Kind: mTmpfs, Dst: "/tmp", Data: "mode=1777"},
+			{Kind: mBind, Src: "/dev/null", Dst: "/dev/null", File: true, Data: "dev"},
+			{Kind: mMaskDir, Dst: "/etc/ssl/private", RO: true},
+		},
+		Loopback: true, DropCaps: true, Seccomp: bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7, 8}, 3),
+		LandlockABI: 7, LandlockNet: true,
+		LL: []llRule{{Path: "/", Dir: true, Kind: llList}, {Path: "/w", Dir: true, Kind: llWrite}},
+	}
+}
+
+func TestWireRoundTrip(t *testing.T) {
+	p := samplePlan()
+	var e encoder
+	e.plan(p)
+	d := decoder{b: e.b}
+	got := d.plan()
+	if err := d.end(); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, p) {
+		t.Fatalf("plan round trip:\n got %+v\nwant %+v", got, p)
+	}
+	s := Spec{Path: "/p", Argv: []string{"", "a b"}, Env: []string{"X=y"}, Dir: "/d", Workspace: "/w", ReadPaths: []string{"/r"}, WritePaths: []string{"/x"}, Net: true, Timeout: 3 * time.Second}
+	s.Limits.PidsMax, s.Limits.MemoryMax, s.Limits.CPUQuota, s.Limits.CPUPeriod = 5, 6, time.Millisecond, time.Second
+	e = encoder{}
+	e.spec(s)
+	d = decoder{b: e.b}
+	if gs := d.spec(); d.end() != nil || !reflect.DeepEqual(gs, s) {
+		t.Fatalf("spec round trip: %+v, %v", gs, d.err)
+	}
+	r := Result{ExitCode: -1, Signal: "SIGKILL", TimedOut: true, OOMKilled: true, Duration: time.Second, MemoryPeak: 7, PidsPeak: -1, Layers: []string{"a", "b"}}
+	e = encoder{}
+	e.result(r)
+	d = decoder{b: e.b}
+	if gr := d.result(); d.end() != nil || !reflect.DeepEqual(gr, r) {
+		t.Fatalf("result round trip: %+v", gr)
+	}
+	e = encoder{}
+	e.error(fmt.Errorf("open x: %w", syscall.EACCES))
+	d = decoder{b: e.b}
+	if ge := d.error(); !errors.Is(ge, syscall.EACCES) || ge.Error() != "open x: permission denied" {
+		t.Fatalf("error round trip: %v", ge)
+	}
+}
+
+func TestWireRejectsTruncatedAndTrailing(t *testing.T) {
+	var e encoder
+	e.plan(samplePlan())
+	for n := 0; n < len(e.b); n++ {
+		d := decoder{b: e.b[:n]}
+		d.plan()
+		if d.end() == nil {
+			t.Fatalf("a plan cut at %d of %d bytes decoded without error", n, len(e.b))
+		}
+	}
+	d := decoder{b: append(slices.Clone(e.b), 0)}
+	d.plan()
+	if d.end() == nil {
+		t.Fatal("trailing byte accepted")
+	}
+}
+
+// FuzzDecodePlan: no input makes the decoders panic or allocate without
+// bound; what decodes re-encodes to the same bytes.
+func FuzzDecodePlan(f *testing.F) {
+	var e encoder
+	e.plan(samplePlan())
+	f.Add(e.b)
+	f.Add([]byte{})
+	f.Add(binary.LittleEndian.AppendUint32(nil, 0xffffffff))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d := decoder{b: b}
+		p := d.plan()
+		if d.end() != nil {
+			return
+		}
+		var e encoder
+		e.plan(p)
+		if !bytes.Equal(e.b, b) {
+			t.Fatalf("re-encoding differs")
+		}
+		for _, dec := range []func(*decoder){func(d *decoder) { d.spec() }, func(d *decoder) { d.result() }, func(d *decoder) { d.error() }} {
+			d := decoder{b: b}
+			dec(&d)
+			_ = d.end()
+		}
+	})
+}
+
+func TestCapture(t *testing.T) {
+	c := NewCapture(10)
+	c.Write([]byte("hello"))
+	if string(c.Bytes()) != "hello" || c.Total() != 5 || c.Cut() != 0 {
+		t.Fatalf("%q %d", c.Bytes(), c.Total())
+	}
+	c.Write([]byte("world"))
+	if string(c.Bytes()) != "helloworld" {
+		t.Fatalf("%q", c.Bytes())
+	}
+	c.Write([]byte("0123456789AB"))
+	want := "hello\n[... 12 bytes cut ...]\n789AB"
+	if string(c.Bytes()) != want || c.Total() != 22 || c.Cut() != 12 {
+		t.Fatalf("got %q (total %d), want %q", c.Bytes(), c.Total(), want)
+	}
+	var z Capture
+	z.Write([]byte("abc"))
+	if z.Total() != 3 || string(z.Bytes()) != "\n[... 3 bytes cut ...]\n" {
+		t.Fatalf("zero Capture: %q", z.Bytes())
+	}
+}
+
+// TestCaptureMatchesNaive compares Capture with keeping everything, over
+// random write sizes.
+func TestCaptureMatchesNaive(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for iter := 0; iter < 300; iter++ {
+		max := rng.Intn(40)
+		c := NewCapture(max)
+		var all []byte
+		for w := rng.Intn(20); w > 0; w-- {
+			p := make([]byte, rng.Intn(30))
+			rng.Read(p)
+			if n, err := c.Write(p); n != len(p) || err != nil {
+				t.Fatal(n, err)
+			}
+			all = append(all, p...)
+		}
+		var want []byte
+		if len(all) <= max {
+			want = all
+		} else {
+			h, tl := max-max/2, max/2
+			want = append(append(slices.Clone(all[:h]), fmt.Sprintf("\n[... %d bytes cut ...]\n", len(all)-h-tl)...), all[len(all)-tl:]...)
+		}
+		if !bytes.Equal(c.Bytes(), want) || c.Total() != int64(len(all)) {
+			t.Fatalf("max %d, %d bytes: got %q want %q", max, len(all), c.Bytes(), want)
+		}
+	}
+}
+
+func TestScanMasksAndWatch(t *testing.T) {
+	root := t.TempDir()
+	mk := func(rel string, mode os.FileMode, dir bool) {
+		p := filepath.Join(root, rel)
+		if dir {
+			if err := os.Mkdir(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("public", 0o644, false)
+	mk("shadow", 0o640, false)
+	mk("ssl", 0o755, true)
+	mk("ssl/private", 0o700, true)
+	mk("ssl/certs", 0o755, true)
+	mk("ssl/certs/key.pem", 0o600, false)
+	mk("ssl/certs/ca.pem", 0o644, false)
+	if err := os.Symlink("shadow", filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	m := newEtcMasks(root)
+	defer m.close()
+	got, err := m.get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{root + "/shadow", root + "/ssl/certs/key.pem", root + "/ssl/private/"}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("masks %q, want %q", got, want)
+	}
+	if m.fd < 0 {
+		t.Fatal("no inotify watch")
+	}
+	// Unchanged: the same list without a rescan.
+	again, _ := m.get()
+	if len(again) != len(got) {
+		t.Fatalf("second get: %q", again)
+	}
+	// A mode change deep in the tree is seen.
+	if err := os.Chmod(filepath.Join(root, "ssl/certs/ca.pem"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = m.get()
+	if !slices.Contains(got, root+"/ssl/certs/ca.pem") {
+		t.Fatalf("chmod not seen: %q", got)
+	}
+	// A new secret is seen.
+	mk("ssl/new.key", 0o600, false)
+	got, _ = m.get()
+	if !slices.Contains(got, root+"/ssl/new.key") {
+		t.Fatalf("new file not seen: %q", got)
+	}
+}
+
+func TestBuildView(t *testing.T) {
+	ws := workspace(t)
+	extra := workspace(t)
+	wdir := filepath.Join(extra, "w")
+	if err := os.Mkdir(wdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(extra, "prog")
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(extra, "link")
+	if err := os.Symlink("w", link); err != nil {
+		t.Fatal(err)
+	}
+	s := Spec{Path: prog, Argv: []string{"p"}, Dir: ws, Workspace: ws, ReadPaths: []string{link, ws}, WritePaths: []string{wdir}}
+	ops, rules, err := buildView(s, []string{"/etc/shadow", "/etc/ssl/private/", filepath.Join(wdir, "masked")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byDst := map[string]mountOp{}
+	for i, op := range ops {
+		if _, dup := byDst[op.Dst]; dup {
+			t.Fatalf("two mounts at %s", op.Dst)
+		}
+		byDst[op.Dst] = op
+		for _, later := range ops[i+1:] {
+			if op.Dst != "/" && within(op.Dst, later.Dst) && op.Dst != later.Dst {
+				t.Fatalf("%s comes before its parent %s", op.Dst, later.Dst)
+			}
+		}
+	}
+	if op := byDst[ws]; op.Kind != mBind || op.RO {
+		t.Errorf("workspace: %+v, want a read-write bind (read path of the same directory must not make it read-only)", op)
+	}
+	if op := byDst[wdir]; op.Kind != mBind || op.RO {
+		t.Errorf("write path (named through a link to it): %+v", op)
+	}
+	if op := byDst[prog]; op.Kind != mBind || !op.RO || !op.File {
+		t.Errorf("program outside every directory of the view: %+v, want a read-only file bind", op)
+	}
+	if op := byDst["/etc/shadow"]; op.Kind != mMaskFile {
+		t.Errorf("/etc/shadow: %+v, want masked", op)
+	}
+	if op := byDst["/etc/ssl/private"]; op.Kind != mMaskDir || !op.RO {
+		t.Errorf("/etc/ssl/private: %+v, want a read-only empty directory", op)
+	}
+	if _, ok := byDst[filepath.Join(wdir, "masked")]; ok {
+		t.Errorf("a mask beneath a path the Spec named was kept")
+	}
+	for _, d := range []string{"/proc", "/tmp", "/dev", "/dev/null", "/dev/shm"} {
+		if _, ok := byDst[d]; !ok {
+			t.Errorf("the view lacks %s", d)
+		}
+	}
+	if !slices.Contains(rules, llRule{Path: ws, Dir: true, Kind: llWrite}) || !slices.Contains(rules, llRule{Path: prog, Kind: llRead}) {
+		t.Errorf("rules %+v lack the workspace or the program", rules)
+	}
+
+	for _, bad := range [][]string{{"/"}, {"/proc/self"}, {"/dev"}} {
+		s2 := s
+		s2.ReadPaths = bad
+		if _, _, err := buildView(s2, nil); err == nil {
+			t.Errorf("read path %v accepted", bad)
+		}
+	}
+}
+
+func TestSeccompFilterAssembles(t *testing.T) {
+	testenv.Require(t, seccompArchSupported, "a seccomp filter for this architecture")
+	with, err := childFilter(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, err := childFilter(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(with)%8 != 0 || len(with) <= len(without) {
+		t.Fatalf("filter sizes: ABI 2 %d bytes, ABI 7 %d bytes; the ABI 2 filter must also deny truncate", len(with), len(without))
+	}
+	// The first instructions: load the architecture, kill on any other.
+	first := unix.SockFilter{Code: binary.LittleEndian.Uint16(without), K: binary.LittleEndian.Uint32(without[4:])}
+	if first.Code != unix.BPF_LD|unix.BPF_W|unix.BPF_ABS || first.K != 4 {
+		t.Fatalf("first instruction %+v, want ld [4] (arch)", first)
+	}
+	if k := binary.LittleEndian.Uint32(without[16+4:]); k != unix.SECCOMP_RET_KILL_PROCESS {
+		t.Fatalf("third instruction returns %#x, want KILL_PROCESS for a foreign architecture", k)
+	}
+}
+
+func TestRequirements(t *testing.T) {
+	base := Requirements{}.required(Spec{}, false)
+	for _, l := range []string{confine.LayerLandlockChild, confine.LayerPidNS, confine.LayerMountNS, confine.LayerNetNS, confine.LayerUserNS, confine.LayerSeccomp, confine.LayerNoNewPrivs} {
+		if !slices.Contains(base, l) {
+			t.Errorf("baseline lacks %s: %v", l, base)
+		}
+	}
+	if slices.Contains(Requirements{}.required(Spec{Net: true}, true), confine.LayerNetNS) {
+		t.Error("Net true still requires a network namespace")
+	}
+	if slices.Contains(Requirements{}.required(Spec{}, true), confine.LayerUserNS) {
+		t.Error("root requires a user namespace by default")
+	}
+	r := Requirements{Layers: []string{confine.LayerCgroupLeaf}, AllowMissing: []string{confine.LayerLandlockChild}}.required(Spec{}, true)
+	if !slices.Contains(r, confine.LayerCgroupLeaf) || slices.Contains(r, confine.LayerLandlockChild) {
+		t.Errorf("requirements %v", r)
+	}
+	if !strings.Contains(strings.Join(orderLayers([]string{"seccomp", "pidns", "seccomp", "bogus"}), ","), "pidns,seccomp") {
+		t.Error("orderLayers")
+	}
+}

@@ -1,0 +1,376 @@
+package spawn
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// The child's filesystem view: a fresh tmpfs root holding read-only binds of
+// the system directories, the workspace and the extra paths at their own
+// paths, a private /tmp, a minimal /dev and a fresh /proc. Nothing else of
+// the host is visible: not /home, /root, /run, /var, the host's /tmp, nor the
+// sockets in them. See docs/decisions/0031-spawn-view.md.
+
+// systemDirs are bound read-only when they exist (a symlink, as on
+// merged-/usr systems, is recreated as the same symlink).
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"}
+
+// devFiles are the device nodes of the child's /dev.
+var devFiles = []string{"null", "zero", "full", "random", "urandom"}
+
+// maskedRoot is the system directory whose entries that are not readable by
+// every user are hidden from the child (see etcMasks).
+const maskedRoot = "/etc"
+
+// buildView returns the mounts and Landlock rules of the child's view of s,
+// with masks hiding the listed paths beneath maskedRoot. Paths the caller
+// named are resolved to their canonical form here.
+func buildView(s Spec, masks []string) ([]mountOp, []llRule, error) {
+	type entry struct {
+		op   mountOp
+		user bool // named by the Spec (the workspace, extra paths, the program)
+		rule llKind
+	}
+	var entries []entry
+	add := func(e entry) { entries = append(entries, e) }
+
+	for _, d := range systemDirs {
+		fi, err := os.Lstat(d)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			continue
+		case err != nil:
+			return nil, nil, fmt.Errorf("spawn: system directory %s: %w", d, err)
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(d)
+			if err != nil {
+				return nil, nil, fmt.Errorf("spawn: system directory %s: %w", d, err)
+			}
+			add(entry{op: mountOp{Kind: mSymlink, Src: target, Dst: d}})
+		case fi.IsDir():
+			add(entry{op: mountOp{Kind: mBind, Src: d, Dst: d, RO: true}, rule: llRead})
+		}
+	}
+	add(entry{op: mountOp{Kind: mTmpfs, Dst: "/dev", RO: true, Data: "mode=0755,size=64k"}, rule: llList})
+	for _, f := range devFiles {
+		add(entry{op: mountOp{Kind: mBind, Src: "/dev/" + f, Dst: "/dev/" + f, File: true, Data: "dev"}, rule: llDev})
+	}
+	for _, l := range [][2]string{{"/proc/self/fd", "/dev/fd"}, {"/proc/self/fd/0", "/dev/stdin"}, {"/proc/self/fd/1", "/dev/stdout"}, {"/proc/self/fd/2", "/dev/stderr"}} {
+		add(entry{op: mountOp{Kind: mSymlink, Src: l[0], Dst: l[1]}})
+	}
+	add(entry{op: mountOp{Kind: mTmpfs, Dst: "/dev/shm", Data: "mode=1777"}, rule: llWrite})
+	add(entry{op: mountOp{Kind: mProc, Dst: "/proc"}, rule: llRead})
+	add(entry{op: mountOp{Kind: mTmpfs, Dst: "/tmp", Data: "mode=1777"}, rule: llWrite})
+
+	user := func(what, p string, rw bool) error {
+		c, err := canonical(p)
+		if err != nil {
+			return fmt.Errorf("spawn: %s %s: %w", what, p, err)
+		}
+		if err := viewable(what, c); err != nil {
+			return err
+		}
+		fi, err := os.Stat(c)
+		if err != nil {
+			return fmt.Errorf("spawn: %s %s: %w", what, p, err)
+		}
+		k := llRead
+		if rw {
+			k = llWrite
+		}
+		add(entry{op: mountOp{Kind: mBind, Src: c, Dst: c, RO: !rw, File: !fi.IsDir()}, user: true, rule: k})
+		return nil
+	}
+	if err := user("workspace", s.Workspace, true); err != nil {
+		return nil, nil, err
+	}
+	for _, p := range s.ReadPaths {
+		if err := user("read path", p, false); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, p := range s.WritePaths {
+		if err := user("write path", p, true); err != nil {
+			return nil, nil, err
+		}
+	}
+
+	// Dedupe by destination: a Spec path replaces a system entry; read-write
+	// beats read-only.
+	byDst := map[string]int{}
+	var kept []entry
+	for _, e := range entries {
+		i, dup := byDst[e.op.Dst]
+		if !dup {
+			byDst[e.op.Dst] = len(kept)
+			kept = append(kept, e)
+			continue
+		}
+		old := kept[i]
+		switch {
+		case e.user && !old.user:
+			kept[i] = e
+		case e.user && old.user && old.op.RO && !e.op.RO:
+			kept[i] = e
+		}
+	}
+
+	// The program: visible when a directory of the view holds it; otherwise
+	// that one file is added read-only.
+	prog, err := canonical(s.Path)
+	if err != nil {
+		return nil, nil, &SetupError{Step: "program", Err: fmt.Errorf("%s: %w", s.Path, err)}
+	}
+	covered := false
+	for _, e := range kept {
+		if e.op.Kind == mBind && (e.op.Dst == prog || !e.op.File && within(prog, e.op.Dst)) {
+			covered = true
+			break
+		}
+	}
+	if !covered {
+		if err := viewable("program", prog); err != nil {
+			return nil, nil, err
+		}
+		kept = append(kept, entry{op: mountOp{Kind: mBind, Src: prog, Dst: prog, RO: true, File: true}, user: true, rule: llRead})
+	}
+
+	// Masks: none at or beneath a path the Spec named (the caller asked for
+	// it explicitly).
+	for _, m := range masks {
+		explicit := false
+		for _, e := range kept {
+			if e.user && within(m, e.op.Dst) {
+				explicit = true
+				break
+			}
+		}
+		if explicit {
+			continue
+		}
+		kind := mMaskFile
+		if strings.HasSuffix(m, "/") {
+			kind = mMaskDir
+		}
+		m = strings.TrimSuffix(m, "/")
+		kept = append(kept, entry{op: mountOp{Kind: kind, Dst: m, RO: true}})
+	}
+
+	// Parents before children: sort by depth, keeping the order above for
+	// equal depths.
+	slices.SortStableFunc(kept, func(a, b entry) int { return depth(a.op.Dst) - depth(b.op.Dst) })
+	// A masked directory with a mount beneath it stays writable at the mount
+	// level so the mount point can be made (Landlock still denies writes).
+	for i := range kept {
+		if kept[i].op.Kind != mMaskDir {
+			continue
+		}
+		for _, e := range kept[i+1:] {
+			if within(e.op.Dst, kept[i].op.Dst) {
+				kept[i].op.RO = false
+				break
+			}
+		}
+	}
+
+	ops := make([]mountOp, 0, len(kept))
+	rules := []llRule{{Path: "/", Dir: true, Kind: llList}}
+	for _, e := range kept {
+		ops = append(ops, e.op)
+		if e.rule != 0 {
+			rules = append(rules, llRule{Path: e.op.Dst, Dir: !e.op.File, Kind: e.rule})
+		}
+	}
+	return ops, rules, nil
+}
+
+// viewable refuses paths that cannot be added to the view: the root itself
+// (it would bring back the whole host) and the view's own /proc and /dev.
+func viewable(what, p string) error {
+	switch {
+	case p == "/":
+		return fmt.Errorf("spawn: %s %q: the root cannot be added to the view; name the directories instead", what, p)
+	case within(p, "/proc"):
+		return fmt.Errorf("spawn: %s %q: /proc is the child's own; host /proc paths cannot be added", what, p)
+	case p == "/dev":
+		return fmt.Errorf("spawn: %s %q: /dev is the child's own minimal one; name single devices instead", what, p)
+	}
+	return nil
+}
+
+// canonical resolves p to an absolute path without symlinks.
+func canonical(p string) (string, error) {
+	c, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Abs(c)
+}
+
+// within reports whether p is dir or beneath it, component-wise.
+func within(p, dir string) bool {
+	if dir == "/" {
+		return true
+	}
+	return p == dir || strings.HasPrefix(p, dir+"/")
+}
+
+func depth(p string) int {
+	if p == "/" {
+		return 0
+	}
+	return strings.Count(p, "/")
+}
+
+// etcMasks finds the entries of maskedRoot that not every user of the host
+// may read: regular files (and other non-directories) without the
+// other-read bit, directories without other-read and other-search. Those
+// are hidden in the child's view: a child running as root (in its user
+// namespace or not) would otherwise read /etc/shadow, /etc/gshadow, private
+// keys and the like through the owner bits. A directory's result ends in
+// "/".
+//
+// The scan is cached and watched with inotify: a change anywhere in the tree
+// (an entry created, removed, renamed, or its mode changed) makes the next
+// call scan again. Without inotify every call scans.
+type etcMasks struct {
+	mu    sync.Mutex
+	root  string
+	fd    int // inotify descriptor, -1 when none
+	masks []string
+	valid bool
+}
+
+func newEtcMasks(root string) *etcMasks { return &etcMasks{root: root, fd: -1} }
+
+// get returns the current mask list.
+func (m *etcMasks) get() ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.valid && m.fd >= 0 && !m.changed() {
+		return m.masks, nil
+	}
+	if m.fd >= 0 {
+		closeFD(m.fd)
+		m.fd = -1
+	}
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		fd = -1
+	}
+	masks, err := scanMasks(m.root, fd)
+	if err != nil {
+		if fd >= 0 {
+			closeFD(fd)
+		}
+		m.valid = false
+		return nil, err
+	}
+	m.fd, m.masks, m.valid = fd, masks, true
+	return masks, nil
+}
+
+// changed reports whether the watch saw any event (or overflowed).
+func (m *etcMasks) changed() bool {
+	var buf [4096]byte
+	n, err := unix.Read(m.fd, buf[:])
+	if errors.Is(err, unix.EAGAIN) {
+		return false
+	}
+	return n != 0 || err != nil
+}
+
+// close releases the watch.
+func (m *etcMasks) close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fd >= 0 {
+		closeFD(m.fd)
+		m.fd = -1
+	}
+	m.valid = false
+}
+
+const watchMask = unix.IN_ATTRIB | unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
+	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW
+
+// scanMasks walks root, watching each directory (when fd >= 0) before
+// reading it, so that no change after the read goes unnoticed.
+func scanMasks(root string, fd int) ([]string, error) {
+	fi, err := os.Lstat(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("spawn: scan %s: %w", root, err)
+	}
+	if !fi.IsDir() {
+		return nil, nil
+	}
+	var masks []string
+	var walk func(dir string) error
+	walk = func(dir string) error {
+		if fd >= 0 {
+			if _, err := unix.InotifyAddWatch(fd, dir, watchMask); err != nil {
+				return fmt.Errorf("spawn: watch %s: %w", dir, err)
+			}
+		}
+		f, err := os.Open(dir)
+		if err != nil {
+			// Unreadable to the harness itself: hide it.
+			masks = append(masks, dir+"/")
+			return nil
+		}
+		names, err := f.Readdirnames(-1)
+		f.Close()
+		if err != nil {
+			masks = append(masks, dir+"/")
+			return nil
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			p := dir + "/" + name
+			var st unix.Stat_t
+			if err := unix.Lstat(p, &st); err != nil {
+				if errors.Is(err, unix.ENOENT) {
+					continue
+				}
+				return fmt.Errorf("spawn: scan %s: %w", p, err)
+			}
+			switch st.Mode & unix.S_IFMT {
+			case unix.S_IFLNK:
+				// A link is resolved in the view, where its target is
+				// masked or absent.
+			case unix.S_IFDIR:
+				if st.Mode&0o005 != 0o005 {
+					masks = append(masks, p+"/")
+					continue
+				}
+				if err := walk(p); err != nil {
+					return err
+				}
+			default:
+				if st.Mode&0o004 == 0 {
+					masks = append(masks, p)
+				}
+			}
+		}
+		return nil
+	}
+	if fi.Mode().Perm()&0o005 != 0o005 {
+		return []string{root + "/"}, nil
+	}
+	if err := walk(root); err != nil {
+		return nil, err
+	}
+	return masks, nil
+}
+
+func closeFD(fd int) { _ = unix.Close(fd) }
