@@ -321,9 +321,20 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 			te = &tools.Error{Reason: tools.ReasonInvalidArgument, Public: "invalid arguments", Cause: err}
 		}
 		step := "arguments"
-		if te.Reason == tools.ReasonDeniedPath {
+		switch te.Reason {
+		case tools.ReasonDeniedPath:
 			pass("arguments", "")
 			step = "paths"
+		case tools.ReasonInvalidArgument, tools.ReasonProgramNotAllowed:
+		default:
+			// The arguments were fine but the operation cannot proceed
+			// (a missing file): the call failed, nothing refused it.
+			pass("arguments", "")
+			rec.Steps = append(rec.Steps, StepVerdict{Step: "paths", Verdict: "fail", Detail: te.Public})
+			if te.Cause != nil {
+				rec.Cause = te.Cause.Error()
+			}
+			return Outcome{Status: Failed, Reason: te.Reason, Message: te.Public}
 		}
 		return refuse(step, te.Reason, te.Public, te.Cause)
 	}

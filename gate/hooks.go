@@ -37,6 +37,7 @@ const hookOutputCap = 16 << 10
 type Hook struct {
 	Argv    []string
 	Timeout time.Duration // zero: DefaultHookTimeout
+	Env     []string      // the hook's environment; nil: the harness's own
 }
 
 // ParseHook splits a hook command line into an argv, honouring single and
@@ -173,6 +174,7 @@ func (g *Gate) runHooks(ctx context.Context, req Request, rec *CallRecord) (hook
 		hctx, cancel := context.WithTimeout(ctx, timeout)
 		cmd := exec.CommandContext(hctx, h.Argv[0], h.Argv[1:]...)
 		cmd.Dir = g.cfg.Workspace.Dir()
+		cmd.Env = h.Env
 		cmd.Stdin = bytes.NewReader(in)
 		var stdout, stderr capped
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr

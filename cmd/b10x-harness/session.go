@@ -157,6 +157,11 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 	if err := conf.restrict(); err != nil {
 		return nil, err
 	}
+	if conf.tmpDir != "" {
+		for i := range hooks {
+			hooks[i].Env = append(os.Environ(), "TMPDIR="+conf.tmpDir)
+		}
+	}
 
 	g, err := gate.New(gate.Config{
 		Workspace:   ws,

@@ -1,4 +1,3 @@
 package main
 
-type doctorCmd struct{}
 type execCmd struct{}

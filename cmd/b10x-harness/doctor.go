@@ -1,0 +1,131 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/b10x/harness/confine"
+	"github.com/b10x/harness/gate"
+)
+
+type doctorCmd struct {
+	JSON bool `help:"Print the probe, the layers and each mode's plan as JSON."`
+}
+
+// modeReport is what one --confine mode would do on this host.
+type modeReport struct {
+	Mode      string            `json:"mode"`
+	Starts    bool              `json:"starts"`
+	Refusal   string            `json:"refusal,omitempty"`
+	Plan      confine.Plan      `json:"plan"`
+	Publishes []string          `json:"publishes"`
+	Withholds map[string]string `json:"withholds"`
+}
+
+type doctorReport struct {
+	Probe  confine.Report `json:"probe"`
+	Layers []confine.Row  `json:"layers"`
+	Modes  []modeReport   `json:"modes"`
+}
+
+// publication says which entries a plan lets the gate publish, assuming at
+// least one --allow-program for run.
+func publication(plan confine.Plan) ([]string, map[string]string) {
+	host := gate.Host{ConfinedWorkspace: plan.ConfinedWorkspace, ConfinedExecution: plan.ConfinedExecution, Programs: 1}
+	var pub []string
+	with := map[string]string{}
+	for _, e := range gate.Catalogue {
+		switch {
+		case e.Needs == gate.ConfinedWorkspace && !host.ConfinedWorkspace:
+			with[e.Name] = "needs a confined workspace (landlock-self)"
+		case e.Needs == gate.ConfinedExecution && !host.ConfinedExecution:
+			with[e.Name] = "needs confined execution (landlock-child, namespaces, no-new-privs, seccomp, a whole-tree kill)"
+		default:
+			pub = append(pub, e.Name)
+		}
+	}
+	if host.ConfinedExecution {
+		for i, n := range pub {
+			if n == "run" {
+				pub[i] = "run (with --allow-program)"
+			}
+		}
+	}
+	return pub, with
+}
+
+func (c *doctorCmd) Run(e *env) error {
+	rep := confine.Probe()
+	d := doctorReport{Probe: rep, Layers: rep.Table()}
+	strictOK := false
+	for _, m := range []confine.Mode{confine.Strict, confine.Auto, confine.Off} {
+		plan, err := rep.Plan(m)
+		mr := modeReport{Mode: m.String(), Starts: err == nil, Plan: plan}
+		if err != nil {
+			mr.Refusal = err.Error()
+		} else {
+			mr.Publishes, mr.Withholds = publication(plan)
+		}
+		if m == confine.Strict {
+			strictOK = err == nil
+		}
+		d.Modes = append(d.Modes, mr)
+	}
+	if c.JSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(d); err != nil {
+			return err
+		}
+	} else {
+		w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "LAYER\tAVAILABLE\tDETAIL")
+		for _, r := range d.Layers {
+			avail := "yes"
+			if !r.Available {
+				avail = "NO"
+				if !r.Required {
+					avail = "no (not required)"
+				}
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\n", r.Layer, avail, r.Detail)
+		}
+		w.Flush()
+		var remedies []confine.Row
+		for _, r := range d.Layers {
+			if !r.Available && r.Required && r.Remedy != "" {
+				remedies = append(remedies, r)
+			}
+		}
+		if len(remedies) > 0 {
+			fmt.Fprintln(e.stdout, "\nHow to get what is missing:")
+			for _, r := range remedies {
+				fmt.Fprintf(e.stdout, "  %s: %s\n", r.Layer, r.Remedy)
+			}
+		}
+		for _, m := range d.Modes {
+			fmt.Fprintf(e.stdout, "\n--confine %s: ", m.Mode)
+			if !m.Starts {
+				fmt.Fprintf(e.stdout, "refuses to start on this host (the layers above marked NO are missing)\n")
+				continue
+			}
+			fmt.Fprintf(e.stdout, "publishes %v\n", m.Publishes)
+			for _, en := range gate.Catalogue {
+				if why, ok := m.Withholds[en.Name]; ok {
+					fmt.Fprintf(e.stdout, "  not %s: %s\n", en.Name, why)
+				}
+			}
+			if len(m.Plan.Enforced) > 0 {
+				fmt.Fprintf(e.stdout, "  enforces: %v\n", m.Plan.Enforced)
+			}
+			if m.Plan.ConfinedExecution {
+				fmt.Fprintf(e.stdout, "  whole-tree kill: %s; resource limits: %v\n", m.Plan.WholeTreeKill, m.Plan.ResourceLimits)
+			}
+		}
+	}
+	if !strictOK {
+		return exitError{exitFailed}
+	}
+	return nil
+}
