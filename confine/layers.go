@@ -211,6 +211,17 @@ func (r Report) cgroupController(ctrl string) (ok bool, detail, remedy string) {
 	if slices.Contains(c.Controllers, ctrl) {
 		return true, fmt.Sprintf("%s controller available to leaves under %s%s", ctrl, c.Mount, c.Self), ""
 	}
+	// The cgroup package explains each missing controller on a line of
+	// its own: "<ctrl> controller: <why>; to get it, <how>".
+	for _, line := range c.Missing {
+		if rest, ok := strings.CutPrefix(line, ctrl+" controller: "); ok {
+			why, how, _ := strings.Cut(rest, "; to get it, ")
+			if how == "" {
+				how = remedy
+			}
+			return false, ctrl + " controller " + why, how
+		}
+	}
 	have := "none"
 	if len(c.Controllers) > 0 {
 		have = strings.Join(c.Controllers, " ")

@@ -515,3 +515,22 @@ func TestPlanSelfValidation(t *testing.T) {
 		t.Errorf("ABI 2 device rights %v", got)
 	}
 }
+
+// The cgroup package's per-controller lines become the layer's detail and
+// remedy; without one, the layer still explains itself.
+func TestControllerDetailFromCgroup(t *testing.T) {
+	r := synthetic(true, 7)
+	r.Cgroup.Controllers = []string{"cpu"}
+	r.Cgroup.Missing = []string{"pids controller: not offered by the cgroup2 hierarchy at /x because it is bound to v1; to get it, boot with cgroup_no_v1=pids"}
+	pids := r.layer(LayerPidsLimit)
+	if pids.Available || pids.Detail != "pids controller not offered by the cgroup2 hierarchy at /x because it is bound to v1" || pids.Remedy != "boot with cgroup_no_v1=pids" {
+		t.Errorf("pids layer %+v", pids)
+	}
+	mem := r.layer(LayerMemoryLimit)
+	if mem.Available || !strings.Contains(mem.Detail, "not memory") || !strings.Contains(mem.Remedy, "memory controller") {
+		t.Errorf("memory layer %+v", mem)
+	}
+	if cpu := r.layer(LayerCPULimit); !cpu.Available || cpu.Remedy != "" {
+		t.Errorf("cpu layer %+v", cpu)
+	}
+}

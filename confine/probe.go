@@ -140,6 +140,7 @@ type CgroupReport struct {
 	Controllers []string `json:"controllers"`
 	Kill        bool     `json:"kill"`
 	Problem     string   `json:"problem,omitempty"`
+	Missing     []string `json:"missing,omitempty"`
 }
 
 func cgroupReport(i cgroup.Info) CgroupReport {
@@ -151,6 +152,7 @@ func cgroupReport(i cgroup.Info) CgroupReport {
 		Controllers: append([]string(nil), i.Controllers...),
 		Kill:        i.Kill,
 		Problem:     i.Problem,
+		Missing:     append([]string(nil), i.Missing...),
 	}
 }
 
