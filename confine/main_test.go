@@ -7,6 +7,9 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/b10x/harness/internal/reexec"
 )
@@ -73,4 +76,25 @@ func childPrint(v any) {
 		os.Exit(3)
 	}
 	os.Exit(0)
+}
+
+// Classic BPF opcodes for the seccomp filters tests install.
+const (
+	bpfLd   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+	bpfJeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+	bpfJset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+	bpfRet  = unix.BPF_RET | unix.BPF_K
+)
+
+// installTestFilter sets no_new_privs on every thread and installs filter
+// on every thread (TSYNC). Only test children call it.
+func installTestFilter(filter []unix.SockFilter) error {
+	if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); e != 0 {
+		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS) on all threads: %w", e)
+	}
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog))); e != 0 {
+		return fmt.Errorf("seccomp(SET_MODE_FILTER, TSYNC): %w", e)
+	}
+	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -206,28 +205,18 @@ const deniedUsernsEntry = "confine-test-probe-denied-userns"
 func init() { reexec.Register(deniedUsernsEntry, deniedUsernsChildMain) }
 
 func deniedUsernsChildMain() {
-	if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); e != 0 {
-		childPrint(map[string]string{"error": "prctl(NO_NEW_PRIVS): " + e.Error()})
-	}
-	const (
-		ld   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
-		ret  = unix.BPF_RET | unix.BPF_K
-	)
 	filter := []unix.SockFilter{
-		{Code: ld, K: 0}, // 0: A = nr
-		{Code: jeq, K: unix.SYS_CLONE, Jt: 0, Jf: 3}, // 1: clone? else 5
-		{Code: ld, K: 16}, // 2: A = low word of args[0] (flags)
-		{Code: jset, K: unix.CLONE_NEWUSER, Jt: 0, Jf: 3},            // 3: NEWUSER? else 7
-		{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},  // 4
-		{Code: jeq, K: unix.SYS_CLONE3, Jt: 0, Jf: 1},                // 5: clone3? else 7
-		{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)}, // 6
-		{Code: ret, K: unix.SECCOMP_RET_ALLOW},                       // 7
+		{Code: bpfLd, K: 0},                                             // 0: A = nr
+		{Code: bpfJeq, K: unix.SYS_CLONE, Jt: 0, Jf: 3},                 // 1: clone? else 5
+		{Code: bpfLd, K: 16},                                            // 2: A = low word of args[0] (flags)
+		{Code: bpfJset, K: unix.CLONE_NEWUSER, Jt: 0, Jf: 3},            // 3: NEWUSER? else 7
+		{Code: bpfRet, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},  // 4
+		{Code: bpfJeq, K: unix.SYS_CLONE3, Jt: 0, Jf: 1},                // 5: clone3? else 7
+		{Code: bpfRet, K: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)}, // 6
+		{Code: bpfRet, K: unix.SECCOMP_RET_ALLOW},                       // 7
 	}
-	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog))); e != 0 {
-		childPrint(map[string]string{"error": "seccomp: " + e.Error()})
+	if err := installTestFilter(filter); err != nil {
+		childPrint(map[string]string{"error": err.Error()})
 	}
 	childPrint(Probe())
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -516,15 +517,44 @@ const notSupportedEntry = "confine-test-restrict-self-abi0"
 
 func init() { reexec.Register(notSupportedEntry, notSupportedChildMain) }
 
+// abi0Result is what the no-Landlock child reports.
+type abi0Result struct {
+	Err          string
+	NotSupported bool
+	Strict       []string // layers strict names
+	WriteAfter   string   // error writing outside after the refusal, "" when it worked
+}
+
+// notSupportedChildMain: arguments workspace, outside file, errno. A
+// non-zero errno makes landlock_create_ruleset fail with it (a seccomp
+// filter), which is what a kernel without Landlock (ENOSYS) or with it
+// disabled at boot (EOPNOTSUPP) answers; 0 uses the kernel as it is.
 func notSupportedChildMain() {
-	var res struct {
-		Err          string
-		NotSupported bool
-		WriteAfter   string
+	var res abi0Result
+	if errno, _ := strconv.Atoi(os.Args[3]); errno != 0 {
+		filter := []unix.SockFilter{
+			{Code: bpfLd, K: 0}, // A = nr
+			{Code: bpfJeq, K: unix.SYS_LANDLOCK_CREATE_RULESET, Jt: 0, Jf: 1},
+			{Code: bpfRet, K: unix.SECCOMP_RET_ERRNO | uint32(errno)},
+			{Code: bpfRet, K: unix.SECCOMP_RET_ALLOW},
+		}
+		if err := installTestFilter(filter); err != nil {
+			res.Err = "setup: " + err.Error()
+			childPrint(res)
+		}
 	}
 	_, err := RestrictSelf(SelfPolicy{Workspace: os.Args[1], Devices: DefaultDevices()})
 	if err != nil {
 		res.Err, res.NotSupported = err.Error(), errors.Is(err, ErrNotSupported)
+	}
+	_, serr := Report{Landlock: probeLandlockReport()}.Plan(Strict)
+	var se *StrictError
+	if errors.As(serr, &se) {
+		for _, l := range se.Missing {
+			if l.Name == LayerLandlockSelf || l.Name == LayerLandlockChild {
+				res.Strict = append(res.Strict, l.Name)
+			}
+		}
 	}
 	// Nothing was restricted: the caller is told, and must not go on.
 	if err := os.WriteFile(os.Args[2], []byte("x"), 0o644); err != nil {
@@ -533,29 +563,48 @@ func notSupportedChildMain() {
 	childPrint(res)
 }
 
-// TestRestrictSelfWithoutLandlock runs where the kernel has no Landlock (the
-// no-landlock shape): RestrictSelf must fail with ErrNotSupported, never
-// succeed having enforced nothing. The ABI-0 decision itself is checked on
-// every shape by TestPlanSelfValidation/NoLandlock.
+// TestRestrictSelfWithoutLandlock: where the kernel has no Landlock,
+// RestrictSelf must fail with ErrNotSupported, never succeed having enforced
+// nothing, and strict must name both Landlock layers. Every shape runs it: a
+// seccomp filter gives the child the answers of a kernel without Landlock
+// (ENOSYS) and of one with Landlock disabled at boot (EOPNOTSUPP); the
+// no-landlock shape also runs it against the real kernel.
 func TestRestrictSelfWithoutLandlock(t *testing.T) {
 	info, err := ProbeLandlock()
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Require(t, info.ABI == 0, "a kernel without Landlock",
-		testenv.ShapeHost, testenv.ShapeDebian61, testenv.ShapeNoUserns, testenv.ShapeCgroupV1)
-	dir := t.TempDir()
-	var res struct {
-		Err          string
-		NotSupported bool
-		WriteAfter   string
+	cases := []struct {
+		name  string
+		errno syscall.Errno
+	}{{"NotBuilt", unix.ENOSYS}, {"DisabledAtBoot", unix.EOPNOTSUPP}}
+	if info.ABI == 0 {
+		cases = append(cases, struct {
+			name  string
+			errno syscall.Errno
+		}{"RealKernel", 0})
 	}
-	runTestChild(t, nil, &res, notSupportedEntry, dir, filepath.Join(t.TempDir(), "outside.txt"))
-	if res.Err == "" || !res.NotSupported {
-		t.Fatalf("RestrictSelf without Landlock: err %q (matches ErrNotSupported: %v), want an ErrNotSupported error", res.Err, res.NotSupported)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var res abi0Result
+			outside := filepath.Join(t.TempDir(), "outside.txt")
+			runTestChild(t, nil, &res, notSupportedEntry, t.TempDir(), outside, strconv.Itoa(int(tc.errno)))
+			if strings.HasPrefix(res.Err, "setup: ") {
+				t.Fatal(res.Err)
+			}
+			if res.Err == "" || !res.NotSupported {
+				t.Fatalf("RestrictSelf without Landlock: err %q (matches ErrNotSupported: %v), want an ErrNotSupported error", res.Err, res.NotSupported)
+			}
+			if !slices.Equal(res.Strict, []string{LayerLandlockSelf, LayerLandlockChild}) {
+				t.Errorf("strict names %v among the Landlock layers, want both", res.Strict)
+			}
+			if res.WriteAfter != "" {
+				t.Errorf("after the refusal a write failed (%s): the failed call changed the process", res.WriteAfter)
+			}
+			if _, err := os.Stat(outside); err != nil {
+				t.Errorf("the child's write outside did not happen: %v", err)
+			}
+			t.Logf("refused as expected: %s", res.Err)
+		})
 	}
-	if res.WriteAfter != "" {
-		t.Errorf("after the refusal a write failed (%s): the failed call changed the process", res.WriteAfter)
-	}
-	t.Logf("refused as expected: %s", res.Err)
 }
