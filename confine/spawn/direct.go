@@ -148,12 +148,6 @@ func (d *direct) prepare(s Spec) (*prepared, error) {
 			}
 		}
 	}
-	// Whole-tree kill: the PID namespace is always applied; the rule that it
-	// may be waived only with a leaf is checked here so that a future
-	// configuration without it cannot slip through.
-	if !slices.Contains(req, confine.LayerPidNS) && !p.leafWant {
-		return nil, &SetupError{Step: "requirements", Err: errors.New("a PID namespace or a cgroup leaf is needed to kill the whole tree; neither is required")}
-	}
 
 	masks, err := d.masks.get()
 	if err != nil {

@@ -1,7 +1,73 @@
-// Package spawn runs one program per call under the run layers: new user,
-// PID, mount, network, IPC and UTS namespaces, a filesystem view assembled
-// from binds (pivot_root), no_new_privs, a seccomp filter, a fresh Landlock
-// domain and, when a cgroup manager is given, a cgroup v2 leaf entered at
-// clone time. When the program (argv[0]'s process) exits, or its deadline
-// passes, every process it started dies with it.
+// Package spawn runs one program per call under the run layers, and makes
+// sure nothing it started outlives the call.
+//
+// # One call
+//
+// Run re-executes the running binary (/proc/self/exe) under the hidden entry
+// point "spawn-helper" (see internal/reexec: main and every TestMain must
+// call reexec.Init first), cloned into new user, PID, mount, IPC and UTS
+// namespaces, a new network namespace unless Spec.Net, and, with a cgroup
+// manager, directly into the call's cgroup v2 leaf (CLONE_INTO_CGROUP). The
+// parent computes everything the helper will do (the plan: mounts, Landlock
+// rules, the seccomp program) and passes it through a pipe. The helper, as
+// PID 1 of its namespace, then:
+//
+//  1. makes every mount private;
+//  2. assembles the child's view on a fresh tmpfs: read-only binds of /usr,
+//     /bin, /sbin, /lib*, /etc and /opt where they exist (symlinks such as
+//     merged-/usr's /bin -> usr/bin recreated as symlinks), the workspace
+//     read-write at its own path, the extra read and write paths, a private
+//     /tmp, a minimal /dev (null, zero, full, random, urandom, shm, fd
+//     links) and a fresh /proc; entries of /etc that not every user may
+//     read (/etc/shadow, private keys) are hidden; then pivot_root into it
+//     and detach the old root, so nothing else of the host is reachable;
+//  3. sets the hostname, brings lo up in the new network namespace, changes
+//     to Spec.Dir;
+//  4. without a user namespace (root on a host that refuses one), drops
+//     every capability;
+//  5. marks every descriptor but 0, 1 and 2 close-on-exec;
+//  6. sets no_new_privs, installs the seccomp filter, and enforces a fresh
+//     Landlock domain (the probed ABI's full right set, never best-effort);
+//  7. executes Spec.Path with Spec.Argv and Spec.Env, exactly.
+//
+// A failure at any step is reported on a close-on-exec status pipe and Run
+// returns a *SetupError naming the step: the program never ran, and its
+// exit status is never confused with the helper's.
+//
+// # Lifetime
+//
+// The helper executes into the program: the program is its PID namespace's
+// init. When it exits, the kernel kills every other process of the
+// namespace (background children, setsid'd double forks) before Run sees
+// the exit, so a call ends when argv[0]'s process ends and leaves nothing.
+// At Spec.Timeout or when the context ends, Run kills the leaf
+// (cgroup.kill) and the namespace's init, with the same effect. If the
+// harness dies, the helper's parent-death signal (SIGKILL) ends the
+// namespace the same way.
+//
+// # Runners
+//
+// NewDirect spawns from the calling process. It must not be Landlock
+// restricted: a Landlock domain forbids mount(2) to its process and every
+// descendant, so its helpers could not build the view. A harness that
+// restricts itself first starts a Broker (StartBroker), an unrestricted
+// copy of itself that spawns on its behalf; see
+// docs/decisions/0030-spawn-broker.md.
+//
+// # What it does not protect against
+//
+//   - Kernel bugs: the layers are the kernel's; a kernel exploit reachable
+//     through an allowed system call escapes them.
+//   - What the caller grants: the workspace, ReadPaths and WritePaths are
+//     the child's to read (and write); a secret placed there is readable.
+//     The system directories are readable by design, except the entries of
+//     /etc that not every user may read; secrets elsewhere under /usr or
+//     /opt that are world-readable are visible.
+//   - With Spec.Net true the host's network is reachable, and below Landlock
+//     ABI 6 so are the host's abstract unix sockets.
+//   - Resource exhaustion without a cgroup manager (or without the pids,
+//     memory and cpu controllers): the program can fork, allocate and spin
+//     until the deadline.
+//   - Descriptors the caller passes in Stdio are the child's: a terminal
+//     there is a terminal the child can use (TIOCSTI is denied).
 package spawn

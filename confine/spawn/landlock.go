@@ -18,10 +18,11 @@ var presets = []landlock.Config{1: landlock.V1, 2: landlock.V2, 3: landlock.V3, 
 const maxKnownABI = 11
 
 // childConfig is the Config of the child's domain at abi: every filesystem
-// right of that ABI handled, TCP (and, from ABI 10, UDP) handled only when
-// handleNet, and on ABI 6 and later signals and abstract unix sockets scoped
-// to the domain.
-func childConfig(abi int, handleNet bool) (landlock.Config, error) {
+// right of that ABI handled, and on ABI 6 and later signals and abstract
+// unix sockets scoped to the domain. Network rights are not handled: with
+// Net false the call's network namespace is the boundary (see
+// docs/decisions/0032-spawn-seccomp-and-landlock.md).
+func childConfig(abi int) (landlock.Config, error) {
 	if abi < 1 {
 		return landlock.Config{}, fmt.Errorf("spawn: Landlock ABI %d: Landlock is not available", abi)
 	}
@@ -29,11 +30,7 @@ func childConfig(abi int, handleNet bool) (landlock.Config, error) {
 		abi = maxKnownABI
 	}
 	c := presets[abi]
-	cfg := landlock.Config{HandledAccessFS: c.HandledAccessFS, Scoped: c.Scoped}
-	if handleNet {
-		cfg.HandledAccessNet = c.HandledAccessNet
-	}
-	return cfg, nil
+	return landlock.Config{HandledAccessFS: c.HandledAccessFS, Scoped: c.Scoped}, nil
 }
 
 // childRights is what a rule of kind k grants on a directory (dir) or a
@@ -75,7 +72,7 @@ func childRights(k llKind, dir bool, cfg landlock.Config) landlock.AccessFSSet {
 // and call execve next. Only that thread is restricted: execve discards the
 // others.
 func restrictChild(p *plan) error {
-	cfg, err := childConfig(p.LandlockABI, p.LandlockNet)
+	cfg, err := childConfig(p.LandlockABI)
 	if err != nil {
 		return err
 	}

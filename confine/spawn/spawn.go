@@ -149,16 +149,21 @@ type Options struct {
 // Whatever the requirements, a layer the host offers is always applied, and
 // a layer whose application fails is always fatal: only the absence of a
 // layer on this host can be tolerated, and only when it is neither in the
-// baseline nor in Layers, or is named in AllowMissing.
+// baseline nor in Layers, or is named in AllowMissing. Three layers can be
+// absent: landlock-child (a kernel without Landlock), seccomp (an
+// architecture without a filter) and userns (root on a kernel that refuses
+// one; the helper then drops every capability instead). The PID, mount,
+// network, IPC and UTS namespaces are always asked for: a kernel that
+// refuses one fails the call at its "clone" step.
 type Requirements struct {
 	// Layers are required in addition to the baseline, e.g.
 	// confine.LayerCgroupLeaf, confine.LayerPidsLimit, confine.LayerUserNS.
 	// A limit layer is needed only when Spec.Limits sets that limit.
 	Layers []string
 	// AllowMissing lists baseline layers the caller accepts to run without
-	// when the host lacks them (an explicit opt-in, e.g. for a host without
-	// Landlock). confine.LayerPidNS can be waived only when the call has a
-	// cgroup leaf: one of the two is always needed to kill the whole tree.
+	// when the host lacks them: an explicit opt-in, e.g. for a host without
+	// Landlock (confine.LayerLandlockChild) or without seccomp
+	// (confine.LayerSeccomp).
 	AllowMissing []string
 }
 

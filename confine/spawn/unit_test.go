@@ -32,8 +32,8 @@ func samplePlan() *plan {
 			{Kind: mMaskDir, Dst: "/etc/ssl/private", RO: true},
 		},
 		Loopback: true, DropCaps: true, Seccomp: bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7, 8}, 3),
-		LandlockABI: 7, LandlockNet: true,
-		LL: []llRule{{Path: "/", Dir: true, Kind: llList}, {Path: "/w", Dir: true, Kind: llWrite}},
+		LandlockABI: 7,
+		LL:          []llRule{{Path: "/", Dir: true, Kind: llList}, {Path: "/w", Dir: true, Kind: llWrite}},
 	}
 }
 

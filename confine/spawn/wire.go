@@ -269,7 +269,6 @@ type plan struct {
 	Seccomp  []byte // raw classic BPF (struct sock_filter, 8 bytes each); empty: none
 	// LandlockABI is the ABI of the child's domain; 0 applies none.
 	LandlockABI int
-	LandlockNet bool // handle TCP bind/connect (no network namespace, Net false)
 	LL          []llRule
 }
 
@@ -292,7 +291,6 @@ func (e *encoder) plan(p *plan) {
 	e.bool(p.DropCaps)
 	e.str(string(p.Seccomp))
 	e.u32(uint32(p.LandlockABI))
-	e.bool(p.LandlockNet)
 	e.u32(uint32(len(p.LL)))
 	for _, r := range p.LL {
 		e.str(r.Path)
@@ -335,7 +333,6 @@ func (d *decoder) plan() *plan {
 		d.err = fmt.Errorf("spawn: malformed message: seccomp program of %d bytes", len(p.Seccomp))
 	}
 	p.LandlockABI = int(d.u32())
-	p.LandlockNet = d.bool()
 	n = d.u32()
 	if uint64(n)*6 > uint64(len(d.b)) {
 		d.fail("rules")
