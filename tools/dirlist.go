@@ -22,7 +22,8 @@ type DirListArgs struct {
 // followed out: its target is shown (as a canonical workspace-relative
 // path) only when it resolves inside the workspace; a link leading outside
 // is shown as such, without its target text, so host paths do not leak.
-// The zero value is ready to use.
+// The zero value is ready to use; it holds no state and is safe for
+// concurrent use.
 type DirList struct{}
 
 var dirListSpec = mustArgSpec(DirListArgs{})

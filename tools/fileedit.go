@@ -31,7 +31,7 @@ type FileEditArgs struct {
 // replacement); if the file changed between reading and replacing (inode,
 // size or modification time), the edit is refused rather than losing the
 // other change. The result is a unified diff of the change. The zero
-// value is ready to use.
+// value is ready to use; it holds no state and is safe for concurrent use.
 type FileEdit struct{}
 
 var fileEditSpec = mustArgSpec(FileEditArgs{})

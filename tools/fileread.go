@@ -35,7 +35,8 @@ type FileReadArgs struct {
 // lines. Binary files (a NUL byte in the first 8 KiB or in the returned
 // lines, or text that is not UTF-8) and anything but a regular file are a
 // ReasonToolError. The file is streamed: lines before offset are counted,
-// not kept. The zero value is ready to use.
+// not kept. The zero value is ready to use; it holds no state and is safe
+// for concurrent use.
 type FileRead struct{}
 
 var fileReadSpec = mustArgSpec(FileReadArgs{})

@@ -60,7 +60,8 @@ type FileWriteArgs struct {
 // An existing file keeps its permission bits (setuid, setgid and sticky
 // bits are dropped); a new file gets 0644, new directories 0755. Ownership
 // is that of the harness process. Other hard links to a replaced file keep
-// the old content. The zero value is ready to use.
+// the old content. The zero value is ready to use; it holds no state and is
+// safe for concurrent use.
 type FileWrite struct{}
 
 var fileWriteSpec = mustArgSpec(FileWriteArgs{})

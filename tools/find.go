@@ -27,7 +27,8 @@ type FindArgs struct {
 // " (symlink)"; links are never followed and .git directories are not
 // entered. The traversal is search's: every directory is opened from its
 // parent's descriptor with the beneath resolve set. It stops after
-// max_results paths and says so. The zero value is ready to use.
+// max_results paths and says so. The zero value is ready to use; it holds no
+// state and is safe for concurrent use.
 type Find struct{}
 
 var findSpec = mustArgSpec(FindArgs{})

@@ -77,12 +77,17 @@ func newArgSpec(t reflect.Type) (*argSpec, error) {
 			f.kind = reflect.Bool
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 			f.kind = reflect.Int
+		case reflect.Slice:
+			if ft.Elem().Kind() != reflect.String || f.ptr {
+				return nil, fmt.Errorf("%s.%s: unsupported field type %s", t, sf.Name, sf.Type)
+			}
+			f.kind = reflect.Slice // a list of strings
 		default:
 			return nil, fmt.Errorf("%s.%s: unsupported field type %s", t, sf.Name, sf.Type)
 		}
 		if m, ok := sf.Tag.Lookup("min"); ok {
-			if f.kind != reflect.Int {
-				return nil, fmt.Errorf("%s.%s: min on a non-integer field", t, sf.Name)
+			if f.kind != reflect.Int && f.kind != reflect.Slice {
+				return nil, fmt.Errorf("%s.%s: min on a field that is neither an integer nor a list", t, sf.Name)
 			}
 			v, err := strconv.ParseInt(m, 10, 64)
 			if err != nil {
@@ -134,11 +139,16 @@ func (s *argSpec) buildSchema() (json.RawMessage, error) {
 			b.WriteString(`"boolean"`)
 		case reflect.Int:
 			b.WriteString(`"integer"`)
+		case reflect.Slice:
+			b.WriteString(`"array","items":{"type":"string"}`)
 		}
 		desc, _ := json.Marshal(f.desc)
 		b.WriteString(`,"description":`)
 		b.Write(desc)
-		if f.min != nil {
+		switch {
+		case f.min != nil && f.kind == reflect.Slice:
+			fmt.Fprintf(&b, `,"minItems":%d`, *f.min)
+		case f.min != nil:
 			fmt.Fprintf(&b, `,"minimum":%d`, *f.min)
 		}
 		b.WriteByte('}')
@@ -245,20 +255,28 @@ func decodeValue(f argField, val json.RawMessage, fv reflect.Value) error {
 	}
 	switch f.kind {
 	case reflect.String:
-		if len(val) == 0 || val[0] != '"' {
-			return bad("must be a string")
-		}
-		if !utf8.Valid(val) || hasLoneSurrogate(val) {
-			return bad("is not valid UTF-8 (unpaired surrogate escape)")
-		}
-		var str string
-		if err := json.Unmarshal(val, &str); err != nil {
-			return bad("must be a string")
-		}
-		if strings.IndexByte(str, 0) >= 0 {
-			return bad("must not contain NUL bytes")
+		str, err := decodeString(val)
+		if err != "" {
+			return bad("%s", err)
 		}
 		fv.SetString(str)
+	case reflect.Slice:
+		var items []json.RawMessage
+		if len(val) == 0 || val[0] != '[' || json.Unmarshal(val, &items) != nil {
+			return bad("must be a list of strings")
+		}
+		if f.min != nil && int64(len(items)) < *f.min {
+			return bad("must hold at least %d item(s)", *f.min)
+		}
+		list := make([]string, len(items))
+		for i, it := range items {
+			str, err := decodeString(it)
+			if err != "" {
+				return bad("item %d %s", i, err)
+			}
+			list[i] = str
+		}
+		fv.Set(reflect.ValueOf(list))
 	case reflect.Bool:
 		switch string(val) {
 		case "true":
@@ -294,6 +312,25 @@ func decodeValue(f argField, val json.RawMessage, fv reflect.Value) error {
 		fv.SetInt(n)
 	}
 	return nil
+}
+
+// decodeString decodes a JSON string literal strictly, or says what is
+// wrong with it ("must be a string", ...).
+func decodeString(val json.RawMessage) (string, string) {
+	if len(val) == 0 || val[0] != '"' {
+		return "", "must be a string"
+	}
+	if !utf8.Valid(val) || hasLoneSurrogate(val) {
+		return "", "is not valid UTF-8 (unpaired surrogate escape)"
+	}
+	var str string
+	if err := json.Unmarshal(val, &str); err != nil {
+		return "", "must be a string"
+	}
+	if strings.IndexByte(str, 0) >= 0 {
+		return "", "must not contain NUL bytes"
+	}
+	return str, ""
 }
 
 // hasLoneSurrogate reports whether a JSON string literal holds a \uD800-
@@ -343,6 +380,8 @@ func kindWord(k reflect.Kind) string {
 		return "a string"
 	case reflect.Bool:
 		return "true or false"
+	case reflect.Slice:
+		return "a list of strings"
 	}
 	return "an integer"
 }

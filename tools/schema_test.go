@@ -99,7 +99,7 @@ func TestSchemaGeneratorRejects(t *testing.T) {
 		A string `json:"a"`
 	}
 	type badType struct {
-		A []string `json:"a" desc:"x"`
+		A []int `json:"a" desc:"x"`
 	}
 	type badMin struct {
 		A string `json:"a" desc:"x" min:"1"`
@@ -242,6 +242,29 @@ func TestPrepareRefusesBadArguments(t *testing.T) {
 		_, err := tc.tool.Prepare(fx.ws, json.RawMessage(tc.args))
 		if got := reasonOf(err); got != tc.want {
 			t.Errorf("%s %s: %v; want %s", tc.tool.Name(), tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestStringListArguments(t *testing.T) {
+	type listArgs struct {
+		Argv []string `json:"argv" min:"1" desc:"argv"`
+	}
+	s, err := newArgSpec(reflect.TypeOf(listArgs{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(s.schema), `"argv":{"type":"array","items":{"type":"string"},"description":"argv","minItems":1}`) {
+		t.Fatalf("schema %s", s.schema)
+	}
+	var a listArgs
+	if _, err := s.decode(json.RawMessage(`{"argv":["a"," b ","$(x);&&"]}`), &a); err != nil || len(a.Argv) != 3 || a.Argv[2] != "$(x);&&" {
+		t.Fatalf("%q %v", a.Argv, err)
+	}
+	for _, bad := range []string{`{"argv":[]}`, `{"argv":"sh"}`, `{"argv":[1]}`, `{"argv":["a\u0000"]}`, `{"argv":["\ud800"]}`, `{"argv":[null]}`} {
+		var a listArgs
+		if _, err := s.decode(json.RawMessage(bad), &a); err == nil {
+			t.Errorf("%s accepted", bad)
 		}
 	}
 }

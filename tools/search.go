@@ -43,7 +43,8 @@ type SearchArgs struct {
 // and file is opened from its parent's descriptor with the beneath resolve
 // set, so a directory swapped for a link mid-walk is skipped and noted,
 // never read through. It stops after max_results matching lines and says
-// so. The zero value is ready to use.
+// so. The zero value is ready to use; it holds no state and is safe for
+// concurrent use.
 //
 // Speed: files are read whole (in 8 MiB chunks when larger) into reused
 // buffers by one worker per CPU, a literal every match must contain is

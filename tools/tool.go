@@ -49,7 +49,7 @@ type Prepared interface {
 // workspace-relative (symbolic links resolved), so a write-scope rule
 // matched against it cannot be dodged through a link. Whole is true for a
 // whole-file replacement (file_write) and false for an exact edit
-// (file_edit).
+// (file_edit). The zero value names nothing; Writes never returns it.
 type Write struct {
 	Path  string
 	Whole bool
@@ -57,7 +57,8 @@ type Write struct {
 
 // Result is what a call produced. Text is what the model reads; it is not
 // cut to any size here (the gate applies the result cap). Meta holds
-// structured figures for the record (counts, bytes, truncated=...).
+// structured figures for the record (counts, bytes, truncated=...), whose
+// values are ints, bools and strings. The zero value is an empty result.
 type Result struct {
 	Text string
 	Meta map[string]any

@@ -196,6 +196,9 @@ func (w *Workspace) inRoot(p string) (string, bool) {
 
 // resolve walks p beneath the root one component at a time.
 func (w *Workspace) resolve(p string, write bool) (string, error) {
+	if w == nil || w.root == nil {
+		return "", Errorf(ReasonToolError, errors.New("nil workspace"), "no workspace is open")
+	}
 	if err := checkPathArg(p); err != nil {
 		return "", err
 	}

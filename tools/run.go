@@ -1,0 +1,286 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/b10x/harness/cgroup"
+	"github.com/b10x/harness/confine/spawn"
+)
+
+// Programs maps each --allow-program declaration (a name or an absolute path,
+// exactly as declared) to the canonical absolute file it resolved to at start.
+// A call's argv[0] must equal a key; the value is what is executed, so a file
+// planted later in the workspace or on PATH is never run.
+type Programs map[string]string
+
+// ResolvePrograms resolves declarations once, through path (the harness's
+// PATH) for names, to canonical absolute paths of regular executable files.
+// A declaration that does not resolve is an error naming it.
+func ResolvePrograms(decls []string, path string) (Programs, error) {
+	p := Programs{}
+	for _, d := range decls {
+		if d == "" || strings.ContainsRune(d, 0) {
+			return nil, fmt.Errorf("--allow-program %q: empty or NUL", d)
+		}
+		var file string
+		switch {
+		case filepath.IsAbs(d):
+			file = d
+		case strings.ContainsRune(d, '/'):
+			return nil, fmt.Errorf("--allow-program %q: give a program name or an absolute path", d)
+		default:
+			f, err := lookPath(d, path)
+			if err != nil {
+				return nil, fmt.Errorf("--allow-program %q: not found in PATH", d)
+			}
+			file = f
+		}
+		canon, err := filepath.EvalSymlinks(file)
+		if err != nil {
+			return nil, fmt.Errorf("--allow-program %q: %v", d, err)
+		}
+		st, err := os.Stat(canon)
+		if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+			return nil, fmt.Errorf("--allow-program %q: %s is not an executable file", d, canon)
+		}
+		p[d] = canon
+	}
+	return p, nil
+}
+
+func lookPath(name, path string) (string, error) {
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue // never resolve through the current directory
+		}
+		f := filepath.Join(dir, name)
+		if st, err := os.Stat(f); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+			return f, nil
+		}
+	}
+	return "", exec.ErrNotFound
+}
+
+// Names lists the declarations, sorted.
+func (p Programs) Names() []string {
+	n := make([]string, 0, len(p))
+	for k := range p {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// RunConfig configures the run tool. Runner is required.
+type RunConfig struct {
+	Programs   Programs
+	Runner     spawn.Runner
+	Env        []string      // the complete environment of every child (already scrubbed)
+	Timeout    time.Duration // per call; the model's timeout_s may only lower it; 0: 2 minutes
+	Limits     cgroup.Limits
+	Net        bool
+	ReadPaths  []string
+	WritePaths []string
+	MaxOutput  int // per stream; 0: 64 KiB
+	MaxStdin   int // 0: 1 MiB
+}
+
+// RunTool returns the run tool.
+func RunTool(cfg RunConfig) Tool {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Minute
+	}
+	if cfg.MaxOutput <= 0 {
+		cfg.MaxOutput = 64 << 10
+	}
+	if cfg.MaxStdin <= 0 {
+		cfg.MaxStdin = 1 << 20
+	}
+	return &runTool{cfg: cfg}
+}
+
+type runTool struct{ cfg RunConfig }
+
+// RunArgs are the run tool's arguments.
+type RunArgs struct {
+	Argv     []string `json:"argv" min:"1" desc:"The program and its arguments, passed to execve as they are (no shell). argv[0] must be one of the allowed programs."`
+	Cwd      string   `json:"cwd,omitempty" desc:"Working directory, relative to the workspace root (default: the root)."`
+	Stdin    string   `json:"stdin,omitempty" desc:"Text given to the program on standard input."`
+	TimeoutS int      `json:"timeout_s,omitempty" desc:"Wall-clock limit in seconds; may only lower the harness's limit." min:"1"`
+}
+
+func (t *runTool) Name() string { return "run" }
+
+func (t *runTool) Description() string {
+	names := t.cfg.Programs.Names()
+	return "Run a program in the workspace inside a sandbox: fresh namespaces, no network unless allowed, " +
+		"writes only in the workspace and a private /tmp, and the whole process tree is killed when the program " +
+		"exits or the time limit passes. argv is passed as is, without a shell. Allowed programs (argv[0]): " +
+		strings.Join(names, ", ") + ". The result gives the exit status, stdout and stderr (each capped, head and tail kept)."
+}
+
+var runSpec = mustArgSpec(RunArgs{})
+
+func (t *runTool) Schema() json.RawMessage { return runSpec.schema }
+
+func (t *runTool) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
+	var a RunArgs
+	if _, err := runSpec.decode(raw, &a); err != nil {
+		return nil, err
+	}
+	if len(a.Argv) == 0 {
+		return nil, Errorf(ReasonInvalidArgument, nil, "argv must hold at least the program")
+	}
+	for i, s := range a.Argv {
+		if strings.ContainsRune(s, 0) {
+			return nil, Errorf(ReasonInvalidArgument, nil, "argv[%d] holds a NUL byte", i)
+		}
+	}
+	path, ok := t.cfg.Programs[a.Argv[0]]
+	if !ok {
+		return nil, Errorf(ReasonProgramNotAllowed, nil, "program %q is not allowed; allowed: %s", a.Argv[0], strings.Join(t.cfg.Programs.Names(), ", "))
+	}
+	if len(a.Stdin) > t.cfg.MaxStdin {
+		return nil, Errorf(ReasonInvalidArgument, nil, "stdin is %d bytes, above the %d-byte limit", len(a.Stdin), t.cfg.MaxStdin)
+	}
+	if a.TimeoutS < 0 {
+		return nil, Errorf(ReasonInvalidArgument, nil, "timeout_s must be positive")
+	}
+	cwd := "."
+	if a.Cwd != "" {
+		rel, err := ws.Resolve(a.Cwd)
+		if err != nil {
+			return nil, err
+		}
+		cwd = rel
+	}
+	dir := filepath.Join(ws.Dir(), cwd)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return nil, Errorf(ReasonInvalidArgument, err, "cwd %q is not a directory", a.Cwd)
+	}
+	timeout := t.cfg.Timeout
+	if a.TimeoutS > 0 && time.Duration(a.TimeoutS)*time.Second < timeout {
+		timeout = time.Duration(a.TimeoutS) * time.Second
+	}
+	read := append([]string(nil), t.cfg.ReadPaths...)
+	read = append(read, path)
+	spec := spawn.Spec{
+		Path: path, Argv: a.Argv, Env: t.cfg.Env, Dir: dir, Workspace: ws.Dir(),
+		ReadPaths: read, WritePaths: t.cfg.WritePaths, Net: t.cfg.Net, Limits: t.cfg.Limits, Timeout: timeout,
+	}
+	return &runCall{t: t, args: a, spec: spec}, nil
+}
+
+type runCall struct {
+	t    *runTool
+	args RunArgs
+	spec spawn.Spec
+}
+
+func (c *runCall) Args() any       { return c.args }
+func (c *runCall) Writes() []Write { return nil }
+
+func (c *runCall) Execute(ctx context.Context) (Result, error) {
+	res, out, errOut, err := RunCaptured(ctx, c.t.cfg.Runner, c.spec, strings.NewReader(c.args.Stdin), c.t.cfg.MaxOutput)
+	meta := runMeta(res)
+	meta["stdout_bytes"], meta["stderr_bytes"] = out.Total(), errOut.Total()
+	if err != nil {
+		var se *spawn.SetupError
+		if errors.As(err, &se) {
+			return Result{Meta: meta}, Errorf(ReasonToolError, err, "the sandbox could not be set up (step %s); the program did not run", se.Step)
+		}
+		return Result{Meta: meta}, Errorf(ReasonToolError, err, "the program could not be run")
+	}
+	text := formatRun(res, out, errOut)
+	switch {
+	case res.TimedOut:
+		return Result{Text: text, Meta: meta}, Errorf(ReasonTimeout, nil, "the program was killed at its time limit (%s), with its whole process tree\n%s", c.spec.Timeout, text)
+	case res.OOMKilled:
+		return Result{Text: text, Meta: meta}, Errorf(ReasonToolError, nil, "the program ran out of memory (memory.max) and was killed\n%s", text)
+	}
+	return Result{Text: text, Meta: meta}, nil
+}
+
+// RunCaptured runs spec through r, feeding stdin and capturing stdout and
+// stderr, each bounded to max bytes (head and tail kept).
+func RunCaptured(ctx context.Context, r spawn.Runner, spec spawn.Spec, stdin io.Reader, max int) (spawn.Result, *spawn.Capture, *spawn.Capture, error) {
+	out, errOut := spawn.NewCapture(max), spawn.NewCapture(max)
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return spawn.Result{}, out, errOut, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return spawn.Result{}, out, errOut, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return spawn.Result{}, out, errOut, err
+	}
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); io.Copy(inW, stdin); inW.Close() }()
+	go func() { defer wg.Done(); io.Copy(out, outR); outR.Close() }()
+	go func() { defer wg.Done(); io.Copy(errOut, errR); errR.Close() }()
+	res, runErr := r.Run(ctx, spec, spawn.Stdio{Stdin: inR, Stdout: outW, Stderr: errW})
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	wg.Wait()
+	return res, out, errOut, runErr
+}
+
+// runMeta is the structured outcome of a run call, for the record and the
+// CLI: what happened and which layers confined it.
+func runMeta(res spawn.Result) map[string]any {
+	m := map[string]any{
+		"exit_code":   res.ExitCode,
+		"timed_out":   res.TimedOut,
+		"oom_killed":  res.OOMKilled,
+		"duration_ms": res.Duration.Milliseconds(),
+		"layers":      res.Layers,
+	}
+	if res.Signal != "" {
+		m["signal"] = res.Signal
+	}
+	if res.MemoryPeak >= 0 {
+		m["memory_peak_bytes"] = res.MemoryPeak
+	}
+	if res.PidsPeak >= 0 {
+		m["pids_peak"] = res.PidsPeak
+	}
+	return m
+}
+
+func formatRun(res spawn.Result, out, errOut *spawn.Capture) string {
+	var b strings.Builder
+	if res.Signal != "" {
+		fmt.Fprintf(&b, "killed by %s", res.Signal)
+	} else {
+		fmt.Fprintf(&b, "exit status %d", res.ExitCode)
+	}
+	fmt.Fprintf(&b, " (%d ms)\n", res.Duration.Milliseconds())
+	fmt.Fprintf(&b, "--- stdout (%d bytes) ---\n%s", out.Total(), out.Bytes())
+	if n := len(out.Bytes()); n > 0 && out.Bytes()[n-1] != '\n' {
+		b.WriteByte('\n')
+	}
+	fmt.Fprintf(&b, "--- stderr (%d bytes) ---\n%s", errOut.Total(), errOut.Bytes())
+	return b.String()
+}
