@@ -189,6 +189,10 @@ func (r Report) Namespace(name string) Finding {
 func Probe() Report {
 	var r Report
 	r.Privilege = probePrivilege()
+	// The cgroup probe first, alone: it predicts whether this process can
+	// enable controllers for leaves, which cgroup v2 allows only while no
+	// other process shares its cgroup, and the probe children below would.
+	r.Cgroup = cgroupReport(cgroup.ProbeHost())
 
 	var wg sync.WaitGroup
 	wg.Go(func() { r.Landlock = probeLandlockReport() })
@@ -199,14 +203,11 @@ func Probe() Report {
 		})
 	}
 	wg.Go(func() { r.Seccomp = probeSeccomp() })
-	var cg cgroup.Info
-	wg.Go(func() { cg = cgroup.ProbeHost() })
 	wg.Wait()
 
 	for i, ns := range namespaceKinds {
 		r.Namespaces = append(r.Namespaces, NamespaceFinding{Name: ns.name, Finding: nsFindings[i]})
 	}
-	r.Cgroup = cgroupReport(cg)
 	return r
 }
 

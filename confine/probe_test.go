@@ -132,6 +132,11 @@ func TestProbe(t *testing.T) {
 	for _, row := range r.Table() {
 		t.Logf("  %-13s %-5v %s | %s", row.Layer, row.Available, row.Detail, row.Remedy)
 	}
+	// The first, uncached probe must agree with what strict expects here
+	// (a cold probe once saw its own children sharing its cgroup).
+	if want, ok := strictMissing[shape]; ok && want.exact && !slices.Equal(missing, want.layers) {
+		t.Errorf("auto on a cold probe misses %v, want exactly %v", missing, want.layers)
+	}
 }
 
 // strictMissing is, per shape, the layers strict must name, and whether
