@@ -1,0 +1,368 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/b10x/harness/vmtest/internal/cpio"
+	"github.com/b10x/harness/vmtest/internal/protocol"
+)
+
+// testPkg is a package under test and its built binary.
+type testPkg struct {
+	ImportPath string
+	Dir        string // source directory on the host
+	Rel        string // Dir relative to the module root, slash-separated
+	Binary     string // built test binary on the host
+	// TimeoutSeconds overrides the -timeout flag for this package (self-test).
+	TimeoutSeconds int
+}
+
+// goListPkg is the part of `go list -json` vmtest reads.
+type goListPkg struct {
+	ImportPath   string
+	Dir          string
+	Module       *struct{ Path, Dir string }
+	TestGoFiles  []string
+	XTestGoFiles []string
+}
+
+// listPackages lists the packages matching patterns that have test files.
+// With skipVmtest it leaves out vmtest itself and everything below it (host
+// tools that boot no kernel of their own, and the self-test packages).
+func listPackages(modRoot string, patterns []string, skipVmtest bool) ([]testPkg, error) {
+	args := append([]string{"list", "-json=ImportPath,Dir,Module,TestGoFiles,XTestGoFiles"}, patterns...)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = modRoot
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list %s: %w: %s", strings.Join(patterns, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return selectPackages(out, modRoot, skipVmtest)
+}
+
+// selectPackages decodes go list's JSON stream and keeps the packages with
+// tests of the module at modRoot, except, with skipVmtest, vmtest's own.
+func selectPackages(listJSON []byte, modRoot string, skipVmtest bool) ([]testPkg, error) {
+	var out []testPkg
+	dec := json.NewDecoder(bytes.NewReader(listJSON))
+	for {
+		var p goListPkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("decode go list output: %w", err)
+		}
+		if p.Module == nil || filepath.Clean(p.Module.Dir) != filepath.Clean(modRoot) {
+			continue
+		}
+		if skipVmtest && (p.ImportPath == p.Module.Path+"/vmtest" || strings.HasPrefix(p.ImportPath, p.Module.Path+"/vmtest/")) {
+			continue
+		}
+		if len(p.TestGoFiles)+len(p.XTestGoFiles) == 0 {
+			continue
+		}
+		rel, err := filepath.Rel(modRoot, p.Dir)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			return nil, fmt.Errorf("package %s: directory %s is outside the module root %s", p.ImportPath, p.Dir, modRoot)
+		}
+		out = append(out, testPkg{ImportPath: p.ImportPath, Dir: p.Dir, Rel: filepath.ToSlash(rel)})
+	}
+	return out, nil
+}
+
+// binaryName is the test binary's file name in the initramfs: unique per
+// package, readable in a process list.
+func binaryName(rel string) string {
+	if rel == "." {
+		return "root.test"
+	}
+	return strings.ReplaceAll(rel, "/", "_") + ".test"
+}
+
+// buildTests compiles every package's test binary with CGO_ENABLED=0 (so it
+// is static and runs in a guest with no libc) in one go test -c call, which
+// builds in parallel and shares work between packages.
+func buildTests(modRoot, outDir string, pkgs []testPkg) error {
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", outDir, err)
+	}
+	// go test -c -o DIR/ names each binary after the last element of its
+	// import path; packages whose last elements collide go in separate calls.
+	var batches [][]int
+	for i, p := range pkgs {
+		placed := false
+		for b, batch := range batches {
+			clash := false
+			for _, j := range batch {
+				if path.Base(pkgs[j].ImportPath) == path.Base(p.ImportPath) {
+					clash = true
+				}
+			}
+			if !clash {
+				batches[b] = append(batch, i)
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			batches = append(batches, []int{i})
+		}
+	}
+	for b, batch := range batches {
+		dir := filepath.Join(outDir, fmt.Sprintf("batch%d", b))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+		args := []string{"test", "-c", "-o", dir + "/"}
+		for _, i := range batch {
+			args = append(args, pkgs[i].ImportPath)
+		}
+		cmd := exec.Command("go", args...)
+		cmd.Dir = modRoot
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+		}
+		for _, i := range batch {
+			built := filepath.Join(dir, path.Base(pkgs[i].ImportPath)+".test")
+			dst := filepath.Join(outDir, binaryName(pkgs[i].Rel))
+			if err := os.Rename(built, dst); err != nil {
+				return fmt.Errorf("test binary of %s: %w", pkgs[i].ImportPath, err)
+			}
+			pkgs[i].Binary = dst
+		}
+		_ = os.Remove(dir)
+	}
+	return nil
+}
+
+// buildGuestInit compiles vmtest/guestinit as a static binary.
+func buildGuestInit(modRoot, out string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./vmtest/guestinit")
+	cmd.Dir = modRoot
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./vmtest/guestinit: %w\n%s", err, b)
+	}
+	return nil
+}
+
+// initramfsSpec is everything that goes into the guest's root file system.
+type initramfsSpec struct {
+	Init     string   // host path of the guest init
+	Busybox  string   // host path of the static busybox; "" for the probe image
+	Applets  []string // busybox applet names
+	Packages []testPkg
+	Config   protocol.Config
+}
+
+// tree builds the archive in memory-light fashion: small files from bytes,
+// large ones streamed from the host.
+type tree struct {
+	w     *cpio.Writer
+	mtime time.Time
+}
+
+func (t *tree) dir(name string, mode fs.FileMode, uid int) error {
+	return t.w.Add(cpio.Header{Name: name, Mode: fs.ModeDir | mode, UID: uid, GID: uid, ModTime: t.mtime}, nil)
+}
+
+func (t *tree) link(name, target string) error {
+	return t.w.Add(cpio.Header{Name: name, Mode: fs.ModeSymlink | 0o777, Linkname: target, ModTime: t.mtime}, nil)
+}
+
+func (t *tree) bytes(name string, mode fs.FileMode, b []byte) error {
+	return t.w.Add(cpio.Header{Name: name, Mode: mode, Size: int64(len(b)), ModTime: t.mtime}, bytes.NewReader(b))
+}
+
+func (t *tree) file(name string, mode fs.FileMode, src string) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("initramfs %s: %w", name, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("initramfs %s: %w", name, err)
+	}
+	return t.w.Add(cpio.Header{Name: name, Mode: mode, Size: st.Size(), ModTime: st.ModTime()}, f)
+}
+
+const (
+	passwd = "root:x:0:0:root:/root:/bin/sh\n" +
+		"tester:x:1000:1000:tester:/home/tester:/bin/sh\n" +
+		"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+	group = "root:x:0:\ntty:x:5:\ntester:x:1000:\nnogroup:x:65534:\n"
+	hosts = "127.0.0.1\tlocalhost vmtest\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+)
+
+// writeInitramfs writes the guest's root file system as a newc archive. The
+// layout follows Debian 12's merged /usr: /bin, /sbin, /lib and /lib64 are
+// links into /usr, busybox and its applets live in /usr/bin.
+func writeInitramfs(out string, spec initramfsSpec) (err error) {
+	f, err := os.Create(out)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", out, err)
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("write %s: %w", out, cerr)
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	t := &tree{w: cpio.NewWriter(bw), mtime: time.Now().Truncate(time.Second)}
+	steps := []func() error{
+		func() error { return t.file("init", 0o755, spec.Init) },
+		func() error { return t.dir("dev", 0o755, 0) },
+		func() error {
+			// The kernel opens /dev/console for init's stdio before init
+			// can mount devtmpfs; without the node init has no output.
+			return t.w.Add(cpio.Header{Name: "dev/console", Mode: fs.ModeDevice | fs.ModeCharDevice | 0o600, Major: 5, Minor: 1, ModTime: t.mtime}, nil)
+		},
+		func() error { return t.dir("etc", 0o755, 0) },
+	}
+	for _, d := range []string{"proc", "sys", "run", "mnt"} {
+		steps = append(steps, func() error { return t.dir(d, 0o755, 0) })
+	}
+	steps = append(steps, func() error { return t.dir("tmp", fs.ModeSticky|0o777, 0) })
+	if spec.Busybox != "" {
+		steps = append(steps,
+			func() error { return t.dir("root", 0o700, 0) },
+			func() error { return t.dir("home", 0o755, 0) },
+			func() error { return t.dir("home/tester", 0o755, protocol.UnprivilegedUID) },
+			func() error { return t.dir("usr", 0o755, 0) },
+			func() error { return t.dir("usr/bin", 0o755, 0) },
+			func() error { return t.dir("usr/lib", 0o755, 0) },
+			func() error { return t.dir("usr/lib64", 0o755, 0) },
+			func() error { return t.dir("usr/local", 0o755, 0) },
+			func() error { return t.dir("usr/local/bin", 0o755, 0) },
+			func() error { return t.link("usr/sbin", "bin") },
+			func() error { return t.link("bin", "usr/bin") },
+			func() error { return t.link("sbin", "usr/sbin") },
+			func() error { return t.link("lib", "usr/lib") },
+			func() error { return t.link("lib64", "usr/lib64") },
+			func() error { return t.file("usr/bin/busybox", 0o755, spec.Busybox) },
+		)
+		for _, a := range spec.Applets {
+			steps = append(steps, func() error { return t.link("usr/bin/"+a, "busybox") })
+		}
+		steps = append(steps,
+			func() error { return t.bytes("etc/passwd", 0o644, []byte(passwd)) },
+			func() error { return t.bytes("etc/group", 0o644, []byte(group)) },
+			func() error { return t.bytes("etc/hosts", 0o644, []byte(hosts)) },
+			func() error { return t.bytes("etc/hostname", 0o644, []byte("vmtest\n")) },
+		)
+		cfg, err := spec.Config.Marshal()
+		if err != nil {
+			return fmt.Errorf("encode guest config: %w", err)
+		}
+		steps = append(steps,
+			func() error { return t.bytes(strings.TrimPrefix(protocol.ConfigPath, "/"), 0o644, cfg) },
+			func() error { return t.dir("tests", 0o755, 0) },
+			func() error { return t.dir("src", 0o755, 0) },
+		)
+		for _, p := range spec.Packages {
+			steps = append(steps, func() error { return t.file("tests/"+filepath.Base(p.Binary), 0o755, p.Binary) })
+		}
+		steps = append(steps, func() error { return addSources(t, spec.Packages) })
+	}
+	for _, s := range steps {
+		if err := s(); err != nil {
+			return err
+		}
+	}
+	if err := t.w.Close(); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write %s: %w", out, err)
+	}
+	return nil
+}
+
+// addSources packs, for each package, the regular files of its directory and
+// its testdata tree under /src/<dir relative to the module>, so tests that
+// read their own files or testdata find them in their working directory, as
+// under go test.
+func addSources(t *tree, pkgs []testPkg) error {
+	made := map[string]bool{"src": true}
+	var mkdirs func(dir string) error
+	mkdirs = func(dir string) error {
+		if made[dir] {
+			return nil
+		}
+		if err := mkdirs(path.Dir(dir)); err != nil {
+			return err
+		}
+		made[dir] = true
+		return t.dir(dir, 0o755, 0)
+	}
+	for _, p := range pkgs {
+		root := path.Join("src", p.Rel)
+		if err := mkdirs(root); err != nil {
+			return err
+		}
+		ents, err := os.ReadDir(p.Dir)
+		if err != nil {
+			return fmt.Errorf("read package directory %s: %w", p.Dir, err)
+		}
+		for _, e := range ents {
+			if e.Type().IsRegular() {
+				if err := t.file(path.Join(root, e.Name()), 0o644, filepath.Join(p.Dir, e.Name())); err != nil {
+					return err
+				}
+			}
+		}
+		td := filepath.Join(p.Dir, "testdata")
+		if _, err := os.Lstat(td); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		err = filepath.WalkDir(td, func(hp string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return fmt.Errorf("read %s: %w", hp, err)
+			}
+			rel, err := filepath.Rel(p.Dir, hp)
+			if err != nil {
+				return err
+			}
+			name := path.Join(root, filepath.ToSlash(rel))
+			info, err := d.Info()
+			if err != nil {
+				return fmt.Errorf("stat %s: %w", hp, err)
+			}
+			switch {
+			case d.IsDir():
+				made[name] = true
+				return t.dir(name, info.Mode().Perm(), 0)
+			case d.Type() == fs.ModeSymlink:
+				target, err := os.Readlink(hp)
+				if err != nil {
+					return fmt.Errorf("readlink %s: %w", hp, err)
+				}
+				return t.link(name, target)
+			case d.Type().IsRegular():
+				return t.file(name, info.Mode().Perm(), hp)
+			}
+			return nil // sockets, devices and pipes in testdata are not packed
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,286 @@
+package main
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/b10x/harness/vmtest/internal/cpio"
+	"github.com/b10x/harness/vmtest/internal/protocol"
+)
+
+func TestSelectPackages(t *testing.T) {
+	const root = "/src/harness"
+	list := `{"ImportPath":"github.com/b10x/harness/confine","Dir":"/src/harness/confine","Module":{"Path":"github.com/b10x/harness","Dir":"/src/harness"},"TestGoFiles":["a_test.go"]}
+{"ImportPath":"github.com/b10x/harness/cgroup","Dir":"/src/harness/cgroup","Module":{"Path":"github.com/b10x/harness","Dir":"/src/harness"}}
+{"ImportPath":"github.com/b10x/harness/tools","Dir":"/src/harness/tools","Module":{"Path":"github.com/b10x/harness","Dir":"/src/harness"},"XTestGoFiles":["x_test.go"]}
+{"ImportPath":"github.com/b10x/harness/vmtest","Dir":"/src/harness/vmtest","Module":{"Path":"github.com/b10x/harness","Dir":"/src/harness"},"TestGoFiles":["a_test.go"]}
+{"ImportPath":"github.com/b10x/harness/vmtest/internal/cpio","Dir":"/src/harness/vmtest/internal/cpio","Module":{"Path":"github.com/b10x/harness","Dir":"/src/harness"},"TestGoFiles":["a_test.go"]}
+{"ImportPath":"github.com/b10x/harness/vmtestish","Dir":"/src/harness/vmtestish","Module":{"Path":"github.com/b10x/harness","Dir":"/src/harness"},"TestGoFiles":["a_test.go"]}
+{"ImportPath":"fmt","Dir":"/usr/local/go/src/fmt","TestGoFiles":["a_test.go"]}
+{"ImportPath":"example.com/other","Dir":"/other","Module":{"Path":"example.com/other","Dir":"/other"},"TestGoFiles":["a_test.go"]}
+`
+	got, err := selectPackages([]byte(list), root, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range got {
+		names = append(names, p.ImportPath+"@"+p.Rel)
+	}
+	want := []string{"github.com/b10x/harness/confine@confine", "github.com/b10x/harness/tools@tools", "github.com/b10x/harness/vmtestish@vmtestish"}
+	if !slices.Equal(names, want) {
+		t.Errorf("selected %q, want %q", names, want)
+	}
+	got, err = selectPackages([]byte(list), root, false)
+	if err != nil || len(got) != 5 {
+		t.Errorf("without skipping vmtest: %d packages (%v), want 5", len(got), err)
+	}
+	if _, err := selectPackages([]byte(`{"ImportPath":`), root, true); err == nil {
+		t.Error("truncated go list output accepted")
+	}
+}
+
+// The real module: vmtest's own packages are never among the packages
+// under test, and the list is not empty.
+func TestListPackagesOfThisModule(t *testing.T) {
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs, err := listPackages(root, []string{"./..."}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pkgs) == 0 {
+		t.Fatal("no package with tests found in the module")
+	}
+	for _, p := range pkgs {
+		if strings.Contains(p.ImportPath, "/vmtest") {
+			t.Errorf("vmtest package %s selected", p.ImportPath)
+		}
+	}
+	self, err := listPackages(root, []string{selftestPattern}, false)
+	if err != nil || len(self) != 5 {
+		t.Errorf("self-test packages: %d (%v), want 5", len(self), err)
+	}
+}
+
+func TestBinaryName(t *testing.T) {
+	for rel, want := range map[string]string{".": "root.test", "confine": "confine.test", "confine/spawn": "confine_spawn.test", "cmd/b10x-harness": "cmd_b10x-harness.test"} {
+		if got := binaryName(rel); got != want {
+			t.Errorf("binaryName(%q) = %q, want %q", rel, got, want)
+		}
+	}
+}
+
+func TestInitramfsLayout(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	initBin := write("init", "INIT")
+	bb := write("busybox", "BUSYBOX")
+	bin := write("build/confine_spawn.test", "TESTBIN")
+	write("src/confine/spawn/spawn_test.go", "package spawn")
+	write("src/confine/spawn/testdata/deep/case.txt", "case")
+	if err := os.Symlink("deep/case.txt", filepath.Join(dir, "src/confine/spawn/testdata/link")); err != nil {
+		t.Fatal(err)
+	}
+	write("src/confine/spawn/sub/other.go", "package sub") // a subpackage: not packed
+	pkgs := []testPkg{{ImportPath: "m/confine/spawn", Dir: filepath.Join(dir, "src/confine/spawn"), Rel: "confine/spawn", Binary: bin}}
+	cfg := protocol.Config{Run: "TestX", TimeoutSeconds: 60, Packages: []protocol.Package{{ImportPath: "m/confine/spawn", Binary: "/tests/confine_spawn.test", SrcDir: "/src/confine/spawn"}}}
+	out := filepath.Join(dir, "initramfs.cpio")
+	if err := writeInitramfs(out, initramfsSpec{Init: initBin, Busybox: bb, Applets: []string{"sh", "sleep", "["}, Packages: pkgs, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, err := cpio.ReadAll(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]cpio.Entry{}
+	for _, e := range ents {
+		got[e.Name] = e
+	}
+	check := func(name string, ok func(e cpio.Entry) bool, what string) {
+		t.Helper()
+		e, found := got[name]
+		if !found {
+			t.Errorf("%s missing", name)
+			return
+		}
+		if !ok(e) {
+			t.Errorf("%s: want %s, got mode %v link %q data %q uid %d", name, what, e.Mode, e.Linkname, e.Data, e.UID)
+		}
+	}
+	isFile := func(content string, perm fs.FileMode) func(cpio.Entry) bool {
+		return func(e cpio.Entry) bool { return e.Mode == perm && string(e.Data) == content }
+	}
+	isLink := func(target string) func(cpio.Entry) bool {
+		return func(e cpio.Entry) bool { return e.Mode.Type() == fs.ModeSymlink && e.Linkname == target }
+	}
+	isDir := func(e cpio.Entry) bool { return e.Mode.IsDir() }
+	check("init", isFile("INIT", 0o755), "the guest init, executable")
+	check("dev/console", func(e cpio.Entry) bool {
+		return e.Mode.Type() == fs.ModeDevice|fs.ModeCharDevice && e.Major == 5 && e.Minor == 1
+	}, "char device 5:1")
+	check("usr/bin/busybox", isFile("BUSYBOX", 0o755), "busybox")
+	check("usr/bin/sh", isLink("busybox"), "applet link")
+	check("usr/bin/[", isLink("busybox"), "applet link")
+	check("bin", isLink("usr/bin"), "merged-/usr link")
+	check("sbin", isLink("usr/sbin"), "merged-/usr link")
+	check("usr/sbin", isLink("bin"), "link to usr/bin")
+	check("lib64", isLink("usr/lib64"), "merged-/usr link")
+	check("tmp", func(e cpio.Entry) bool { return e.Mode == fs.ModeDir|fs.ModeSticky|0o777 }, "sticky world-writable dir")
+	check("home/tester", func(e cpio.Entry) bool { return e.Mode.IsDir() && e.UID == protocol.UnprivilegedUID }, "owned by the test user")
+	check("etc/passwd", func(e cpio.Entry) bool { return strings.Contains(string(e.Data), "tester:x:1000:1000:") }, "the test user")
+	check("tests/confine_spawn.test", isFile("TESTBIN", 0o755), "the test binary")
+	check("src/confine/spawn/spawn_test.go", isFile("package spawn", 0o644), "package file")
+	check("src/confine/spawn/testdata/deep", isDir, "testdata dir")
+	check("src/confine/spawn/testdata/deep/case.txt", func(e cpio.Entry) bool { return string(e.Data) == "case" }, "testdata file")
+	check("src/confine/spawn/testdata/link", isLink("deep/case.txt"), "testdata symlink kept as a link")
+	if _, found := got["src/confine/spawn/sub/other.go"]; found {
+		t.Error("a subpackage's files were packed with its parent")
+	}
+	c, ok := got["etc/vmtest.json"]
+	if !ok {
+		t.Fatal("etc/vmtest.json missing")
+	}
+	back, err := protocol.ParseConfig(c.Data)
+	if err != nil || back.Run != "TestX" || len(back.Packages) != 1 || back.Packages[0].Binary != "/tests/confine_spawn.test" {
+		t.Errorf("config read back as %+v, %v", back, err)
+	}
+}
+
+// The probe image holds only what the probe boot needs.
+func TestProbeInitramfs(t *testing.T) {
+	dir := t.TempDir()
+	initBin := filepath.Join(dir, "init")
+	if err := os.WriteFile(initBin, []byte("INIT"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "probe.cpio")
+	if err := writeInitramfs(out, initramfsSpec{Init: initBin}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(out)
+	ents, err := cpio.ReadAll(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name)
+	}
+	for _, want := range []string{"init", "dev/console", "proc", "sys", "tmp"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("probe image lacks %s (has %q)", want, names)
+		}
+	}
+	if slices.Contains(names, "usr/bin/busybox") || len(b) > 4096 {
+		t.Errorf("probe image carries more than it needs: %d bytes, %q", len(b), names)
+	}
+}
+
+func TestInitramfsMissingInput(t *testing.T) {
+	dir := t.TempDir()
+	err := writeInitramfs(filepath.Join(dir, "x.cpio"), initramfsSpec{Init: filepath.Join(dir, "absent")})
+	if err == nil || !strings.Contains(err.Error(), "absent") {
+		t.Fatalf("writeInitramfs with a missing init = %v, want an error naming it", err)
+	}
+}
+
+func TestNewestKernelPkg(t *testing.T) {
+	got, ok := newestKernelPkg([]string{"linux-image-6.1.0-9-amd64", "linux-image-6.1.0-57-amd64 ", "linux-image-6.1.0-100-amd64-unsigned", "linux-image-6.1.0-48-amd64", "linux-image-6.1.0-7-cloud-amd64", "linux-image-amd64"})
+	if !ok || got != "linux-image-6.1.0-57-amd64" {
+		t.Errorf("newest = %q, %v; want linux-image-6.1.0-57-amd64 (numeric, not lexical order)", got, ok)
+	}
+	if got, ok := newestKernelPkg([]string{"linux-image-amd64", ""}); ok {
+		t.Errorf("found %q among no kernel images", got)
+	}
+}
+
+func TestConfigValue(t *testing.T) {
+	cfg := "# CONFIG_LSM is not set here\nCONFIG_LSM_X=y\nCONFIG_LSM=\"landlock,yama\"\nCONFIG_SECURITY=y\n"
+	if got := configValue(cfg, "CONFIG_LSM"); got != "landlock,yama" {
+		t.Errorf("CONFIG_LSM = %q", got)
+	}
+	if got := configValue(cfg, "CONFIG_ABSENT"); got != "" {
+		t.Errorf("absent key = %q", got)
+	}
+}
+
+// extractDeb against a real package built with dpkg-deb: only the picked
+// files come out, with their contents.
+func TestExtractDeb(t *testing.T) {
+	if _, err := exec.LookPath("dpkg-deb"); err != nil {
+		t.Fatalf("dpkg-deb is needed to fetch the kernel and is part of every Debian system: %v", err)
+	}
+	dir := t.TempDir()
+	pkg := filepath.Join(dir, "pkg")
+	for name, content := range map[string]string{
+		"DEBIAN/control":                 "Package: vmtest-fake\nVersion: 1\nArchitecture: amd64\nMaintainer: nobody <nobody@invalid>\nDescription: fake\n",
+		"boot/vmlinuz-6.1.0-99-amd64":    "KERNEL",
+		"boot/config-6.1.0-99-amd64":     "CONFIG_LSM=\"landlock\"\n",
+		"boot/System.map-6.1.0-99-amd64": "MAP",
+		"lib/modules/x.ko":               "MODULE",
+	} {
+		p := filepath.Join(pkg, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deb := filepath.Join(dir, "fake.deb")
+	if out, err := exec.Command("dpkg-deb", "--root-owner-group", "--build", pkg, deb).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb --build: %v\n%s", err, out)
+	}
+	out := filepath.Join(dir, "out")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pick := func(name string) string {
+		switch {
+		case strings.HasPrefix(name, "./boot/vmlinuz-"):
+			return "vmlinuz"
+		case strings.HasPrefix(name, "./boot/config-"):
+			return "config"
+		}
+		return ""
+	}
+	if err := extractDeb(deb, out, pick); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(out)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{"config", "vmlinuz"}) {
+		t.Errorf("extracted %q, want config and vmlinuz only", names)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "vmlinuz")); string(b) != "KERNEL" {
+		t.Errorf("vmlinuz holds %q", b)
+	}
+	if err := extractDeb(filepath.Join(dir, "absent.deb"), out, pick); err == nil {
+		t.Error("extracting a missing .deb succeeded")
+	}
+}

@@ -1,0 +1,400 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/vmtest/internal/protocol"
+)
+
+// maxListed bounds how many leaked things of one kind are named.
+const maxListed = 10
+
+// runPackage runs one test binary and reports it. It returns true when the
+// binary exited 0 and left nothing behind.
+func runPackage(env *guestEnv, cfg protocol.Config, i int, p protocol.Package) bool {
+	say(protocol.StartLine(p.ImportPath))
+	start := time.Now()
+	leaked := false
+	leak := func(what string) {
+		leaked = true
+		say(protocol.LeakLine(p.ImportPath, what))
+	}
+	fail := func(why string) bool {
+		say(protocol.InfoLine("error", p.ImportPath+": "+why))
+		say(protocol.PkgLine(p.ImportPath, -1, time.Since(start)))
+		return false
+	}
+
+	name := fmt.Sprintf("%02d-%s", i, path.Base(p.ImportPath))
+	base := filepath.Join("/tmp/vmtest", name)
+	work, tmp, home := filepath.Join(base, "work"), filepath.Join(base, "tmp"), filepath.Join(base, "home")
+	for _, d := range []string{work, tmp, home} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fail(fmt.Sprintf("mkdir %s: %v", d, err))
+		}
+	}
+	if err := copyTree(p.SrcDir, work); err != nil {
+		return fail(err.Error())
+	}
+	if env.unprivileged {
+		if err := chownTree(base, env.uid, env.gid); err != nil {
+			return fail(err.Error())
+		}
+	}
+
+	mountsBefore, err := mountTargets()
+	if err != nil {
+		return fail(err.Error())
+	}
+	v1Before := v1Dirs(env)
+
+	sys := &syscall.SysProcAttr{}
+	if env.unprivileged {
+		sys.Credential = &syscall.Credential{Uid: uint32(env.uid), Gid: uint32(env.gid), Groups: []uint32{}}
+	}
+	var cg string
+	if env.cgroupParent != "" {
+		cg = filepath.Join(env.cgroupParent, name+".service")
+		fd, err := makeCgroup(cg, env)
+		if err != nil {
+			return fail(err.Error())
+		}
+		defer unix.Close(fd)
+		sys.UseCgroupFD, sys.CgroupFD = true, fd
+	}
+
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return fail(fmt.Sprintf("open %s: %v", os.DevNull, err))
+	}
+	defer devnull.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fail(fmt.Sprintf("pipe: %v", err))
+	}
+	args := []string{p.Binary, "-test.v=true", "-test.count=1", "-test.paniconexit0"}
+	timeout := cfg.Timeout(p)
+	if timeout > 0 {
+		args = append(args, "-test.timeout="+timeout.String())
+	}
+	if cfg.Run != "" {
+		args = append(args, "-test.run="+cfg.Run)
+	}
+	user, logname := "root", "root"
+	if env.unprivileged {
+		user, logname = protocol.UnprivilegedName, protocol.UnprivilegedName
+	}
+	proc, err := os.StartProcess(p.Binary, args, &os.ProcAttr{
+		Dir: work,
+		Env: append([]string{
+			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			"HOME=" + home, "TMPDIR=" + tmp, "USER=" + user, "LOGNAME=" + logname,
+			"LANG=C.UTF-8", "B10X_SHAPE=" + env.shape,
+		}, cfg.Env...),
+		Files: []*os.File{devnull, w, w},
+		Sys:   sys,
+	})
+	w.Close()
+	if err != nil {
+		r.Close()
+		return fail(fmt.Sprintf("start %s: %v", p.Binary, err))
+	}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		copyLines(r, console)
+	}()
+
+	var timedOut atomic.Bool
+	if timeout > 0 {
+		limit := timeout + cfg.Grace()
+		t := time.AfterFunc(limit, func() {
+			timedOut.Store(true)
+			if cg != "" {
+				_ = os.WriteFile(filepath.Join(cg, "cgroup.kill"), []byte("1"), 0)
+			}
+			signalAll(unix.SIGKILL)
+		})
+		defer t.Stop()
+	}
+	exit := waitFor(proc.Pid)
+	_ = proc.Release()
+	if timedOut.Load() {
+		say(protocol.InfoLine("timeout", fmt.Sprintf("%s: killed %s after its -test.timeout", p.ImportPath, cfg.Grace())))
+	}
+
+	// Whatever still runs was started by the tests and not cleaned up.
+	rest, err := leftovers(time.Second)
+	if err != nil {
+		leak(err.Error())
+	}
+	for i, pr := range rest {
+		if i == maxListed {
+			leak(fmt.Sprintf("process: and %d more", len(rest)-maxListed))
+			break
+		}
+		leak("process: " + pr.String())
+	}
+	if cg != "" {
+		_ = os.WriteFile(filepath.Join(cg, "cgroup.kill"), []byte("1"), 0)
+	}
+	if survivors := killAll(5 * time.Second); len(survivors) > 0 {
+		leak(fmt.Sprintf("process: %d could not be killed, first: %v", len(survivors), survivors[0]))
+	}
+	select {
+	case <-copied:
+	case <-time.After(5 * time.Second):
+		leak("output pipe still open 5s after every process was killed")
+	}
+	r.Close()
+
+	if cg != "" {
+		for _, what := range removeCgroup(cg) {
+			leak(what)
+		}
+	}
+	if after, err := mountTargets(); err == nil {
+		for _, m := range newItems(mountsBefore, after) {
+			leak("mount: " + m)
+			_ = unix.Unmount(m, unix.MNT_DETACH)
+		}
+	}
+	v1After := v1Dirs(env)
+	extra := newItems(v1Before, v1After)
+	sort.Sort(sort.Reverse(sort.StringSlice(extra)))
+	for _, d := range extra {
+		leak("cgroup: " + d)
+		_ = os.Remove(d)
+	}
+	if err := os.RemoveAll(base); err != nil {
+		leak(fmt.Sprintf("working directory: %v", err))
+	}
+	say(protocol.PkgLine(p.ImportPath, exit, time.Since(start)))
+	return exit == 0 && !leaked
+}
+
+// waitFor reaps children until pid exits and returns its exit status, or -1
+// when a signal ended it. Orphans the tests leave are reaped on the way.
+func waitFor(pid int) int {
+	for {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			say(protocol.InfoLine("error", fmt.Sprintf("wait4: %v", err)))
+			return -1
+		}
+		if got != pid {
+			continue
+		}
+		switch {
+		case ws.Exited():
+			return ws.ExitStatus()
+		case ws.Signaled():
+			say(protocol.InfoLine("signal", fmt.Sprintf("pid %d killed by signal %d (%v)", pid, int(ws.Signal()), ws.Signal())))
+			return -1
+		}
+	}
+}
+
+// signalAll sends sig to every process but this one, without reaping.
+func signalAll(sig unix.Signal) {
+	ps, _ := otherProcs()
+	for _, p := range ps {
+		_ = unix.Kill(p.pid, sig)
+	}
+}
+
+// copyLines copies the tests' output to the console a line at a time (a
+// line longer than the buffer goes in pieces).
+func copyLines(r io.Reader, w io.Writer) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+				line = append(line, '\n')
+			}
+			_, _ = w.Write(line)
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
+}
+
+// makeCgroup creates the test binary's cgroup and, for an unprivileged test
+// user, delegates it the way systemd does (Delegate=yes): the directory and
+// its cgroup.procs, cgroup.subtree_control and cgroup.threads belong to the
+// user. It returns an open directory fd for CLONE_INTO_CGROUP.
+func makeCgroup(dir string, env *guestEnv) (int, error) {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return -1, fmt.Errorf("mkdir cgroup %s: %w", dir, err)
+	}
+	if env.unprivileged {
+		for _, f := range []string{"", "cgroup.procs", "cgroup.subtree_control", "cgroup.threads"} {
+			if err := os.Lchown(filepath.Join(dir, f), env.uid, env.gid); err != nil {
+				return -1, fmt.Errorf("delegate cgroup %s to uid %d: %w", dir, env.uid, err)
+			}
+		}
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open cgroup %s: %w", dir, err)
+	}
+	return fd, nil
+}
+
+// removeCgroup reports the cgroups the tests left below dir, kills anything
+// in them and removes the whole subtree, deepest first. It returns one line
+// per leftover cgroup and per failure.
+func removeCgroup(dir string) []string {
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	var out []string
+	for _, d := range dirs {
+		if d != dir {
+			if len(out) < maxListed {
+				out = append(out, "cgroup: "+d)
+			} else if len(out) == maxListed {
+				out = append(out, "cgroup: more")
+			}
+		}
+	}
+	slices.Reverse(dirs)
+	for _, d := range dirs {
+		var err error
+		for range 50 {
+			if err = unix.Rmdir(d); err == nil || !errors.Is(err, unix.EBUSY) {
+				break
+			}
+			_ = os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0)
+			reapAll()
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			out = append(out, fmt.Sprintf("cgroup: rmdir %s: %v", d, err))
+		}
+	}
+	return out
+}
+
+func mountTargets() ([]string, error) {
+	ms, err := readMountinfo()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.target
+	}
+	return out, nil
+}
+
+// v1Dirs lists every cgroup directory below the v1 hierarchies' roots.
+func v1Dirs(env *guestEnv) []string {
+	var out []string
+	for _, root := range env.v1Mounts {
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() && p != root {
+				out = append(out, p)
+			}
+			return nil
+		})
+	}
+	return out
+}
+
+// newItems returns the elements of after that are not in before, counting
+// duplicates (a second mount on the same target is new).
+func newItems(before, after []string) []string {
+	count := map[string]int{}
+	for _, b := range before {
+		count[b]++
+	}
+	var out []string
+	for _, a := range after {
+		if count[a] > 0 {
+			count[a]--
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// copyTree copies the package's source directory (its files and testdata,
+// as packed by the host) into the fresh working directory.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("copy %s: %w", p, err)
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return fmt.Errorf("copy %s: %w", p, err)
+		}
+		target := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return fmt.Errorf("copy %s: %w", p, err)
+		}
+		switch {
+		case d.IsDir():
+			if err := os.MkdirAll(target, info.Mode().Perm()|0o700); err != nil {
+				return fmt.Errorf("copy %s: %w", p, err)
+			}
+		case d.Type() == fs.ModeSymlink:
+			l, err := os.Readlink(p)
+			if err == nil {
+				err = os.Symlink(l, target)
+			}
+			if err != nil {
+				return fmt.Errorf("copy %s: %w", p, err)
+			}
+		case d.Type().IsRegular():
+			b, err := os.ReadFile(p)
+			if err == nil {
+				err = os.WriteFile(target, b, info.Mode().Perm())
+			}
+			if err != nil {
+				return fmt.Errorf("copy %s: %w", p, err)
+			}
+		}
+		return nil
+	})
+}
+
+func chownTree(root string, uid, gid int) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("chown %s: %w", p, err)
+		}
+		if err := os.Lchown(p, uid, gid); err != nil {
+			return fmt.Errorf("chown %s to %s: %w", p, strconv.Itoa(uid), err)
+		}
+		return nil
+	})
+}

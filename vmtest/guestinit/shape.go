@@ -1,0 +1,398 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/vmtest/internal/protocol"
+)
+
+// noopArg makes the init binary, started again as an ordinary process, exit 0.
+const noopArg = "vmtest-noop"
+
+// guestEnv is what the shape set-up decided for the test binaries.
+type guestEnv struct {
+	shape string
+	// cgroupParent is the cgroup2 directory under which each test binary
+	// gets its own cgroup; "" when the shape has no cgroup2.
+	cgroupParent string
+	// v1Mounts are the cgroup v1 hierarchies mounted (cgroup-v1 only).
+	v1Mounts []string
+	// uid and gid the tests run as; unprivileged reports uid != 0.
+	uid, gid     int
+	unprivileged bool
+}
+
+type mnt struct {
+	source, target, fstype string
+	flags                  uintptr
+	data                   string
+	mode                   os.FileMode
+}
+
+// mountBase mounts what every Linux userland expects. Failure of any is fatal.
+func mountBase() error {
+	const nosuid, nodev, noexec = unix.MS_NOSUID, unix.MS_NODEV, unix.MS_NOEXEC
+	for _, m := range []mnt{
+		{"proc", "/proc", "proc", nosuid | nodev | noexec, "", 0o555},
+		{"sysfs", "/sys", "sysfs", nosuid | nodev | noexec, "", 0o555},
+		{"devtmpfs", "/dev", "devtmpfs", nosuid, "mode=0755", 0o755},
+		{"devpts", "/dev/pts", "devpts", nosuid | noexec, "gid=5,mode=0620,ptmxmode=0666", 0o755},
+		{"tmpfs", "/dev/shm", "tmpfs", nosuid | nodev, "mode=1777", 0o1777},
+		{"tmpfs", "/tmp", "tmpfs", nosuid | nodev, "mode=1777", 0o1777},
+		{"tmpfs", "/run", "tmpfs", nosuid | nodev, "mode=0755", 0o755},
+		{"securityfs", "/sys/kernel/security", "securityfs", nosuid | nodev | noexec, "", 0o755},
+	} {
+		if err := os.MkdirAll(m.target, m.mode.Perm()); err != nil {
+			return fmt.Errorf("mkdir %s: %w", m.target, err)
+		}
+		if err := unix.Mount(m.source, m.target, m.fstype, m.flags, m.data); err != nil {
+			return fmt.Errorf("mount %s on %s: %w", m.fstype, m.target, err)
+		}
+	}
+	// devtmpfs has no /dev/fd and friends; programs and shells expect them.
+	for name, target := range map[string]string{"/dev/fd": "/proc/self/fd", "/dev/stdin": "/proc/self/fd/0", "/dev/stdout": "/proc/self/fd/1", "/dev/stderr": "/proc/self/fd/2"} {
+		if err := os.Symlink(target, name); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("symlink %s -> %s: %w", name, target, err)
+		}
+	}
+	if err := unix.Sethostname([]byte("vmtest")); err != nil {
+		return fmt.Errorf("sethostname: %w", err)
+	}
+	if err := loopbackUp(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// loopbackUp brings lo up, as every booted host has it: tests listen on
+// 127.0.0.1. The kernel gives lo its addresses itself.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket for lo: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fmt.Errorf("ifreq lo: %w", err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("SIOCGIFFLAGS lo: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("SIOCSIFFLAGS lo up: %w", err)
+	}
+	return nil
+}
+
+// setupShape builds the shape and then checks that it holds.
+func setupShape(shape string) (*guestEnv, error) {
+	env := &guestEnv{shape: shape}
+	switch shape {
+	case protocol.ShapeDebian61, protocol.ShapeNoLandlock:
+		if err := setupCgroup2(env); err != nil {
+			return nil, err
+		}
+	case protocol.ShapeNoUserns:
+		env.uid, env.gid, env.unprivileged = protocol.UnprivilegedUID, protocol.UnprivilegedGID, true
+		if err := setupCgroup2(env); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile("/proc/sys/user/max_user_namespaces", []byte("0\n"), 0); err != nil {
+			return nil, fmt.Errorf("set user.max_user_namespaces=0: %w", err)
+		}
+	case protocol.ShapeCgroupV1:
+		if err := setupCgroupV1(env); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("unknown shape %q (known: %s)", shape, strings.Join(protocol.VMShapes, ", "))
+	}
+	return env, checkShape(env)
+}
+
+// cgroupRoot is where every shape with cgroup2 mounts it, as systemd does.
+const cgroupRoot = "/sys/fs/cgroup"
+
+// setupCgroup2 mounts cgroup2 alone, enables every controller the kernel
+// offers at the root and in vmtest.slice, under which each test binary gets
+// a cgroup of its own, the way systemd delegates a subtree to a service.
+func setupCgroup2(env *guestEnv) error {
+	if err := unix.Mount("cgroup2", cgroupRoot, "cgroup2", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "nsdelegate,memory_recursiveprot"); err != nil {
+		return fmt.Errorf("mount cgroup2 on %s: %w", cgroupRoot, err)
+	}
+	if err := enableAllControllers(cgroupRoot); err != nil {
+		return err
+	}
+	slice := filepath.Join(cgroupRoot, "vmtest.slice")
+	if err := os.Mkdir(slice, 0o755); err != nil {
+		return fmt.Errorf("mkdir %s: %w", slice, err)
+	}
+	if err := enableAllControllers(slice); err != nil {
+		return err
+	}
+	env.cgroupParent = slice
+	return nil
+}
+
+func enableAllControllers(dir string) error {
+	avail, err := readWords(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return err
+	}
+	for _, c := range avail {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+"+c), 0); err != nil {
+			return fmt.Errorf("enable controller %s in %s: %w", c, dir, err)
+		}
+	}
+	return nil
+}
+
+func readWords(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return strings.Fields(string(b)), nil
+}
+
+// setupCgroupV1 lays out cgroup v1 the way a legacy systemd host does: a
+// tmpfs at /sys/fs/cgroup, one hierarchy per controller (cpu,cpuacct and
+// net_cls,net_prio co-mounted, with the usual symlinks) and the named
+// systemd hierarchy. cgroup2 is mounted nowhere.
+func setupCgroupV1(env *guestEnv) error {
+	if err := unix.Mount("tmpfs", cgroupRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755"); err != nil {
+		return fmt.Errorf("mount tmpfs on %s: %w", cgroupRoot, err)
+	}
+	ctrls, err := v1Controllers()
+	if err != nil {
+		return err
+	}
+	has := func(c string) bool { return slices.Contains(ctrls, c) }
+	var groups [][]string
+	done := map[string]bool{}
+	for _, pair := range [][]string{{"cpu", "cpuacct"}, {"net_cls", "net_prio"}} {
+		if has(pair[0]) && has(pair[1]) {
+			groups = append(groups, pair)
+			done[pair[0]], done[pair[1]] = true, true
+		}
+	}
+	for _, c := range ctrls {
+		if !done[c] {
+			groups = append(groups, []string{c})
+		}
+	}
+	for _, g := range groups {
+		name := strings.Join(g, ",")
+		dir := filepath.Join(cgroupRoot, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return fmt.Errorf("mkdir %s: %w", dir, err)
+		}
+		if err := unix.Mount("cgroup", dir, "cgroup", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, name); err != nil {
+			return fmt.Errorf("mount cgroup v1 %s on %s: %w", name, dir, err)
+		}
+		env.v1Mounts = append(env.v1Mounts, dir)
+		if len(g) > 1 {
+			for _, c := range g {
+				if err := os.Symlink(name, filepath.Join(cgroupRoot, c)); err != nil {
+					return fmt.Errorf("symlink %s: %w", c, err)
+				}
+			}
+		}
+	}
+	dir := filepath.Join(cgroupRoot, "systemd")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return fmt.Errorf("mkdir %s: %w", dir, err)
+	}
+	if err := unix.Mount("cgroup", dir, "cgroup", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "none,name=systemd"); err != nil {
+		return fmt.Errorf("mount cgroup v1 name=systemd on %s: %w", dir, err)
+	}
+	env.v1Mounts = append(env.v1Mounts, dir)
+	return nil
+}
+
+// v1Controllers lists the enabled controllers from /proc/cgroups.
+func v1Controllers() ([]string, error) {
+	f, err := os.Open("/proc/cgroups")
+	if err != nil {
+		return nil, fmt.Errorf("open /proc/cgroups: %w", err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) == 4 && !strings.HasPrefix(fs[0], "#") && fs[3] == "1" {
+			out = append(out, fs[0])
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read /proc/cgroups: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("/proc/cgroups lists no enabled controller")
+	}
+	return out, nil
+}
+
+// checkShape verifies, independently of how it was set up, that the shape
+// holds: the tests' expectations rest on it.
+func checkShape(env *guestEnv) error {
+	lsms, err := os.ReadFile("/sys/kernel/security/lsm")
+	if err != nil {
+		return fmt.Errorf("read the active LSM list: %w", err)
+	}
+	landlock := slices.Contains(strings.Split(strings.TrimSpace(string(lsms)), ","), "landlock")
+	abi := landlockABI()
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return err
+	}
+	var v2, v1 int
+	for _, m := range mounts {
+		if m.fstype == "cgroup2" {
+			v2++
+		} else {
+			v1++
+		}
+	}
+	switch env.shape {
+	case protocol.ShapeDebian61, protocol.ShapeNoUserns, protocol.ShapeCgroupV1:
+		if !landlock || abi < 1 {
+			return fmt.Errorf("Landlock should be active: LSM list %q, ABI %d", strings.TrimSpace(string(lsms)), abi)
+		}
+	case protocol.ShapeNoLandlock:
+		if landlock || abi != 0 {
+			return fmt.Errorf("Landlock should be absent: LSM list %q, ABI %d", strings.TrimSpace(string(lsms)), abi)
+		}
+	}
+	if env.shape == protocol.ShapeCgroupV1 {
+		if v2 != 0 || v1 == 0 {
+			return fmt.Errorf("want cgroup v1 hierarchies only, found %d cgroup2 and %d v1 mounts", v2, v1)
+		}
+		return nil
+	}
+	if v2 != 1 || v1 != 0 {
+		return fmt.Errorf("want one cgroup2 mount and no v1, found %d cgroup2 and %d v1 mounts", v2, v1)
+	}
+	sub, err := readWords(filepath.Join(env.cgroupParent, "cgroup.subtree_control"))
+	if err != nil {
+		return err
+	}
+	for _, c := range []string{"cpu", "memory", "pids", "io", "cpuset"} {
+		if !slices.Contains(sub, c) {
+			return fmt.Errorf("controller %s is not enabled in %s (have %v)", c, env.cgroupParent, sub)
+		}
+	}
+	if env.shape == protocol.ShapeNoUserns {
+		return checkNoUserns(env)
+	}
+	return nil
+}
+
+// checkNoUserns proves that neither root nor the test user can create a user
+// namespace and that the test user cannot create any other namespace.
+func checkNoUserns(env *guestEnv) error {
+	b, err := os.ReadFile("/proc/sys/user/max_user_namespaces")
+	if err != nil || strings.TrimSpace(string(b)) != "0" {
+		return fmt.Errorf("user.max_user_namespaces is %q (%v), want 0", strings.TrimSpace(string(b)), err)
+	}
+	try := func(cred *syscall.Credential, flags uintptr) error {
+		cmd := exec.Command("/proc/self/exe", noopArg)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: flags, Credential: cred}
+		return cmd.Run()
+	}
+	user := &syscall.Credential{Uid: uint32(env.uid), Gid: uint32(env.gid), Groups: []uint32{}}
+	if err := try(user, 0); err != nil {
+		return fmt.Errorf("start a plain process as uid %d: %w", env.uid, err)
+	}
+	if try(nil, unix.CLONE_NEWUSER) == nil {
+		return errors.New("root could still create a user namespace")
+	}
+	for _, ns := range []struct {
+		name string
+		flag uintptr
+	}{{"user", unix.CLONE_NEWUSER}, {"pid", unix.CLONE_NEWPID}, {"mount", unix.CLONE_NEWNS}, {"net", unix.CLONE_NEWNET}} {
+		if try(user, ns.flag) == nil {
+			return fmt.Errorf("uid %d could still create a %s namespace", env.uid, ns.name)
+		}
+	}
+	return nil
+}
+
+// landlockABI asks the kernel directly; 0 when Landlock is absent or disabled.
+func landlockABI() int {
+	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(nil)), 0, 1)
+	if errno != 0 {
+		return 0
+	}
+	return int(v)
+}
+
+// cgroupMounts lists cgroup and cgroup2 mounts from mountinfo.
+func cgroupMounts() ([]mountEntry, error) {
+	all, err := readMountinfo()
+	if err != nil {
+		return nil, err
+	}
+	var out []mountEntry
+	for _, m := range all {
+		if m.fstype == "cgroup" || m.fstype == "cgroup2" {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// reportGuest prints the facts a reader of the log needs to trust the shape.
+func reportGuest(env *guestEnv) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err == nil {
+		say(protocol.InfoLine("kernel", unix.ByteSliceToString(u.Release[:])))
+	}
+	if b, err := os.ReadFile("/sys/kernel/security/lsm"); err == nil {
+		say(protocol.InfoLine("lsm", string(b)))
+	}
+	say(protocol.InfoLine("landlock-abi", fmt.Sprint(landlockABI())))
+	if ms, err := cgroupMounts(); err == nil {
+		var parts []string
+		for _, m := range ms {
+			parts = append(parts, m.fstype+":"+m.target+"("+m.super+")")
+		}
+		say(protocol.InfoLine("cgroup-mounts", strings.Join(parts, " ")))
+	}
+	if env.cgroupParent != "" {
+		if b, err := os.ReadFile(filepath.Join(env.cgroupParent, "cgroup.subtree_control")); err == nil {
+			say(protocol.InfoLine("cgroup-delegated-controllers", env.cgroupParent+": "+string(b)))
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil {
+		say(protocol.InfoLine("max-user-namespaces", string(b)))
+	}
+	say(protocol.InfoLine("test-uid", fmt.Sprint(env.uid)))
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err == nil {
+		say(protocol.InfoLine("memory", fmt.Sprintf("%d MiB", uint64(si.Totalram)*uint64(si.Unit)>>20)))
+	}
+	say(protocol.InfoLine("cpus", fmt.Sprint(numCPU())))
+}
+
+func numCPU() int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return 0
+	}
+	return set.Count()
+}

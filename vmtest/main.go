@@ -1,0 +1,380 @@
+// Command vmtest runs the module's tests inside real Linux kernels under
+// qemu, once per host shape, and exits 0 only when every shape passed.
+//
+//	go run ./vmtest -shapes all
+//	go run ./vmtest -shapes debian-6.1,no-landlock -pkgs ./confine/...,./cgroup/... -run TestProbe
+//
+// It installs qemu-system-x86 and fetches Debian 12's kernel and
+// busybox-static packages with apt when they are missing (nothing else is
+// downloaded), builds static test binaries once, packs them with a guest
+// init and busybox into an initramfs, and boots one VM per shape. See
+// vmtest/README.md for the shapes and what a result means.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/b10x/harness/vmtest/internal/protocol"
+)
+
+type options struct {
+	shapes       string
+	pkgs         string
+	run          string
+	timeout      time.Duration
+	shapeTimeout time.Duration
+	parallel     int
+	accel        string
+	memMiB       int
+	cpus         int
+	cache        string
+	kernelPkg    string
+	quiet        bool
+	keep         bool
+	selftest     bool
+}
+
+func main() {
+	os.Exit(realMain(os.Args[1:]))
+}
+
+func realMain(argv []string) int {
+	var o options
+	fs := flag.NewFlagSet("vmtest", flag.ContinueOnError)
+	fs.StringVar(&o.shapes, "shapes", "all", "comma-separated shapes: all (the four VM shapes), host, "+strings.Join(protocol.VMShapes, ", "))
+	fs.StringVar(&o.pkgs, "pkgs", "./...", "comma-separated package patterns; packages without tests and vmtest itself are left out")
+	fs.StringVar(&o.run, "run", "", "regular expression passed to each test binary as -test.run")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "per test binary, as go test's -timeout; the guest kills the binary "+protocol.DefaultGrace.String()+" later")
+	fs.DurationVar(&o.shapeTimeout, "shape-timeout", 20*time.Minute, "hard deadline for one shape, boot included; qemu is killed after it")
+	fs.IntVar(&o.parallel, "parallel", 2, "how many VM shapes boot at once")
+	fs.StringVar(&o.accel, "accel", "auto", "auto (KVM only if a probe guest boots under it), kvm or tcg")
+	fs.IntVar(&o.memMiB, "mem", 2048, "guest memory in MiB")
+	fs.IntVar(&o.cpus, "smp", 2, "guest CPUs")
+	fs.StringVar(&o.cache, "cache", "", "cache directory (default .cache/vmtest under the module root)")
+	fs.StringVar(&o.kernelPkg, "kernel", "", "kernel package to boot, e.g. linux-image-6.1.0-57-amd64 (default: newest cached, else newest in apt)")
+	fs.BoolVar(&o.quiet, "q", false, "do not stream the guests' consoles; print only the summary")
+	fs.BoolVar(&o.selftest, "selftest", false, "first boot a guest with packages built to pass, fail, skip, leak and hang, and stop unless vmtest judges each correctly")
+	fs.BoolVar(&o.keep, "keep", false, "keep the build directory (test binaries, initramfs) and print its path")
+	if err := fs.Parse(argv); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "vmtest: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	code, err := runAll(ctx, o)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vmtest: %v\n", err)
+	}
+	return code
+}
+
+func validate(o options) error {
+	switch {
+	case o.timeout <= 0:
+		return fmt.Errorf("-timeout %s: must be positive", o.timeout)
+	case o.shapeTimeout <= 0:
+		return fmt.Errorf("-shape-timeout %s: must be positive", o.shapeTimeout)
+	case o.parallel < 1:
+		return fmt.Errorf("-parallel %d: must be at least 1", o.parallel)
+	case o.memMiB < 256:
+		return fmt.Errorf("-mem %d: at least 256 MiB", o.memMiB)
+	case o.cpus < 1:
+		return fmt.Errorf("-smp %d: must be at least 1", o.cpus)
+	case o.accel != "auto" && o.accel != "kvm" && o.accel != "tcg":
+		return fmt.Errorf("-accel %q: want auto, kvm or tcg", o.accel)
+	}
+	return nil
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("not inside a Go module: run vmtest from the repository")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// runAll returns the exit status: 0 all shapes passed, 1 a shape (or the
+// self-test) failed, 2 vmtest could not run (bad flags, missing tools, build
+// failure).
+func runAll(ctx context.Context, o options) (int, error) {
+	if err := validate(o); err != nil {
+		return 2, err
+	}
+	shapes, err := parseShapes(o.shapes)
+	if err != nil {
+		return 2, err
+	}
+	modRoot, err := moduleRoot()
+	if err != nil {
+		return 2, err
+	}
+	if o.cache == "" {
+		o.cache = filepath.Join(modRoot, ".cache", "vmtest")
+	}
+	out := &prefixWriter{w: os.Stdout}
+	step := func(format string, args ...any) { out.Printf("vmtest: "+format+"\n", args...) }
+	total := time.Now()
+
+	var patterns []string
+	for _, p := range strings.Split(o.pkgs, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			patterns = append(patterns, p)
+		}
+	}
+	if len(patterns) == 0 {
+		return 2, fmt.Errorf("-pkgs %q names no package", o.pkgs)
+	}
+	pkgs, err := listPackages(modRoot, patterns, true)
+	if err != nil {
+		return 2, err
+	}
+	if len(pkgs) == 0 {
+		return 2, fmt.Errorf("no package with tests matches %s", strings.Join(patterns, " "))
+	}
+	var names []string
+	for _, p := range pkgs {
+		names = append(names, p.ImportPath)
+	}
+	step("%d packages with tests: %s", len(pkgs), strings.Join(names, " "))
+
+	var vmShapes []string
+	hostShape := false
+	for _, s := range shapes {
+		if s == protocol.ShapeHost {
+			hostShape = true
+		} else {
+			vmShapes = append(vmShapes, s)
+		}
+	}
+
+	var results []*shapeResult
+	if len(vmShapes) > 0 || o.selftest {
+		m, err := prepare(ctx, o, modRoot, out, step)
+		if err != nil {
+			return 2, err
+		}
+		defer m.cleanup()
+		for _, s := range vmShapes {
+			if _, err := cmdline(s, m.vm.kernel.DefaultLSM); err != nil {
+				return 2, err
+			}
+		}
+		if o.selftest {
+			ok, err := m.selftest(ctx, o)
+			if err != nil {
+				return 2, err
+			}
+			if !ok {
+				step("the self-test FAILED: vmtest cannot be trusted to judge the shapes; stopping")
+				return 1, nil
+			}
+		}
+		if len(vmShapes) > 0 {
+			rs, err := m.runShapes(ctx, o, pkgs, vmShapes)
+			if err != nil {
+				return 2, err
+			}
+			results = append(results, rs...)
+		}
+	}
+	if hostShape {
+		step("shape host: go test on this machine")
+		results = append(results, runHost(ctx, modRoot, pkgs, o.run, o.timeout, out))
+	}
+
+	failed := 0
+	out.Printf("\n")
+	for _, r := range results {
+		out.Printf("%s", formatSummary(r, o.run != ""))
+		if len(r.reasons(o.run != "")) > 0 {
+			failed++
+		}
+	}
+	var times []string
+	for _, r := range results {
+		times = append(times, fmt.Sprintf("%s %.1fs", r.Shape, r.Elapsed.Seconds()))
+	}
+	step("wall time per shape: %s; total %.1fs", strings.Join(times, ", "), time.Since(total).Seconds())
+	if failed > 0 {
+		step("%d of %d shapes FAILED", failed, len(results))
+		return 1, nil
+	}
+	step("all %d shapes passed", len(results))
+	return 0, nil
+}
+
+// machine is what every boot of this invocation shares: tools, the guest
+// init, the build directory and the accelerator decision.
+type machine struct {
+	vm      vm
+	modRoot string
+	build   string
+	initBin string
+	busybox string
+	applets []string
+	step    func(string, ...any)
+	keep    bool
+}
+
+func (m *machine) cleanup() {
+	if !m.keep {
+		_ = os.RemoveAll(m.build)
+	}
+}
+
+// prepare finds or fetches the tools, builds the guest init and decides the
+// accelerator.
+func prepare(ctx context.Context, o options, modRoot string, out *prefixWriter, step func(string, ...any)) (*machine, error) {
+	t0 := time.Now()
+	tl := &tooling{cache: o.cache, log: step}
+	qemu, err := tl.qemu()
+	if err != nil {
+		return nil, err
+	}
+	k, err := tl.kernel(o.kernelPkg)
+	if err != nil {
+		return nil, err
+	}
+	bb, err := tl.busybox()
+	if err != nil {
+		return nil, err
+	}
+	applets, err := busyboxApplets(bb)
+	if err != nil {
+		return nil, err
+	}
+	step("tools ready in %.1fs: %s, kernel %s, busybox with %d applets", time.Since(t0).Seconds(), qemu, k.Pkg, len(applets))
+	if err := os.MkdirAll(o.cache, 0o755); err != nil {
+		return nil, fmt.Errorf("create cache %s: %w", o.cache, err)
+	}
+	build, err := os.MkdirTemp(o.cache, "build-")
+	if err != nil {
+		return nil, fmt.Errorf("create build directory: %w", err)
+	}
+	m := &machine{modRoot: modRoot, build: build, busybox: bb, applets: applets, step: step, keep: o.keep}
+	if o.keep {
+		step("keeping the build directory %s", build)
+	}
+	m.initBin = filepath.Join(build, "init")
+	if err := buildGuestInit(modRoot, m.initBin); err != nil {
+		m.cleanup()
+		return nil, err
+	}
+	logs := filepath.Join(o.cache, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		m.cleanup()
+		return nil, fmt.Errorf("create %s: %w", logs, err)
+	}
+	m.vm = vm{qemu: qemu, kernel: k, memMiB: o.memMiB, cpus: o.cpus, out: out, logsDir: logs}
+	switch o.accel {
+	case "auto":
+		probe := filepath.Join(build, "probe.cpio")
+		if err := writeInitramfs(probe, initramfsSpec{Init: m.initBin}); err != nil {
+			m.cleanup()
+			return nil, err
+		}
+		t0 = time.Now()
+		var why string
+		m.vm.accel, why = detectAccel(ctx, m.vm, probe, kvmProbeDeadline)
+		step("accelerator %s: %s (decided in %.1fs)", m.vm.accel, why, time.Since(t0).Seconds())
+	default:
+		m.vm.accel = o.accel
+		step("accelerator %s (forced by -accel)", m.vm.accel)
+	}
+	return m, nil
+}
+
+// image builds the test binaries of pkgs and packs them into an initramfs
+// named name.cpio in the build directory.
+func (m *machine) image(name string, pkgs []testPkg, cfg protocol.Config) (string, error) {
+	t0 := time.Now()
+	if err := buildTests(m.modRoot, filepath.Join(m.build, name), pkgs); err != nil {
+		return "", err
+	}
+	m.step("built %d test binaries in %.1fs", len(pkgs), time.Since(t0).Seconds())
+	t0 = time.Now()
+	for _, p := range pkgs {
+		cfg.Packages = append(cfg.Packages, protocol.Package{ImportPath: p.ImportPath, Binary: "/tests/" + filepath.Base(p.Binary), SrcDir: "/src/" + p.Rel, TimeoutSeconds: p.TimeoutSeconds})
+	}
+	initrd := filepath.Join(m.build, name+".cpio")
+	if err := writeInitramfs(initrd, initramfsSpec{Init: m.initBin, Busybox: m.busybox, Applets: m.applets, Packages: pkgs, Config: cfg}); err != nil {
+		return "", err
+	}
+	st, err := os.Stat(initrd)
+	if err != nil {
+		return "", fmt.Errorf("stat %s: %w", initrd, err)
+	}
+	m.step("initramfs %.1f MiB packed in %.1fs", float64(st.Size())/(1<<20), time.Since(t0).Seconds())
+	return initrd, nil
+}
+
+// runShapes builds the image once and boots every shape, o.parallel at a time.
+func (m *machine) runShapes(ctx context.Context, o options, pkgs []testPkg, shapes []string) ([]*shapeResult, error) {
+	cfg := protocol.Config{Run: o.run, TimeoutSeconds: int(o.timeout.Seconds())}
+	initrd, err := m.image("tests", pkgs, cfg)
+	if err != nil {
+		return nil, err
+	}
+	var expected []string
+	for _, p := range pkgs {
+		expected = append(expected, p.ImportPath)
+	}
+	results := make([]*shapeResult, len(shapes))
+	sem := make(chan struct{}, o.parallel)
+	var wg sync.WaitGroup
+	for i, s := range shapes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i] = m.runShape(ctx, s, s, initrd, expected, o)
+		}()
+	}
+	wg.Wait()
+	return results, nil
+}
+
+// kvmProbeDeadline bounds the KVM probe. Under working KVM the probe guest
+// powers off in well under a second; under TCG it takes about 2 s; on a
+// host whose /dev/kvm hangs a stock kernel, this is the whole cost.
+const kvmProbeDeadline = 4 * time.Second
+
+// runShape boots one shape and judges its console. name labels the output
+// and the log file.
+func (m *machine) runShape(ctx context.Context, name, shape, initrd string, expected []string, o options) *shapeResult {
+	c := newConsoleParser(expected)
+	line, err := cmdline(shape, m.vm.kernel.DefaultLSM)
+	if err != nil {
+		return &shapeResult{Shape: shape, Problems: []string{err.Error()}}
+	}
+	m.step("shape %s: booting (%s, %d CPUs, %d MiB): %s", name, m.vm.accel, m.vm.cpus, m.vm.memMiB, line)
+	start := time.Now()
+	err = m.vm.boot(ctx, name, initrd, line, o.shapeTimeout, !o.quiet, c.Line)
+	r := &shapeResult{Shape: shape, Elapsed: time.Since(start), Accel: m.vm.accel, Pkgs: c.Reports(), Info: c.Info}
+	if err != nil {
+		r.Problems = append(r.Problems, err.Error())
+	}
+	r.Problems = append(r.Problems, c.verdict()...)
+	m.step("shape %s: finished in %.1fs", name, r.Elapsed.Seconds())
+	return r
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/vmtest/internal/protocol"
+)
+
+// vm is how every guest of this invocation boots.
+type vm struct {
+	qemu    string
+	kernel  kernel
+	accel   string // "tcg" or "kvm"
+	memMiB  int
+	cpus    int
+	out     *prefixWriter
+	logsDir string
+}
+
+// qemuArgs is the qemu command line for one boot. No network device, no
+// display, the serial port on stdio, and -no-reboot so that a reboot or a
+// kernel panic ends qemu instead of looping.
+func (v *vm) qemuArgs(initrd, cmdline string) []string {
+	args := []string{"-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none",
+		"-serial", "stdio", "-no-reboot", "-nic", "none",
+		"-m", fmt.Sprint(v.memMiB), "-smp", fmt.Sprint(v.cpus),
+		"-kernel", v.kernel.Vmlinuz, "-initrd", initrd, "-append", cmdline}
+	if v.accel == "kvm" {
+		return append([]string{"-accel", "kvm", "-cpu", "host"}, args...)
+	}
+	return append([]string{"-accel", "tcg", "-cpu", "max"}, args...)
+}
+
+// boot runs one guest until it powers off or the deadline passes, feeding
+// every console line to onLine and, prefixed, to the terminal. It returns an
+// error only for qemu's own failures (it could not start, it was killed at
+// the deadline, it exited non-zero).
+func (v *vm) boot(ctx context.Context, name, initrd, cmdline string, deadline time.Duration, echo bool, onLine func(string)) error {
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, v.qemu, v.qemuArgs(initrd, cmdline)...)
+	cmd.WaitDelay = 5 * time.Second
+	// qemu dies with this program: a left-over TCG guest would eat a core.
+	cmd.SysProcAttr = &unix.SysProcAttr{Pdeathsig: unix.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("qemu stdout pipe: %w", err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	var logf io.Writer = io.Discard
+	if v.logsDir != "" {
+		if f, err := os.Create(fmt.Sprintf("%s/%s.log", v.logsDir, name)); err == nil {
+			defer f.Close()
+			logf = f
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", v.qemu, err)
+	}
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		fmt.Fprintln(logf, line)
+		if echo {
+			v.out.Line(name, line)
+		}
+		onLine(line)
+	}
+	werr := cmd.Wait()
+	if ctx.Err() == context.DeadlineExceeded {
+		return fmt.Errorf("deadline of %s passed; qemu killed", deadline)
+	}
+	if werr != nil {
+		return fmt.Errorf("qemu: %w: %s", werr, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// detectAccel decides between KVM and TCG. KVM is used only when /dev/kvm
+// opens and a tiny guest boots under it to its init within probeDeadline:
+// some hosts offer a /dev/kvm (PVM, nested set-ups) on which a stock kernel
+// hangs, and a hang must not cost more than that deadline.
+func detectAccel(ctx context.Context, v vm, probeInitrd string, probeDeadline time.Duration) (string, string) {
+	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		return "tcg", fmt.Sprintf("/dev/kvm unusable (%v)", err)
+	}
+	f.Close()
+	v.accel = "kvm"
+	v.cpus = 1
+	v.memMiB = 256
+	cmdline, _ := cmdline(protocol.ShapeProbe, "")
+	ok := false
+	start := time.Now()
+	err = v.boot(ctx, "kvm-probe", probeInitrd, cmdline, probeDeadline, false, func(l string) {
+		if l == protocol.ProbeLine {
+			ok = true
+		}
+	})
+	if ok {
+		return "kvm", fmt.Sprintf("a probe guest booted under KVM in %.1fs", time.Since(start).Seconds())
+	}
+	if err == nil {
+		err = errors.New("it powered off without printing the probe line")
+	}
+	return "tcg", fmt.Sprintf("/dev/kvm opens but a probe guest did not boot under it: %v", err)
+}
+
+// prefixWriter prints whole lines to stdout, each with the shape's name, so
+// guests that run side by side stay readable.
+type prefixWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (p *prefixWriter) Line(name, line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w, "[%s] %s\n", name, line)
+}
+
+func (p *prefixWriter) Printf(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w, format, args...)
+}

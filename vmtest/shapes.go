@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/b10x/harness/vmtest/internal/protocol"
+)
+
+// shapeDoc says in one line what each shape is, for -help and the summary.
+var shapeDoc = map[string]string{
+	protocol.ShapeHost:       "this machine, no VM: go test of the same packages",
+	protocol.ShapeDebian61:   "Debian 12 kernel, pure cgroup v2 with every controller, Landlock on",
+	protocol.ShapeNoLandlock: "same kernel booted with an lsm= list without landlock",
+	protocol.ShapeNoUserns:   "same kernel, user.max_user_namespaces=0, tests run as uid 1000 in a delegated cgroup",
+	protocol.ShapeCgroupV1:   "same kernel, cgroup v1 hierarchies only, no cgroup2 anywhere",
+}
+
+// parseShapes turns the -shapes flag into a list. "all" means the four VM
+// shapes: make test runs the host suite itself just before make vmtest.
+// "none" selects nothing (for -selftest alone).
+func parseShapes(s string) ([]string, error) {
+	known := append([]string{protocol.ShapeHost}, protocol.VMShapes...)
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		switch {
+		case f == "" || f == "none":
+			continue
+		case f == "all":
+			for _, v := range protocol.VMShapes {
+				if !slices.Contains(out, v) {
+					out = append(out, v)
+				}
+			}
+		case slices.Contains(known, f):
+			if !slices.Contains(out, f) {
+				out = append(out, f)
+			}
+		default:
+			return nil, fmt.Errorf("unknown shape %q (known: all, %s)", f, strings.Join(known, ", "))
+		}
+	}
+	if len(out) == 0 && !strings.Contains(s, "none") {
+		return nil, fmt.Errorf("no shape in %q (say none to boot only the -selftest guest)", s)
+	}
+	return out, nil
+}
+
+// baseCmdline is common to every boot. loglevel=1 keeps kernel messages
+// (an OOM kill, say) from splitting the tests' lines on the console;
+// panic=-1 with qemu's -no-reboot turns a kernel panic into a quick exit.
+var baseCmdline = []string{"console=ttyS0", "loglevel=1", "panic=-1"}
+
+// cmdline is the kernel command line that boots shape. defaultLSM is the
+// kernel's CONFIG_LSM, from which no-landlock drops landlock.
+func cmdline(shape, defaultLSM string) (string, error) {
+	words := slices.Clone(baseCmdline)
+	switch shape {
+	case protocol.ShapeDebian61, protocol.ShapeNoUserns, protocol.ShapeCgroupV1, protocol.ShapeProbe:
+	case protocol.ShapeNoLandlock:
+		lsms := strings.Split(defaultLSM, ",")
+		if defaultLSM == "" || !slices.Contains(lsms, "landlock") {
+			return "", fmt.Errorf("shape %s: the kernel's CONFIG_LSM %q does not list landlock, so dropping it proves nothing", shape, defaultLSM)
+		}
+		lsms = slices.DeleteFunc(lsms, func(l string) bool { return l == "landlock" })
+		words = append(words, "lsm="+strings.Join(lsms, ","))
+	default:
+		return "", fmt.Errorf("shape %q has no VM", shape)
+	}
+	return strings.Join(append(words, "--", shape), " "), nil
+}
