@@ -135,7 +135,10 @@ func TestMemoryBombOOM(t *testing.T) {
 	if r.OOMKills < 1 {
 		t.Errorf("oom_kill = %d, want >= 1", r.OOMKills)
 	}
-	if r.MemoryPeak > r.MemoryMax || r.MemoryPeak < r.MemoryMax/2 {
+	// The kernel lets a task it is OOM-killing, and a few unfailable
+	// kernel allocations, charge past memory.max: a page more was seen
+	// here. A megabyte of slack still tells a bound from no bound.
+	if r.MemoryPeak > r.MemoryMax+1<<20 || r.MemoryPeak < r.MemoryMax/2 {
 		t.Errorf("memory.peak %d with memory.max %d", r.MemoryPeak, r.MemoryMax)
 	}
 	if r.Signal != "killed" {
