@@ -88,10 +88,8 @@ func (c *fileEditCall) Execute(ctx context.Context) (Result, error) {
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := unix.Fstat(int(f.Fd()), &before); err != nil {
-			return fsError(c.rel, "stat", err)
-		}
+		defer f.close()
+		before = f.st
 		if before.Size > int64(readLimit) {
 			return Errorf(ReasonToolError, nil, "%q is larger than %d bytes; file_edit edits text files up to that size", c.rel, readLimit)
 		}

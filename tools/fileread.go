@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
+	"io"
 	"strconv"
 	"unicode/utf8"
 
@@ -83,27 +83,64 @@ func (c *fileReadCall) Execute(ctx context.Context) (Result, error) {
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		res, err = readLines(ctx, f, c.rel, c.args.Offset, c.args.Limit)
+		defer f.close()
+		res, err = readLines(ctx, f, f.st.Size, c.rel, c.args.Offset, c.args.Limit)
 		return err
 	})
 	return res, err
 }
 
+// regularFile is a regular file open for reading on a raw descriptor (no
+// os.File: no poller registration, no extra system calls). Reads stop at
+// the size fstat reported when it was opened, so the common case needs no
+// read just to see end of file; a file that shrinks meanwhile ends early.
+type regularFile struct {
+	fd   int
+	st   unix.Stat_t
+	left int64
+}
+
+// Read implements io.Reader.
+func (f *regularFile) Read(p []byte) (int, error) {
+	if f.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > f.left {
+		p = p[:f.left]
+	}
+	for {
+		n, err := unix.Read(f.fd, p)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if n == 0 {
+			f.left = 0
+			return 0, io.EOF
+		}
+		f.left -= int64(n)
+		return n, nil
+	}
+}
+
+func (f *regularFile) close() { unix.Close(f.fd) }
+
 // openRegular opens canonical rel for reading with the safe open and
 // refuses anything but a regular file. It opens non-blocking, so a FIFO
 // planted in the workspace cannot hang the call.
-func openRegular(root int, rel, op string) (*os.File, error) {
+func openRegular(root int, rel, op string) (*regularFile, error) {
 	fd, err := openBeneath(root, rel, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fsError(rel, op, err)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	f := &regularFile{fd: fd}
+	if err := unix.Fstat(fd, &f.st); err != nil {
 		unix.Close(fd)
 		return nil, fsError(rel, "stat", err)
 	}
-	switch st.Mode & unix.S_IFMT {
+	switch f.st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 	case unix.S_IFDIR:
 		unix.Close(fd)
@@ -112,16 +149,18 @@ func openRegular(root int, rel, op string) (*os.File, error) {
 		unix.Close(fd)
 		return nil, Errorf(ReasonToolError, nil, "%q is not a regular file", rel)
 	}
-	return os.NewFile(uintptr(fd), rel), nil
+	f.left = f.st.Size
+	return f, nil
 }
 
 // readLines streams f and returns lines [offset, offset+limit) (offset 0
-// means 1, limit 0 means to the end).
-func readLines(ctx context.Context, f *os.File, rel string, offset, limit int) (Result, error) {
+// means 1, limit 0 means to the end). sizeHint (the file's size) only sizes
+// the read buffer.
+func readLines(ctx context.Context, f io.Reader, sizeHint int64, rel string, offset, limit int) (Result, error) {
 	if offset < 1 {
 		offset = 1
 	}
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, max(512, min(sizeHint, 64<<10)))
 	var out []byte
 	line := 1        // number of the line at the read position
 	collected := 0   // complete lines kept
@@ -136,7 +175,10 @@ func readLines(ctx context.Context, f *os.File, rel string, offset, limit int) (
 			return Result{}, ctxError(err, "reading "+quote(rel))
 		}
 		n, err := f.Read(buf)
-		if n == 0 && err != nil {
+		if err != nil && err != io.EOF {
+			return Result{}, fsError(rel, "read", err)
+		}
+		if n == 0 {
 			break
 		}
 		chunk := buf[:n]

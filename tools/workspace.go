@@ -215,11 +215,35 @@ func (w *Workspace) resolve(p string, write bool) (string, error) {
 	}
 	var out string
 	err := w.withRoot(func(root int) error {
+		// Fast path: a path with no ".", ".." or empty component that the
+		// kernel opens beneath the root without meeting any symbolic link
+		// is its own canonical form.
+		if isCleanRel(rel) {
+			if fd, err := openat2(root, rel, unix.O_PATH, 0, beneath); err == nil {
+				unix.Close(fd)
+				out = rel
+				return nil
+			}
+		}
 		var err error
 		out, err = walkPath(root, w, p, rel, write)
 		return err
 	})
 	return out, err
+}
+
+// isCleanRel reports whether rel is a relative path with no empty, "." or
+// ".." component.
+func isCleanRel(rel string) bool {
+	if rel == "" || rel[0] == '/' || rel[len(rel)-1] == '/' {
+		return false
+	}
+	for c := range strings.SplitSeq(rel, "/") {
+		if c == "" || c == "." || c == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 // walkPath is the resolver proper. It keeps the canonical components found
