@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine"
+	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/tools"
 )
@@ -113,6 +116,113 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 		}
 	}
 
-	c.host.ExecutionWhy = "confined execution is not available yet"
+	progs, err := tools.ResolvePrograms(p.AllowProgram, os.Getenv("PATH"))
+	if err != nil {
+		return nil, usageError{err}
+	}
+	c.programNames = progs.Names()
+	c.host.Programs = len(progs)
+	if !plan.ConfinedExecution {
+		c.host.ExecutionWhy = "this host cannot confine run calls (see `b10x-harness doctor`)"
+		return c, nil
+	}
+	if len(progs) == 0 {
+		return c, nil // the gate says why run is unpublished
+	}
+	// The broker is started now, before the harness confines its own
+	// writes: a Landlock-restricted process can never mount, and each run
+	// child needs fresh mounts (docs/decisions/0030-spawn-broker.md).
+	mgr, err := openCgroup(m, plan, s)
+	if err != nil {
+		return nil, err
+	}
+	broker, err := spawn.StartBroker(spawn.BrokerOptions{Cgroup: mgr, Require: requirements(m)})
+	if err != nil {
+		if m == confine.Strict {
+			return nil, fmt.Errorf("--confine strict: starting the run broker: %w", err)
+		}
+		c.host.ExecutionWhy = "the run broker could not start: " + err.Error()
+		s.notes = append(s.notes, "confine auto: "+c.host.ExecutionWhy+"; run is not published")
+		return c, nil
+	}
+	s.closers = append(s.closers, func() { broker.Close() })
+	lim, err := p.limitFlags.limits()
+	if err != nil {
+		return nil, err
+	}
+	timeout := p.Timeout
+	if timeout == 0 {
+		timeout = 2 * time.Minute
+	}
+	c.tools = append(c.tools, tools.RunTool(tools.RunConfig{
+		Programs:   progs,
+		Runner:     broker,
+		Env:        childEnv(p.PassEnv),
+		Timeout:    timeout,
+		Limits:     lim,
+		Net:        p.Net == "host",
+		ReadPaths:  p.AllowRead,
+		WritePaths: p.AllowWrite,
+		MaxOutput:  int(p.MaxOutput),
+	}))
+	c.host.ConfinedExecution = true
 	return c, nil
+}
+
+// openCgroup opens the cgroup parent for run leaves when the plan uses
+// cgroup.kill. In auto a failure falls back to the PID namespace's
+// whole-tree kill (said once); in strict it is fatal.
+func openCgroup(m confine.Mode, plan confine.Plan, s *session) (*cgroup.Manager, error) {
+	if plan.WholeTreeKill != "cgroup.kill" {
+		return nil, nil
+	}
+	mgr, err := cgroup.Open(cgroup.Options{})
+	if err != nil {
+		if m == confine.Strict {
+			return nil, fmt.Errorf("--confine strict: cgroup: %w", err)
+		}
+		s.notes = append(s.notes, "confine auto: no cgroup leaf for run calls ("+err.Error()+"); the whole tree is killed through its PID namespace, without resource limits")
+		return nil, nil
+	}
+	if removed, err := mgr.Sweep(); err == nil && len(removed) > 0 {
+		s.notes = append(s.notes, fmt.Sprintf("removed %d stale cgroup leaf(s) of an earlier harness", len(removed)))
+	}
+	s.closers = append(s.closers, func() { mgr.Close() })
+	return mgr, nil
+}
+
+// requirements are the layers a run child must have: strict makes the
+// whole-tree kill by cgroup and every limit fatal when missing.
+func requirements(m confine.Mode) spawn.Requirements {
+	if m != confine.Strict {
+		return spawn.Requirements{}
+	}
+	return spawn.Requirements{Layers: []string{confine.LayerCgroupLeaf, confine.LayerPidsLimit, confine.LayerMemoryLimit, confine.LayerCPULimit}}
+}
+
+// safePath is the PATH of every run child: system directories only, never
+// the harness's own PATH (which may name the workspace).
+const safePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// childEnv is the complete environment of a run child: PATH, HOME (the
+// child's private /tmp), LANG, TERM, and each --pass-env variable that is
+// set. Nothing else of the harness's environment reaches it.
+func childEnv(pass []string) []string {
+	env := []string{"PATH=" + safePath, "HOME=/tmp", "TMPDIR=/tmp"}
+	lang := os.Getenv("LANG")
+	if lang == "" {
+		lang = "C.UTF-8"
+	}
+	env = append(env, "LANG="+lang)
+	term := os.Getenv("TERM")
+	if term == "" {
+		term = "dumb"
+	}
+	env = append(env, "TERM="+term)
+	for _, n := range pass {
+		if v, ok := os.LookupEnv(n); ok {
+			env = append(env, n+"="+v)
+		}
+	}
+	return env
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/b10x/harness/cgroup"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +41,27 @@ func (b *byteSize) UnmarshalText(text []byte) error {
 	}
 	*b = byteSize(n)
 	return nil
+}
+
+// limits turns the limit flags into cgroup limits.
+func (l *limitFlags) limits() (cgroup.Limits, error) {
+	if l.PidsMax < 0 {
+		return cgroup.Limits{}, usagef("--pids-max %d: must not be negative", l.PidsMax)
+	}
+	if l.CPUMax < 0 || l.CPUMax > 1024 {
+		return cgroup.Limits{}, usagef("--cpu-max %g: want a number of CPUs between 0 and 1024", l.CPUMax)
+	}
+	lim := cgroup.Limits{PidsMax: l.PidsMax, MemoryMax: int64(l.MemoryMax)}
+	if l.CPUMax > 0 {
+		lim.CPUPeriod = cgroup.DefaultCPUPeriod
+		lim.CPUQuota = time.Duration(l.CPUMax * float64(cgroup.DefaultCPUPeriod))
+	}
+	for _, n := range l.PassEnv {
+		if n == "" || strings.ContainsAny(n, "=\x00") {
+			return cgroup.Limits{}, usagef("--pass-env %q: not a variable name", n)
+		}
+	}
+	return lim, nil
 }
 
 // policyFlags are shared by every subcommand that builds a policy.

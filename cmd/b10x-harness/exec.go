@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/confine/spawn"
+	"github.com/b10x/harness/tools"
+)
+
+type execCmd struct {
+	Workspace string `default:"." help:"The workspace root: the only place the command may write (besides --allow-write and its private /tmp)." type:"path"`
+	Confine   string `default:"auto" enum:"strict,auto" help:"strict: every layer or refuse to start; auto: the layers this host offers (the command never runs unconfined)."`
+	Report    string `help:"Write the outcome as JSON to this file." placeholder:"FILE"`
+	limitFlags
+	Command []string `arg:"" passthrough:"" help:"The program and its arguments (after --)."`
+}
+
+// Exit statuses of exec besides the command's own.
+const (
+	exitTimeout    = 124 // as coreutils timeout(1)
+	exitSetupError = 125 // a confinement step failed: the command never ran
+)
+
+// execReport is the --report file.
+type execReport struct {
+	Argv       []string `json:"argv"`
+	Program    string   `json:"program"`
+	ExitCode   int      `json:"exit_code"`
+	Signal     string   `json:"signal,omitempty"`
+	TimedOut   bool     `json:"timed_out"`
+	OOMKilled  bool     `json:"oom_killed"`
+	DurationMS int64    `json:"duration_ms"`
+	MemoryPeak int64    `json:"memory_peak_bytes"`
+	PidsPeak   int64    `json:"pids_peak"`
+	Layers     []string `json:"layers"`
+	Missing    []string `json:"missing_layers"`
+	SetupError string   `json:"setup_error,omitempty"`
+	Status     int      `json:"status"` // what b10x-harness exec exited with
+}
+
+func (c *execCmd) Run(e *env) error {
+	argv := c.Command
+	if len(argv) > 0 && argv[0] == "--" {
+		argv = argv[1:]
+	}
+	if len(argv) == 0 {
+		return usagef("exec: no command given (b10x-harness exec [flags] -- PROGRAM ARGS...)")
+	}
+	m, _, plan, err := planConfinement(c.Confine)
+	if err != nil {
+		return err
+	}
+	if !plan.ConfinedExecution {
+		var names []string
+		for _, l := range plan.Missing {
+			names = append(names, l.Name)
+		}
+		return usagef("exec: this host cannot confine the command (missing: %s); refusing to run it unconfined (see `b10x-harness doctor`)", strings.Join(names, ", "))
+	}
+	ws, err := tools.OpenWorkspace(c.Workspace)
+	if err != nil {
+		return usagef("--workspace %s: %v", c.Workspace, err)
+	}
+	defer ws.Close()
+	progs, err := tools.ResolvePrograms(argv[:1], os.Getenv("PATH"))
+	if err != nil {
+		return usagef("exec: %v", strings.TrimPrefix(err.Error(), "--allow-program "))
+	}
+	lim, err := c.limits()
+	if err != nil {
+		return err
+	}
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = 10 * time.Minute
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	dir := ws.Dir()
+	if rel, inside := relInside(ws.Dir(), cwd); inside {
+		dir = filepath.Join(ws.Dir(), rel)
+	}
+	s := &session{}
+	defer s.Close()
+	mgr, err := openCgroup(m, plan, s)
+	if err != nil {
+		return err
+	}
+	for _, n := range s.notes {
+		fmt.Fprintln(e.stderr, "b10x-harness: "+n)
+	}
+	if len(plan.Missing) > 0 {
+		var names []string
+		for _, l := range plan.Missing {
+			names = append(names, l.Name)
+		}
+		fmt.Fprintf(e.stderr, "b10x-harness: confine auto: this host lacks %s; the command runs without them\n", strings.Join(names, ", "))
+	}
+	runner := spawn.NewDirect(spawn.Options{Cgroup: mgr, Require: requirements(m)})
+	spec := spawn.Spec{
+		Path: progs[argv[0]], Argv: argv, Env: childEnv(c.PassEnv), Dir: dir, Workspace: ws.Dir(),
+		ReadPaths: c.AllowRead, WritePaths: c.AllowWrite, Net: c.Net == "host", Limits: lim, Timeout: timeout,
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, runErr := runner.Run(ctx, spec, spawn.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+	rep := execReport{Argv: argv, Program: spec.Path, ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut,
+		OOMKilled: res.OOMKilled, DurationMS: res.Duration.Milliseconds(), MemoryPeak: res.MemoryPeak, PidsPeak: res.PidsPeak, Layers: res.Layers}
+	for _, l := range plan.Missing {
+		rep.Missing = append(rep.Missing, l.Name)
+	}
+	var se *spawn.SetupError
+	switch {
+	case errors.As(runErr, &se):
+		rep.SetupError = se.Error()
+		rep.Status = exitSetupError
+		fmt.Fprintf(e.stderr, "b10x-harness: %v\n", se)
+	case runErr != nil && ctx.Err() != nil:
+		rep.Status = 128 + int(syscall.SIGTERM)
+		fmt.Fprintln(e.stderr, "b10x-harness: interrupted; the command's whole process tree was killed")
+	case runErr != nil:
+		return runErr
+	case res.TimedOut:
+		rep.Status = exitTimeout
+		fmt.Fprintf(e.stderr, "b10x-harness: the command was killed at its time limit (%s), with its whole process tree\n", timeout)
+	case res.Signal != "":
+		rep.Status = 128 + signalNumber(res.Signal)
+		if res.OOMKilled {
+			fmt.Fprintln(e.stderr, "b10x-harness: the command ran out of memory (memory.max) and was killed")
+		}
+	default:
+		rep.Status = res.ExitCode
+	}
+	if c.Report != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(c.Report, append(b, '\n'), 0o644); err != nil {
+			fmt.Fprintf(e.stderr, "b10x-harness: --report: %v\n", err)
+			if rep.Status == 0 {
+				rep.Status = exitFailed
+			}
+		}
+	}
+	if rep.Status != 0 {
+		return exitError{rep.Status}
+	}
+	return nil
+}
+
+// signalNumber maps a signal name ("SIGKILL") to its number. A name the
+// kernel does not know gives 0, which still reports a non-zero status (128).
+func signalNumber(name string) int { return int(unix.SignalNum(name)) }

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/b10x/harness/internal/testenv"
+)
+
+// execution says whether this shape can confine run calls at all.
+func execution() bool {
+	return testenv.Shape() != testenv.ShapeNoLandlock && testenv.Shape() != testenv.ShapeNoUserns
+}
+
+func TestRunProgramMatching(t *testing.T) {
+	ws, _ := sampleWorkspace(t)
+	// A binary named like an allowed program, planted in the workspace.
+	must(t, os.WriteFile(filepath.Join(ws, "sh"), []byte("#!/bin/sh\necho PLANTED\n"), 0o755))
+	must(t, os.MkdirAll(filepath.Join(ws, "sub"), 0o755))
+	base := []string{"call", "--workspace", ws, "--yes", "--allow-program", "sh"}
+	cases := []struct {
+		argv   string
+		reason string
+	}{
+		{`["./sh","-c","echo hi"]`, "program_not_allowed"},
+		{`["/tmp/x/sh"]`, "program_not_allowed"},
+		{`["sh/../../bin/sh"]`, "program_not_allowed"},
+		{`["SH"]`, "program_not_allowed"},
+		{`["bash"]`, "program_not_allowed"},
+		{`[]`, "invalid_argument"},
+		{`"sh -c id"`, "invalid_argument"},
+	}
+	for _, c := range cases {
+		r := harness(t, "", append(base, "run", `{"argv":`+c.argv+`}`)...)
+		o := outcome(t, r)
+		want := c.reason
+		if !execution() {
+			want = "unpublished"
+		}
+		if o["status"] != "refused" || o["reason"] != want {
+			t.Errorf("argv %s: %v", c.argv, o)
+		}
+	}
+	if !execution() {
+		return
+	}
+	// The declared name runs the file resolved at start, never the planted one,
+	// and argv reaches execve as bytes: no shell interprets it.
+	r := harness(t, "", append(base, "run", `{"argv":["sh","-c","echo \"$1|$2\"","x","a;b && $(id) `+"`id`"+` > f"],"cwd":"sub"}`)...)
+	o := outcome(t, r)
+	res, _ := o["result"].(string)
+	if o["status"] != "executed" || strings.Contains(res, "PLANTED") || !strings.Contains(res, "a;b && $(id) `id` > f|") {
+		t.Fatalf("%v\n%s", o, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "sub", "f")); err == nil {
+		t.Fatal("a redirection in an argument was interpreted")
+	}
+	// cwd outside the workspace, or through a link out of it.
+	must(t, os.Symlink("../data-archived", filepath.Join(ws, "out")))
+	for _, cwd := range []string{"..", "/etc", "out", "../data-archived"} {
+		o := outcome(t, harness(t, "", append(base, "run", `{"argv":["sh","-c","pwd"],"cwd":"`+cwd+`"}`)...))
+		if o["status"] != "refused" || o["reason"] != "denied_path" {
+			t.Errorf("cwd %s: %v", cwd, o)
+		}
+	}
+}
+
+func TestRunConfinesTheChild(t *testing.T) {
+	if !execution() {
+		t.Logf("shape %s: run is not published (asserted by TestRunProgramMatching)", testenv.Shape())
+		return
+	}
+	ws, outside := sampleWorkspace(t)
+	rec := filepath.Join(t.TempDir(), "rec.jsonl")
+	script := `cat ../data-archived/x; cat ` + outside + `/x; cat /proc/1/environ | tr '\0' '\n' | grep -c B10X_FAKE_KEY; echo env:; env; echo written > inside.txt; echo nope > ` + outside + `/planted; echo end`
+	cmd := []string{"call", "--workspace", ws, "--record", rec, "--yes", "--allow-program", "sh", "run", `{"argv":["sh","-c",` + jsonString(script) + `]}`}
+	c := exec.Command(os.Args[0], cmd...)
+	c.Env = append(os.Environ(), "B10X_TEST_MAIN=1", "B10X_FAKE_KEY=sk-live-do-not-leak")
+	out, _ := c.CombinedOutput()
+	s := string(out)
+	if strings.Contains(s, "OUTSIDE-SECRET") || strings.Contains(s, "sk-live-do-not-leak") {
+		t.Fatalf("the child read outside the workspace or the harness's environment:\n%s", s)
+	}
+	if !strings.Contains(s, "end") {
+		t.Fatalf("the script did not run:\n%s", s)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "inside.txt")); string(b) != "written\n" {
+		t.Fatalf("writing in the workspace failed:\n%s", s)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "planted")); err == nil {
+		t.Fatal("the child wrote outside the workspace")
+	}
+	lines := readRecord(t, rec)
+	call := lines[1]
+	meta, _ := call["meta"].(map[string]any)
+	t.Logf("LAYERS: %v", meta["layers"])
+	if call["status"] != "executed" || meta["layers"] == nil {
+		t.Fatalf("record %v", call)
+	}
+}
+
+func TestExec(t *testing.T) {
+	ws, _ := sampleWorkspace(t)
+	r := harness(t, "", "exec", "--workspace", ws, "--", "sh", "-c", "echo out; echo err >&2; exit 7")
+	if !execution() {
+		if r.code != 2 || !strings.Contains(r.stderr, "refusing to run it unconfined") {
+			t.Fatalf("exit %d %s", r.code, r.stderr)
+		}
+		return
+	}
+	if r.code != 7 || r.stdout != "out\n" || !strings.Contains(r.stderr, "err\n") {
+		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	report := filepath.Join(t.TempDir(), "report.json")
+	r = harness(t, "", "exec", "--workspace", ws, "--timeout", "1s", "--report", report, "--", "sh", "-c", "sleep 1000.5151 & setsid sleep 1000.5151 & sleep 1000.5151")
+	if r.code != 124 {
+		t.Fatalf("timeout: exit %d %s", r.code, r.stderr)
+	}
+	if b, err := os.ReadFile(report); err != nil || !strings.Contains(string(b), `"timed_out": true`) {
+		t.Fatalf("report %s %v", b, err)
+	}
+	if ps, _ := exec.Command("pgrep", "-f", "sleep 1000.5151").Output(); len(ps) > 0 {
+		t.Fatalf("processes survived the timeout: %s", ps)
+	}
+	r = harness(t, "", "exec", "--workspace", ws, "--", "sh", "-c", "sleep 1000.5152 & setsid sleep 1000.5152 & echo started")
+	if r.code != 0 || r.stdout != "started\n" {
+		t.Fatalf("exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	if ps, _ := exec.Command("pgrep", "-f", "sleep 1000.5152").Output(); len(ps) > 0 {
+		t.Fatalf("processes survived the call: %s", ps)
+	}
+	if r := harness(t, "", "exec", "--workspace", ws, "--", "no-such-program-here"); r.code != 2 {
+		t.Fatalf("missing program: exit %d %s", r.code, r.stderr)
+	}
+}
+
+func jsonString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"', '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case '\n':
+			b.WriteString(`\n`)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
