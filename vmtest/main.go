@@ -279,11 +279,12 @@ func prepare(ctx context.Context, o options, modRoot string, out *prefixWriter, 
 		m.cleanup()
 		return nil, err
 	}
-	logs := filepath.Join(o.cache, "logs")
-	if err := os.MkdirAll(logs, 0o755); err != nil {
+	logs, err := newLogDir(filepath.Join(o.cache, "logs"))
+	if err != nil {
 		m.cleanup()
-		return nil, fmt.Errorf("create %s: %w", logs, err)
+		return nil, err
 	}
+	step("console logs in %s", logs)
 	m.vm = vm{qemu: qemu, kernel: k, memMiB: o.memMiB, cpus: o.cpus, out: out, logsDir: logs}
 	switch o.accel {
 	case "auto":
@@ -377,4 +378,28 @@ func (m *machine) runShape(ctx context.Context, name, shape, initrd string, expe
 	r.Problems = append(r.Problems, c.verdict()...)
 	m.step("shape %s: finished in %.1fs", name, r.Elapsed.Seconds())
 	return r
+}
+
+// keepLogs is how many runs' console logs stay in the cache.
+const keepLogs = 5
+
+// newLogDir makes a directory of its own for this run's console logs, so
+// that runs side by side do not write over each other, and removes the
+// oldest beyond keepLogs.
+func newLogDir(parent string) (string, error) {
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", fmt.Errorf("create %s: %w", parent, err)
+	}
+	dir := filepath.Join(parent, fmt.Sprintf("%s-%d", time.Now().Format("20060102-150405"), os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create %s: %w", dir, err)
+	}
+	ents, err := os.ReadDir(parent)
+	if err == nil && len(ents) > keepLogs {
+		// Names start with the time, so ReadDir's order is oldest first.
+		for _, e := range ents[:len(ents)-keepLogs] {
+			_ = os.RemoveAll(filepath.Join(parent, e.Name()))
+		}
+	}
+	return dir, nil
 }

@@ -248,7 +248,12 @@ func (t *tooling) fetch(pkg, dir string, pick func(name string) string, want ...
 	}
 	_ = os.RemoveAll(dir)
 	if err := os.Rename(out, dir); err != nil {
-		return fmt.Errorf("move %s into the cache: %w", pkg, err)
+		// Another vmtest run may have put the same package there meanwhile.
+		for _, w := range want {
+			if _, serr := os.Stat(filepath.Join(dir, w)); serr != nil {
+				return fmt.Errorf("move %s into the cache: %w", pkg, err)
+			}
+		}
 	}
 	return nil
 }

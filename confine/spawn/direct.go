@@ -195,7 +195,10 @@ func absentReason(l string) string {
 func (d *direct) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 	p, err := d.prepare(s)
 	if err != nil {
-		return Result{}, err
+		return Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}, fmt.Errorf("spawn: not started: %w", err)
 	}
 	return d.start(ctx, s, p, stdio)
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine"
@@ -232,5 +233,70 @@ func TestMemoryBombOOMKilled(t *testing.T) {
 	}
 	if res.MemoryPeak <= 0 || res.MemoryPeak > 33<<20 {
 		t.Errorf("memory peak %d, want within the 32 MiB limit", res.MemoryPeak)
+	}
+}
+
+// TestRootWithoutUserNamespace: as root on a kernel that refuses a new user
+// namespace (here: a seccomp filter on this re-run child refuses
+// clone(CLONE_NEWUSER)), the call runs without one, and the program holds
+// no capability at all. Requiring the layer refuses the call instead.
+func TestRootWithoutUserNamespace(t *testing.T) {
+	if !inChild(t) {
+		return
+	}
+	testenv.Require(t, os.Geteuid() == 0, "running as root")
+	refuseNewUserNamespaces(t)
+
+	ws := workspace(t)
+	required := testOptions()
+	required.Require.Layers = []string{confine.LayerUserNS}
+	_, _, err := run(t, NewDirect(required), probeSpec(t, ws, "uid"))
+	var se *SetupError
+	if !errors.As(err, &se) || se.Step != "clone" {
+		t.Fatalf("userns required but refused by the kernel: %v, want a SetupError at clone", err)
+	}
+
+	r := NewDirect(testOptions())
+	for i := 0; i < 2; i++ { // the second call knows already
+		res, out, err := run(t, r, probeSpec(t, ws, "uid", "caps", "mount", "write:"+filepath.Join(ws, "f")))
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		t.Logf("LAYERS: %v", res.Layers)
+		if slices.Contains(res.Layers, confine.LayerUserNS) {
+			t.Errorf("layers %v claim a user namespace", res.Layers)
+		}
+		p := probes(out)
+		if p["uid"] != "0" || p["caps"] != "0000000000000000" || p["mount"] != "EPERM" || p["write:"+filepath.Join(ws, "f")] != "ok" {
+			t.Errorf("without a user namespace: %v, want uid 0, no capability, mount EPERM, workspace writable", p)
+		}
+	}
+}
+
+// refuseNewUserNamespaces installs, on every thread of this process, a
+// seccomp filter making clone(2) and unshare(2) with CLONE_NEWUSER fail
+// with EPERM, as a locked-down kernel would.
+func refuseNewUserNamespaces(t *testing.T) {
+	const (
+		ld   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+		ret  = unix.BPF_RET | unix.BPF_K
+	)
+	prog := []unix.SockFilter{
+		{Code: ld, K: 0},
+		{Code: jeq, K: unix.SYS_CLONE, Jt: 1},
+		{Code: jeq, K: unix.SYS_UNSHARE, Jf: 3},
+		{Code: ld, K: argLow(0)},
+		{Code: jset, K: unix.CLONE_NEWUSER, Jf: 1},
+		{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
+		{Code: ret, K: unix.SECCOMP_RET_ALLOW},
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog))); e != 0 {
+		t.Fatalf("seccomp: %v", e)
 	}
 }

@@ -109,8 +109,14 @@ func TestHarnessKilledMidCall(t *testing.T) {
 			cmd.Wait()
 			t.Fatalf("%s: the call did not start: %q %v", mode, line, err)
 		}
-		if n := len(processesWith(uniq)); n < 2 {
-			t.Fatalf("%s: want the call's two sleeps running before the kill, found %d", mode, n)
+		// "started" comes right after the two background forks; wait
+		// until both have become sleep.
+		for wait := time.Now().Add(10 * time.Second); len(processesWith(uniq)) < 2; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(wait) {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("%s: the call's two sleeps are not running: %v", mode, processesWith(uniq))
+			}
 		}
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
