@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -95,24 +96,27 @@ func binaryName(rel string) string {
 }
 
 // buildTests compiles every package's test binary with CGO_ENABLED=0 (so it
-// is static and runs in a guest with no libc) in one go test -c call, which
-// builds in parallel and shares work between packages.
-func buildTests(modRoot, outDir string, pkgs []testPkg) error {
+// is static and runs in a guest with no libc), in as few go test -c calls as
+// possible: one call builds in parallel and shares work between packages.
+// Vet is off: make lint runs it, and it would fail the build for a reason
+// that is not the test binary's.
+//
+// When a call fails, each of its packages is built alone to find which do
+// not compile; those are returned with the compiler's output and left out
+// (Binary stays ""), and the rest are built. The error is for failures that
+// are not a package's own (the output directory, the go command).
+func buildTests(modRoot, outDir string, pkgs []testPkg) (broken map[string]string, err error) {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", outDir, err)
+		return nil, fmt.Errorf("create %s: %w", outDir, err)
 	}
+	broken = map[string]string{}
 	// go test -c -o DIR/ names each binary after the last element of its
 	// import path; packages whose last elements collide go in separate calls.
 	var batches [][]int
 	for i, p := range pkgs {
 		placed := false
 		for b, batch := range batches {
-			clash := false
-			for _, j := range batch {
-				if path.Base(pkgs[j].ImportPath) == path.Base(p.ImportPath) {
-					clash = true
-				}
-			}
+			clash := slices.ContainsFunc(batch, func(j int) bool { return path.Base(pkgs[j].ImportPath) == path.Base(p.ImportPath) })
 			if !clash {
 				batches[b] = append(batch, i)
 				placed = true
@@ -125,30 +129,50 @@ func buildTests(modRoot, outDir string, pkgs []testPkg) error {
 	}
 	for b, batch := range batches {
 		dir := filepath.Join(outDir, fmt.Sprintf("batch%d", b))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("create %s: %w", dir, err)
-		}
-		args := []string{"test", "-c", "-o", dir + "/"}
-		for _, i := range batch {
-			args = append(args, pkgs[i].ImportPath)
-		}
-		cmd := exec.Command("go", args...)
-		cmd.Dir = modRoot
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+		if out, err := goTestC(modRoot, dir, pkgs, batch); err != nil {
+			if len(batch) == 1 {
+				broken[pkgs[batch[0]].ImportPath] = out
+				continue
+			}
+			for _, i := range batch {
+				if out, err := goTestC(modRoot, dir, pkgs, []int{i}); err != nil {
+					broken[pkgs[i].ImportPath] = out
+				}
+			}
 		}
 		for _, i := range batch {
+			if _, bad := broken[pkgs[i].ImportPath]; bad {
+				continue
+			}
 			built := filepath.Join(dir, path.Base(pkgs[i].ImportPath)+".test")
 			dst := filepath.Join(outDir, binaryName(pkgs[i].Rel))
 			if err := os.Rename(built, dst); err != nil {
-				return fmt.Errorf("test binary of %s: %w", pkgs[i].ImportPath, err)
+				return nil, fmt.Errorf("test binary of %s: %w", pkgs[i].ImportPath, err)
 			}
 			pkgs[i].Binary = dst
 		}
-		_ = os.Remove(dir)
+		_ = os.RemoveAll(dir)
 	}
-	return nil
+	return broken, nil
+}
+
+// goTestC builds the test binaries of pkgs[idx...] into dir and returns the
+// go command's output when it fails.
+func goTestC(modRoot, dir string, pkgs []testPkg, idx []int) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create %s: %w", dir, err)
+	}
+	args := []string{"test", "-c", "-vet=off", "-o", dir + "/"}
+	for _, i := range idx {
+		args = append(args, pkgs[i].ImportPath)
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Dir = modRoot
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Sprintf("go %s: %v\n%s", strings.Join(args, " "), err, out), err
+	}
+	return "", nil
 }
 
 // buildGuestInit compiles vmtest/guestinit as a static binary.

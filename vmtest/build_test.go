@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"debug/elf"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -282,5 +283,68 @@ func TestExtractDeb(t *testing.T) {
 	}
 	if err := extractDeb(filepath.Join(dir, "absent.deb"), out, pick); err == nil {
 		t.Error("extracting a missing .deb succeeded")
+	}
+}
+
+// buildTests on a scratch module: packages whose names collide still get a
+// binary each, a package that does not compile is reported and left out,
+// and the others are built as static binaries.
+func TestBuildTests(t *testing.T) {
+	root := t.TempDir()
+	files := map[string]string{
+		"go.mod":          "module example.com/m\n\ngo 1.26\n",
+		"a/x/x_test.go":   "package x\n\nimport \"testing\"\n\nfunc TestA(t *testing.T) {}\n",
+		"b/x/x_test.go":   "package x\n\nimport \"testing\"\n\nfunc TestB(t *testing.T) {}\n",
+		"bad/bad_test.go": "package bad\n\nfunc TestBad(t *testing.T) { undefined() }\n",
+	}
+	for name, content := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pkgs, err := listPackages(root, []string{"./..."}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pkgs) != 3 {
+		t.Fatalf("listed %d packages, want 3", len(pkgs))
+	}
+	broken, err := buildTests(root, filepath.Join(root, "out"), pkgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(broken) != 1 || !strings.Contains(broken["example.com/m/bad"], "undefined") {
+		t.Errorf("broken = %q, want only example.com/m/bad with the compiler's message", broken)
+	}
+	for _, p := range pkgs {
+		switch p.ImportPath {
+		case "example.com/m/bad":
+			if p.Binary != "" {
+				t.Errorf("broken package got a binary %s", p.Binary)
+			}
+		default:
+			out, err := exec.Command(p.Binary, "-test.v").CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "--- PASS") {
+				t.Errorf("%s: %v\n%s", p.Binary, err, out)
+			}
+			// Static: no program interpreter, so it runs in a guest without libc.
+			f, err := elf.Open(p.Binary)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, prog := range f.Progs {
+				if prog.Type == elf.PT_INTERP {
+					t.Errorf("%s has a program interpreter: dynamically linked", p.Binary)
+				}
+			}
+			f.Close()
+		}
+	}
+	if pkgs[0].Binary == pkgs[1].Binary {
+		t.Errorf("colliding package names share the binary %s", pkgs[0].Binary)
 	}
 }

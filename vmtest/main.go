@@ -16,10 +16,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -305,39 +307,47 @@ func prepare(ctx context.Context, o options, modRoot string, out *prefixWriter, 
 }
 
 // image builds the test binaries of pkgs and packs them into an initramfs
-// named name.cpio in the build directory.
-func (m *machine) image(name string, pkgs []testPkg, cfg protocol.Config) (string, error) {
+// named name.cpio in the build directory. It also returns the packages that
+// do not compile, with the compiler's output; they are not in the image.
+func (m *machine) image(name string, pkgs []testPkg, cfg protocol.Config) (string, map[string]string, error) {
 	t0 := time.Now()
-	if err := buildTests(m.modRoot, filepath.Join(m.build, name), pkgs); err != nil {
-		return "", err
+	broken, err := buildTests(m.modRoot, filepath.Join(m.build, name), pkgs)
+	if err != nil {
+		return "", nil, err
 	}
-	m.step("built %d test binaries in %.1fs", len(pkgs), time.Since(t0).Seconds())
+	m.step("built %d test binaries in %.1fs", len(pkgs)-len(broken), time.Since(t0).Seconds())
+	for pkg, out := range broken {
+		m.step("%s does not build; every shape fails it:\n%s", pkg, strings.TrimSpace(out))
+	}
+	pkgs = slices.DeleteFunc(slices.Clone(pkgs), func(p testPkg) bool { return p.Binary == "" })
 	t0 = time.Now()
 	for _, p := range pkgs {
 		cfg.Packages = append(cfg.Packages, protocol.Package{ImportPath: p.ImportPath, Binary: "/tests/" + filepath.Base(p.Binary), SrcDir: "/src/" + p.Rel, TimeoutSeconds: p.TimeoutSeconds})
 	}
 	initrd := filepath.Join(m.build, name+".cpio")
 	if err := writeInitramfs(initrd, initramfsSpec{Init: m.initBin, Busybox: m.busybox, Applets: m.applets, Packages: pkgs, Config: cfg}); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	st, err := os.Stat(initrd)
 	if err != nil {
-		return "", fmt.Errorf("stat %s: %w", initrd, err)
+		return "", nil, fmt.Errorf("stat %s: %w", initrd, err)
 	}
 	m.step("initramfs %.1f MiB packed in %.1fs", float64(st.Size())/(1<<20), time.Since(t0).Seconds())
-	return initrd, nil
+	return initrd, broken, nil
 }
 
 // runShapes builds the image once and boots every shape, o.parallel at a time.
 func (m *machine) runShapes(ctx context.Context, o options, pkgs []testPkg, shapes []string) ([]*shapeResult, error) {
 	cfg := protocol.Config{Run: o.run, TimeoutSeconds: int(o.timeout.Seconds())}
-	initrd, err := m.image("tests", pkgs, cfg)
+	initrd, broken, err := m.image("tests", pkgs, cfg)
 	if err != nil {
 		return nil, err
 	}
 	var expected []string
 	for _, p := range pkgs {
-		expected = append(expected, p.ImportPath)
+		if _, bad := broken[p.ImportPath]; !bad {
+			expected = append(expected, p.ImportPath)
+		}
 	}
 	results := make([]*shapeResult, len(shapes))
 	sem := make(chan struct{}, o.parallel)
@@ -348,7 +358,11 @@ func (m *machine) runShapes(ctx context.Context, o options, pkgs []testPkg, shap
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			results[i] = m.runShape(ctx, s, s, initrd, expected, o)
+			r := m.runShape(ctx, s, s, initrd, expected, o)
+			for _, pkg := range slices.Sorted(maps.Keys(broken)) {
+				r.Problems = append(r.Problems, pkg+": does not build (see above)")
+			}
+			results[i] = r
 		}()
 	}
 	wg.Wait()

@@ -38,9 +38,12 @@ func (m *machine) selftest(ctx context.Context, o options) (bool, error) {
 		}
 	}
 	cfg := protocol.Config{TimeoutSeconds: 120, GraceSeconds: selftestGrace, Env: []string{"VMTEST_SELFTEST=1"}}
-	initrd, err := m.image("selftest", pkgs, cfg)
+	initrd, broken, err := m.image("selftest", pkgs, cfg)
 	if err != nil {
 		return false, err
+	}
+	if len(broken) > 0 {
+		return false, fmt.Errorf("self-test packages do not build: %v", broken)
 	}
 	so := o
 	so.quiet = true
