@@ -304,9 +304,19 @@ type searchCall struct {
 func (c *searchCall) Args() any       { return c.args }
 func (c *searchCall) Writes() []Write { return nil }
 
-// searchJob is one file to search; seq orders results.
+// searchBatchSize is how many files go to a worker at once.
+const searchBatchSize = 32
+
+// searchBatch is a run of consecutive files of the walk; seq orders the
+// batches, and results come back in the same batch.
+type searchBatch struct {
+	seq     int
+	jobs    []searchJob
+	results []searchResult
+}
+
+// searchJob is one file to search.
 type searchJob struct {
-	seq  int
 	dir  *walkDir
 	name string // name inside dir (or canonical path when dir is the root)
 	rel  string
@@ -314,7 +324,6 @@ type searchJob struct {
 
 // searchResult is one file's matches, already formatted.
 type searchResult struct {
-	seq     int
 	out     []byte
 	n       int
 	scanned bool
@@ -343,17 +352,34 @@ func (c *searchCall) run(ctx context.Context, root int) (Result, error) {
 	}
 	var stopped atomic.Bool
 	nts := &notes{}
-	jobs := make(chan searchJob, 256)
-	results := make(chan searchResult, 256)
+	// Files travel in batches, and results come back per batch: one
+	// channel operation per searchBatch files, not per file, keeps the
+	// goroutines from handing work to each other 10,000 times a search.
+	jobs := make(chan searchBatch, 16)
+	results := make(chan searchBatch, 16)
 	walkErr := make(chan error, 1)
 
 	// Producer: the walk, in order.
 	go func() {
 		defer close(jobs)
-		seq := 0
+		var batch searchBatch
+		flush := func() {
+			if len(batch.jobs) == 0 {
+				return
+			}
+			select {
+			case jobs <- batch:
+			case <-ctx.Done():
+				for _, j := range batch.jobs {
+					j.dir.release()
+				}
+			}
+			batch = searchBatch{seq: batch.seq + 1}
+		}
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			if globMatch(c.args.Glob, c.rel) {
-				jobs <- searchJob{seq: 0, dir: newWalkDir(root, ".", false), name: c.rel, rel: c.rel}
+				batch.jobs = append(batch.jobs, searchJob{dir: newWalkDir(root, ".", false), name: c.rel, rel: c.rel})
+				flush()
 			}
 			walkErr <- nil
 			return
@@ -363,14 +389,14 @@ func (c *searchCall) run(ctx context.Context, root int) (Result, error) {
 				return
 			}
 			e.dir.acquire()
-			select {
-			case jobs <- searchJob{seq: seq, dir: e.dir, name: e.name, rel: e.rel}:
-				seq++
-			case <-ctx.Done():
-				e.dir.release()
+			batch.jobs = append(batch.jobs, searchJob{dir: e.dir, name: e.name, rel: e.rel})
+			if len(batch.jobs) == searchBatchSize {
+				flush()
 			}
 		}}
-		walkErr <- wk.walk(root, c.rel)
+		err := wk.walk(root, c.rel)
+		flush()
+		walkErr <- err
 	}()
 
 	// Workers.
@@ -381,13 +407,16 @@ func (c *searchCall) run(ctx context.Context, root int) (Result, error) {
 			defer wg.Done()
 			bp := bufPool.Get().(*[]byte)
 			defer bufPool.Put(bp)
-			for j := range jobs {
-				r := searchResult{seq: j.seq}
-				if !stopped.Load() && ctx.Err() == nil {
-					r = c.scanFile(j, bp, nts)
+			for b := range jobs {
+				b.results = make([]searchResult, len(b.jobs))
+				for i, j := range b.jobs {
+					if !stopped.Load() && ctx.Err() == nil {
+						b.results[i] = c.scanFile(j, bp, nts)
+					}
+					j.dir.release()
 				}
-				j.dir.release()
-				results <- r
+				b.jobs = nil
+				results <- b
 			}
 		}()
 	}
@@ -395,43 +424,46 @@ func (c *searchCall) run(ctx context.Context, root int) (Result, error) {
 
 	// Collector: reassemble in walk order, stop at max.
 	var out []byte
-	pending := map[int]searchResult{}
+	pending := map[int]searchBatch{}
 	next, matches, files, filesMatched, binaries := 0, 0, 0, 0, 0
 	truncated := false
-	for r := range results {
+	for b := range results {
 		if truncated {
 			continue
 		}
-		pending[r.seq] = r
+		pending[b.seq] = b
+	ordered:
 		for {
-			p, ok := pending[next]
+			pb, ok := pending[next]
 			if !ok {
 				break
 			}
 			delete(pending, next)
 			next++
-			if p.scanned {
-				files++
+			for _, p := range pb.results {
+				if p.scanned {
+					files++
+				}
+				if p.binary {
+					binaries++
+				}
+				if p.n == 0 {
+					continue
+				}
+				filesMatched++
+				if matches+p.n > c.max {
+					// A match beyond max_results exists: keep max_results
+					// and stop, saying so.
+					out = append(out, cutLines(p.out, c.max-matches)...)
+					matches = c.max
+					truncated = true
+					stopped.Store(true)
+					cancel()
+					break ordered
+				}
+				out = append(out, p.out...)
+				matches += p.n
 			}
-			if p.binary {
-				binaries++
-			}
-			if p.n == 0 {
-				continue
-			}
-			filesMatched++
-			if matches+p.n > c.max {
-				// A match beyond max_results exists: keep max_results
-				// and stop, saying so.
-				out = append(out, cutLines(p.out, c.max-matches)...)
-				matches = c.max
-				truncated = true
-				stopped.Store(true)
-				cancel()
-				break
-			}
-			out = append(out, p.out...)
-			matches += p.n
 		}
 	}
 	if err := <-walkErr; err != nil {
@@ -477,7 +509,7 @@ func cutLines(out []byte, n int) []byte {
 // scanFile searches one file, reading it whole into the worker's buffer
 // (in chunks of whole lines when larger than searchChunk).
 func (c *searchCall) scanFile(j searchJob, bp *[]byte, nts *notes) searchResult {
-	r := searchResult{seq: j.seq}
+	var r searchResult
 	fd, err := openBeneath(j.dir.fd, j.name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		nts.add(j.rel, openNote(err))
@@ -512,7 +544,7 @@ func (c *searchCall) scanFile(j searchJob, bp *[]byte, nts *notes) searchResult 
 		if have == len(buf) { // one line fills the buffer: grow it
 			if len(buf) >= maxSearchLine {
 				nts.add(j.rel, fmt.Sprintf("a line is longer than %d MiB", maxSearchLine>>20))
-				return searchResult{seq: j.seq, scanned: true}
+				return searchResult{scanned: true}
 			}
 			nb := make([]byte, 2*len(buf))
 			copy(nb, buf[:have])
@@ -525,7 +557,7 @@ func (c *searchCall) scanFile(j searchJob, bp *[]byte, nts *notes) searchResult 
 		}
 		if err != nil {
 			nts.add(j.rel, "read failed: "+errnoText(err))
-			return searchResult{seq: j.seq, scanned: true}
+			return searchResult{scanned: true}
 		}
 		total += int64(n)
 		data := buf[:have+n]
@@ -534,7 +566,7 @@ func (c *searchCall) scanFile(j searchJob, bp *[]byte, nts *notes) searchResult 
 			probed = true
 			if bytes.IndexByte(data[:min(len(data), binaryProbe)], 0) >= 0 {
 				r.binary = true
-				return searchResult{seq: j.seq, scanned: true, binary: true}
+				return searchResult{scanned: true, binary: true}
 			}
 		}
 		cut := len(data)
@@ -552,7 +584,7 @@ func (c *searchCall) scanFile(j searchJob, bp *[]byte, nts *notes) searchResult 
 		have = copy(buf, data[cut:])
 	}
 	if r.binary {
-		return searchResult{seq: j.seq, scanned: true, binary: true}
+		return searchResult{scanned: true, binary: true}
 	}
 	r.out = out
 	return r
