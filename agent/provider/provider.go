@@ -1,0 +1,147 @@
+// Package provider holds the model providers of the agent loop: Anthropic's
+// Messages API and OpenAI's Chat Completions API (through their official Go
+// SDKs), and a replay provider that plays a JSON Lines script of model turns
+// with no network.
+//
+// A provider only carries turns between a model and the loop: it never
+// executes a tool. API keys are given in Options by the caller (the CLI reads
+// them from ANTHROPIC_API_KEY or OPENAI_API_KEY); they are sent only in the
+// provider's authentication header and never appear in an error message.
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/b10x/harness/agent"
+)
+
+// Options configures a network provider. The zero value is not enough for
+// Anthropic or OpenAI (Model is required); every other field has a safe
+// default.
+type Options struct {
+	// Model names the model; required for anthropic and openai.
+	Model string
+	// BaseURL replaces the provider's public endpoint (an
+	// OpenAI-compatible server, a proxy, a test server). Empty: the
+	// provider's own https endpoint. The environment (ANTHROPIC_BASE_URL,
+	// OPENAI_BASE_URL) is never consulted.
+	BaseURL string
+	// APIKey authenticates. Empty: no key is sent (fine for a local
+	// OpenAI-compatible server; the Anthropic API answers 401).
+	APIKey string
+	// MaxTokens caps each model response. Zero: 8192 for Anthropic (which
+	// requires a value); for OpenAI no cap is sent.
+	MaxTokens int
+	// MaxRetries is how many times a request that failed with 408, 409,
+	// 429, 5xx or a connection error is retried, honouring Retry-After.
+	// Zero: 2. Negative: no retry.
+	MaxRetries int
+	// RequestTimeout bounds each attempt. Zero: 10 minutes.
+	RequestTimeout time.Duration
+	// HTTPClient sends the requests. Nil: a client of the SDK's own.
+	HTTPClient *http.Client
+}
+
+// DefaultAnthropicMaxTokens is Options.MaxTokens for Anthropic when zero.
+const DefaultAnthropicMaxTokens = 8192
+
+// DefaultRequestTimeout is Options.RequestTimeout when zero.
+const DefaultRequestTimeout = 10 * time.Minute
+
+func (o Options) retries() int {
+	switch {
+	case o.MaxRetries < 0:
+		return 0
+	case o.MaxRetries == 0:
+		return 2
+	}
+	return o.MaxRetries
+}
+
+func (o Options) timeout() time.Duration {
+	if o.RequestTimeout <= 0 {
+		return DefaultRequestTimeout
+	}
+	return o.RequestTimeout
+}
+
+// Spec is a parsed --provider value.
+type Spec struct {
+	Kind string // "anthropic", "openai" or "replay"
+	File string // the script, for replay
+}
+
+// ParseSpec parses "anthropic", "openai" or "replay:FILE".
+func ParseSpec(s string) (Spec, error) {
+	switch {
+	case s == "anthropic" || s == "openai":
+		return Spec{Kind: s}, nil
+	case strings.HasPrefix(s, "replay:"):
+		f := strings.TrimPrefix(s, "replay:")
+		if f == "" {
+			return Spec{}, errors.New(`--provider replay:FILE: no file named`)
+		}
+		return Spec{Kind: "replay", File: f}, nil
+	}
+	return Spec{}, fmt.Errorf("--provider %q: want anthropic, openai or replay:FILE", s)
+}
+
+// KeyEnv is the environment variable holding the API key of a provider
+// kind, or "" for replay.
+func KeyEnv(kind string) string {
+	switch kind {
+	case "anthropic":
+		return "ANTHROPIC_API_KEY"
+	case "openai":
+		return "OPENAI_API_KEY"
+	}
+	return ""
+}
+
+// checkBaseURL accepts an http or https URL with a host. Plain http is
+// accepted only for a loopback host, or when no key would be sent: an API
+// key must not cross a network in clear.
+func checkBaseURL(s string, key string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("--base-url %q: %v", s, err)
+	}
+	if u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return fmt.Errorf("--base-url %q: want an http:// or https:// URL with a host", s)
+	}
+	if u.User != nil {
+		return fmt.Errorf("--base-url %q: credentials in the URL are not accepted; keys come from the environment", redactURL(s))
+	}
+	if u.Scheme == "http" && key != "" && !loopback(u.Hostname()) {
+		return fmt.Errorf("--base-url %s: plain http to a host that is not loopback would send the API key in clear; use https", s)
+	}
+	return nil
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Open returns the provider a spec names. For replay the script is read and
+// parsed now, so a malformed line is reported before anything runs.
+func Open(spec Spec, opt Options) (agent.Provider, error) {
+	switch spec.Kind {
+	case "anthropic":
+		return NewAnthropic(opt)
+	case "openai":
+		return NewOpenAI(opt)
+	case "replay":
+		return LoadReplay(spec.File)
+	}
+	return nil, fmt.Errorf("provider %q: want anthropic, openai or replay", spec.Kind)
+}
