@@ -39,6 +39,7 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 type cli struct {
+	Run    runCmd    `cmd:"" help:"Give a model (or a replay script) the published tools and execute its calls through the gate until it stops or a budget ends the run."`
 	Tools  toolsCmd  `cmd:"" help:"Show the tools a model would be given, without contacting any provider."`
 	Call   callCmd   `cmd:"" help:"Pass one tool call through the gate and print its outcome as JSON."`
 	Doctor doctorCmd `cmd:"" help:"Explain which confinement layers this host offers and what each --confine mode would publish."`

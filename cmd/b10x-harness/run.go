@@ -1,0 +1,555 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/agent"
+	"github.com/b10x/harness/agent/provider"
+	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/surface"
+)
+
+// Exit statuses of run, beyond the shared ones.
+const (
+	exitBudget      = 4   // a budget (--max-turns, --max-calls, --run-timeout) ended the run
+	exitInterrupted = 130 // SIGINT or SIGTERM ended the run
+)
+
+// defaultSystem is the system prompt of a run without --agent, and the note
+// appended to a named agent's instructions.
+const defaultSystem = "You work on a software workspace through the tools provided, and only through them. " +
+	"Every call is checked by the harness's policy before it runs. A call that is refused or fails returns a result " +
+	"beginning with \"ERROR (\" that says why; read the reason and adapt instead of repeating the same call."
+
+type runCmd struct {
+	policyFlags
+	Surface        string        `default:"flat" enum:"flat,verbs" help:"The shape the model sees: flat (one tool per entry) or verbs (tool_search, tool_describe, tool_invoke)."`
+	Provider       string        `required:"" help:"The model provider: anthropic, openai (or an OpenAI-compatible server with --base-url), or replay:FILE (a JSON Lines script of model turns, no network)." placeholder:"PROVIDER"`
+	Model          string        `help:"The model name (required for anthropic and openai)."`
+	BaseURL        string        `name:"base-url" help:"The provider's endpoint, e.g. an OpenAI-compatible server (vLLM, llama.cpp, Ollama). Keys come only from ANTHROPIC_API_KEY or OPENAI_API_KEY." placeholder:"URL"`
+	MaxTokens      int           `help:"Largest model response in tokens (0: 8192 for anthropic, unset for openai)."`
+	MaxTurns       int           `default:"50" help:"Model turns allowed in the run (0: unlimited)."`
+	RunTimeout     time.Duration `default:"1h" help:"Wall-clock limit for the whole run (0: none). --timeout is the limit of each run tool call."`
+	RequestTimeout time.Duration `default:"10m" help:"Limit on each request to the provider, per attempt."`
+	AgentsDir      []string      `name:"agents-dir" help:"A directory of named agent definitions (*.md with a front matter); repeatable." placeholder:"DIR"`
+	Plugin         []string      `help:"A plugin directory whose agents/ holds named agent definitions; repeatable." placeholder:"DIR"`
+	Agent          string        `help:"Run this named agent: its instructions, and the parent's tools narrowed to its declared tools." placeholder:"NAME"`
+	Quiet          bool          `help:"Print only the final summary."`
+	JSON           bool          `help:"Print one JSON event per line (for CI) instead of the transcript."`
+	Task           string        `arg:"" optional:"" help:"The task for the model, or - to read it from stdin (not needed for replay)."`
+}
+
+func (c *runCmd) Run(e *env) error {
+	spec, err := provider.ParseSpec(c.Provider)
+	if err != nil {
+		return usageError{err}
+	}
+	if c.MaxTurns < 0 {
+		return usagef("--max-turns %d: must not be negative", c.MaxTurns)
+	}
+	if c.RunTimeout < 0 || c.RequestTimeout < 0 {
+		return usagef("--run-timeout and --request-timeout must not be negative")
+	}
+	if c.MaxTokens < 0 {
+		return usagef("--max-tokens %d: must not be negative", c.MaxTokens)
+	}
+	task := c.Task
+	if task == "-" {
+		b, err := io.ReadAll(io.LimitReader(e.stdin, 1<<20))
+		if err != nil {
+			return usagef("reading the task from stdin: %v", err)
+		}
+		task = string(b)
+	}
+
+	// Named agents: every definition found is checked, even without --agent.
+	var dirs []string
+	dirs = append(dirs, c.AgentsDir...)
+	for _, p := range c.Plugin {
+		d := filepath.Join(p, "agents")
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			return usagef("--plugin %s: no agents/ directory in it", p)
+		}
+		dirs = append(dirs, d)
+	}
+	var defs []agent.Def
+	if len(dirs) > 0 {
+		if defs, err = agent.LoadDefs(dirs...); err != nil {
+			return usageError{err}
+		}
+	}
+	system := defaultSystem
+	var def *agent.Def
+	if c.Agent != "" {
+		d, ok := agent.FindDef(defs, c.Agent)
+		if !ok {
+			if len(dirs) == 0 {
+				return usagef("--agent %s: no agent definitions were given (--agents-dir or --plugin)", c.Agent)
+			}
+			var names []string
+			for _, d := range defs {
+				names = append(names, d.Name)
+			}
+			return usagef("--agent %s: no such agent in %s (defined: %s)", c.Agent, strings.Join(dirs, ", "), orNone(names))
+		}
+		parent, err := gate.ParseRisk(c.ApproveUpTo)
+		if err != nil {
+			return usageError{err}
+		}
+		ceiling, err := d.Ceiling(parent)
+		if err != nil {
+			return usageError{err}
+		}
+		// The agent can only lower the ceiling and remove tools; the gate
+		// intersects allow with what the parent run admits.
+		c.ApproveUpTo = ceiling.String()
+		c.allow = d.Allow()
+		system = d.Instructions + "\n\n" + defaultSystem
+		def = &d
+	} else if c.allow != nil {
+		return fmt.Errorf("bug: narrowing set without --agent")
+	}
+
+	// The provider is built before the session so that a bad script, a
+	// missing key or model is a usage error before anything is recorded.
+	opt := provider.Options{Model: c.Model, BaseURL: c.BaseURL, MaxTokens: c.MaxTokens, RequestTimeout: c.RequestTimeout}
+	switch spec.Kind {
+	case "anthropic", "openai":
+		if strings.TrimSpace(task) == "" {
+			return usagef("--provider %s needs a task: give it as the argument of run (or - to read it from stdin)", spec.Kind)
+		}
+		if c.Model == "" {
+			return usagef("--provider %s needs --model", spec.Kind)
+		}
+		env := provider.KeyEnv(spec.Kind)
+		opt.APIKey = os.Getenv(env)
+		if opt.APIKey == "" && (spec.Kind == "anthropic" || c.BaseURL == "") {
+			return usagef("--provider %s needs an API key in %s (keys are never taken from flags)", spec.Kind, env)
+		}
+	case "replay":
+		if c.Model != "" || c.BaseURL != "" {
+			return usagef("--model and --base-url do not apply to --provider replay")
+		}
+	}
+	prov, err := provider.Open(spec, opt)
+	if err != nil {
+		return usageError{err}
+	}
+
+	kind, _ := surface.ParseKind(c.Surface)
+	s, err := openSession(&c.policyFlags, "run", kind, e)
+	if err != nil {
+		return err
+	}
+	sf, err := surface.New(kind, s.gate, surface.Options{SilentScope: c.ScopeAnnounce == "silent"})
+	if err != nil {
+		s.end(string(agent.EndError))
+		return usageError{err}
+	}
+
+	out := newRunOutput(e.stdout, e.stderr, c, kind, s.gate)
+	out.header(c.Provider, def, s.gate)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sum := agent.Run(ctx, agent.Config{
+		Provider: prov,
+		Surface:  sf,
+		System:   system,
+		Task:     task,
+		MaxTurns: c.MaxTurns,
+		Timeout:  c.RunTimeout,
+		Observer: out,
+	})
+	s.end(string(sum.EndedBy))
+	out.summary(sum)
+
+	switch sum.EndedBy {
+	case agent.EndModelStopped, agent.EndScriptEnded:
+		return nil
+	case agent.EndMaxTurns, agent.EndMaxCalls, agent.EndTimeout:
+		return exitError{exitBudget}
+	case agent.EndInterrupted:
+		return exitError{exitInterrupted}
+	}
+	if sum.Err != nil {
+		return sum.Err
+	}
+	return exitError{exitFailed}
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// runOutput is the terminal side of a run: a transcript, JSON events, or
+// only the summary. It implements agent.Observer.
+type runOutput struct {
+	w, errw  io.Writer
+	quiet    bool
+	json     bool
+	kind     surface.Kind
+	progress progressMode // how a long run call is reported on stderr
+
+	mu       sync.Mutex
+	stopTick chan struct{}
+	tickDone chan struct{}
+}
+
+func newRunOutput(w, errw io.Writer, c *runCmd, kind surface.Kind, g *gate.Gate) *runOutput {
+	o := &runOutput{w: w, errw: errw, quiet: c.Quiet, json: c.JSON, kind: kind}
+	// On a terminal the line is live, unless an approver may be prompting
+	// on that terminal during the call.
+	o.progress = progressLines
+	if f, ok := errw.(*os.File); ok && isTerminal(f) {
+		o.progress = progressLive
+		runEntry, _ := gate.Lookup("run")
+		interactive := c.Approve == "prompt" || (c.Approve == "auto" && !c.Yes)
+		if interactive && runEntry.Risk > g.Config().ApproveUpTo {
+			o.progress = progressOff
+		}
+	}
+	if o.json || o.quiet {
+		o.progress = progressOff
+	}
+	return o
+}
+
+type progressMode int
+
+const (
+	progressOff   progressMode = iota
+	progressLines              // a line every 15 s (stderr is not a terminal)
+	progressLive               // a live line redrawn every second
+)
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func (o *runOutput) event(v any) {
+	enc := json.NewEncoder(o.w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func (o *runOutput) header(prov string, def *agent.Def, g *gate.Gate) {
+	var pub []string
+	for _, en := range g.Published() {
+		pub = append(pub, en.Name)
+	}
+	if pub == nil {
+		pub = []string{}
+	}
+	if o.json {
+		if o.quiet {
+			return
+		}
+		ev := map[string]any{"event": "start", "provider": prov, "surface": string(o.kind), "published": pub, "unpublished": g.Unpublished()}
+		if def != nil {
+			ev["agent"] = def.Name
+			ev["agent_file"] = def.File
+			if def.HasTools {
+				ev["agent_tools"] = def.Tools
+			}
+		}
+		o.event(ev)
+		return
+	}
+	if o.quiet {
+		return
+	}
+	fmt.Fprintf(o.w, "run: provider %s, surface %s\n", prov, o.kind)
+	if def != nil {
+		decl := "all of the parent's"
+		if def.HasTools {
+			decl = "[" + strings.Join(def.Tools, ", ") + "]"
+		}
+		fmt.Fprintf(o.w, "agent: %s (%s:%d), declared tools %s, approve-up-to %s\n", def.Name, def.File, def.Line, decl, g.Config().ApproveUpTo)
+	}
+	fmt.Fprintf(o.w, "published: %s\n", orNone(pub))
+	for _, en := range gate.Catalogue {
+		if why, ok := g.Unpublished()[en.Name]; ok {
+			fmt.Fprintf(o.w, "not published: %s (%s)\n", en.Name, why)
+		}
+	}
+}
+
+// Turn implements agent.Observer.
+func (o *runOutput) Turn(n int, t agent.Turn) {
+	if o.quiet {
+		return
+	}
+	if o.json {
+		o.event(map[string]any{"event": "turn", "turn": n, "text": t.Text, "stop": t.Stop, "calls": len(t.Calls)})
+		return
+	}
+	fmt.Fprintf(o.w, "\n[%d]", n)
+	if t.Text != "" {
+		lines := strings.Split(strings.TrimRight(clean(t.Text), "\n"), "\n")
+		fmt.Fprintf(o.w, " model: %s\n", lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintf(o.w, "    %s\n", l)
+		}
+	} else {
+		fmt.Fprintln(o.w, " model:")
+	}
+}
+
+// CallStart implements agent.Observer.
+func (o *runOutput) CallStart(turn int, c agent.ToolCall) {
+	if o.quiet || o.json {
+		return
+	}
+	name := c.Name
+	if entry := o.entryOf(c); entry != c.Name {
+		name = c.Name + " → " + entry
+	}
+	fmt.Fprintf(o.w, "  -> %s %s\n", clean(name), argsText(c.Args, 200))
+	if o.progress != progressOff && o.entryOf(c) == "run" {
+		o.startTicker()
+	}
+}
+
+// entryOf is the catalogue entry a call resolves to, for display.
+func (o *runOutput) entryOf(c agent.ToolCall) string {
+	if o.kind == surface.Verbs && c.Name == "tool_invoke" {
+		var a struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(c.Args, &a) == nil && a.Name != "" {
+			return a.Name
+		}
+	}
+	return c.Name
+}
+
+// startTicker reports a run call that takes a while: on a terminal a live
+// elapsed-time line (erased when the call ends), elsewhere a line every 15
+// seconds, both on stderr so that the transcript on stdout stays clean.
+func (o *runOutput) startTicker() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	stop, done := make(chan struct{}), make(chan struct{})
+	o.stopTick, o.tickDone = stop, done
+	start := time.Now()
+	live := o.progress == progressLive
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		drawn := false
+		for {
+			select {
+			case <-stop:
+				if drawn {
+					fmt.Fprint(o.errw, "\r\033[K")
+				}
+				return
+			case <-t.C:
+				secs := int(time.Since(start).Seconds())
+				switch {
+				case live && secs >= 2:
+					fmt.Fprintf(o.errw, "\r     run: still executing, %ds", secs)
+					drawn = true
+				case !live && secs > 0 && secs%15 == 0:
+					fmt.Fprintf(o.errw, "     run: still executing after %ds\n", secs)
+				}
+			}
+		}
+	}()
+}
+
+func (o *runOutput) stopTicker() {
+	o.mu.Lock()
+	stop, done := o.stopTick, o.tickDone
+	o.stopTick, o.tickDone = nil, nil
+	o.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+}
+
+// CallDone implements agent.Observer.
+func (o *runOutput) CallDone(turn int, c agent.ToolCall, out gate.Outcome, took time.Duration) {
+	o.stopTicker()
+	if o.quiet {
+		return
+	}
+	if o.json {
+		ev := map[string]any{"event": "call", "turn": turn, "seq": out.Seq, "name": c.Name, "entry": out.Entry,
+			"status": out.Status, "result_bytes": len(out.Result), "duration_ms": took.Milliseconds()}
+		switch {
+		case len(c.Args) > 4096:
+			ev["args_bytes"] = len(c.Args)
+		case json.Valid(c.Args):
+			ev["args"] = json.RawMessage(c.Args)
+		default:
+			ev["args_raw"] = string(c.Args)
+		}
+		if out.Reason != "" {
+			ev["reason"] = out.Reason
+		}
+		if out.Message != "" {
+			ev["message"] = out.Message
+		}
+		if len(out.Meta) > 0 {
+			ev["meta"] = out.Meta
+		}
+		o.event(ev)
+		return
+	}
+	if !out.IsError() {
+		fmt.Fprintf(o.w, "     executed (%d bytes, %s)\n", len(out.Result), roundDur(took))
+		printPreview(o.w, out.Result)
+		return
+	}
+	fmt.Fprintf(o.w, "     %s %s: %s\n", strings.ToUpper(string(out.Status)), out.Reason, clean(out.Message))
+}
+
+// Skipped implements agent.Observer.
+func (o *runOutput) Skipped(turn int, c agent.ToolCall, why agent.EndReason) {
+	if o.quiet {
+		return
+	}
+	if o.json {
+		o.event(map[string]any{"event": "skipped", "turn": turn, "name": c.Name, "why": why})
+		return
+	}
+	fmt.Fprintf(o.w, "  -- %s not dispatched: the run ended (%s)\n", clean(c.Name), why)
+}
+
+func (o *runOutput) summary(s agent.Summary) {
+	ex, re, fa := s.Count(gate.Executed), s.Count(gate.Refused), s.Count(gate.Failed)
+	if o.json {
+		ev := map[string]any{"event": "end", "ended_by": s.EndedBy, "turns": s.Turns, "calls": len(s.Calls),
+			"executed": ex, "refused": re, "failed": fa, "skipped": s.Skipped, "duration_ms": s.Duration.Milliseconds()}
+		if s.LastStop != "" {
+			ev["last_stop"] = s.LastStop
+		}
+		if s.Err != nil {
+			ev["error"] = s.Err.Error()
+		}
+		o.event(ev)
+		return
+	}
+	fmt.Fprintf(o.w, "\nsummary: ended by %s after %d turn(s) in %s", s.EndedBy, s.Turns, roundDur(s.Duration))
+	if s.EndedBy == agent.EndModelStopped && s.LastStop != "" {
+		fmt.Fprintf(o.w, " (stop: %s)", s.LastStop)
+	}
+	fmt.Fprintln(o.w)
+	fmt.Fprintf(o.w, "calls: %d: %d executed, %d refused, %d failed", len(s.Calls), ex, re, fa)
+	if s.Skipped > 0 {
+		fmt.Fprintf(o.w, ", %d not dispatched", s.Skipped)
+	}
+	fmt.Fprintln(o.w)
+	if re+fa == 0 {
+		return
+	}
+	fmt.Fprintln(o.w, "refused or failed:")
+	for _, c := range s.Calls {
+		if c.Status == gate.Executed {
+			continue
+		}
+		name := c.Entry
+		if name != c.Name {
+			name = c.Name + " → " + c.Entry
+		}
+		fmt.Fprintf(o.w, "  #%-3d %-26s %-7s %-20s %s\n", c.Seq, clean(name), c.Status, c.Reason, clean(firstLine(c.Message, 120)))
+	}
+}
+
+func roundDur(d time.Duration) string {
+	if d < time.Millisecond {
+		return "<1ms"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// printPreview prints the first lines of a result, indented.
+func printPreview(w io.Writer, s string) {
+	const maxLines, maxWidth = 6, 160
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return
+	}
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if i == maxLines {
+			fmt.Fprintf(w, "       | ... (%d more lines)\n", len(lines)-maxLines)
+			break
+		}
+		fmt.Fprintf(w, "       | %s\n", clean(firstLine(l, maxWidth)))
+	}
+}
+
+func firstLine(s string, max int) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "..."
+	}
+	return s
+}
+
+// argsText renders a call's arguments for the transcript: compact JSON, or
+// the raw bytes quoted when they are not JSON.
+func argsText(raw json.RawMessage, max int) string {
+	var b strings.Builder
+	if json.Valid(raw) {
+		var v any
+		_ = json.Unmarshal(raw, &v)
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(v)
+	} else {
+		fmt.Fprintf(&b, "(not JSON) %q", string(raw))
+	}
+	return clean(firstLine(strings.TrimSpace(b.String()), max))
+}
+
+// clean makes text from a model or a file safe to print on a terminal:
+// control characters other than newline and tab (escape sequences that could
+// rewrite the screen) are shown as \xNN, and invalid UTF-8 as U+FFFD.
+func clean(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			b.WriteRune('\uFFFD')
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069'):
+			if r <= 0xff {
+				fmt.Fprintf(&b, "\\x%02x", r)
+			} else {
+				fmt.Fprintf(&b, "\\u%04x", r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
