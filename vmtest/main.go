@@ -203,6 +203,10 @@ func runAll(ctx context.Context, o options) (int, error) {
 		results = append(results, runHost(ctx, modRoot, pkgs, o.run, o.timeout, out))
 	}
 
+	if len(results) == 0 {
+		step("no shape selected; total %.1fs", time.Since(total).Seconds())
+		return 0, nil
+	}
 	failed := 0
 	out.Printf("\n")
 	for _, r := range results {
@@ -354,9 +358,9 @@ func (m *machine) runShapes(ctx context.Context, o options, pkgs []testPkg, shap
 	var wg sync.WaitGroup
 	for i, s := range shapes {
 		wg.Add(1)
+		sem <- struct{}{} // here, not in the goroutine: shapes start in order
 		go func() {
 			defer wg.Done()
-			sem <- struct{}{}
 			defer func() { <-sem }()
 			r := m.runShape(ctx, s, s, initrd, expected, o)
 			for _, pkg := range slices.Sorted(maps.Keys(broken)) {
@@ -394,12 +398,16 @@ func (m *machine) runShape(ctx context.Context, name, shape, initrd string, expe
 	return r
 }
 
-// keepLogs is how many runs' console logs stay in the cache.
-const keepLogs = 5
+// keepLogs is how many runs' console logs stay in the cache; a run's
+// directory is removed only once it is also older than keepLogsFor, so a
+// run still going is never pruned by another.
+const (
+	keepLogs    = 10
+	keepLogsFor = 2 * time.Hour
+)
 
 // newLogDir makes a directory of its own for this run's console logs, so
-// that runs side by side do not write over each other, and removes the
-// oldest beyond keepLogs.
+// that runs side by side do not write over each other, and prunes old ones.
 func newLogDir(parent string) (string, error) {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return "", fmt.Errorf("create %s: %w", parent, err)
@@ -412,7 +420,9 @@ func newLogDir(parent string) (string, error) {
 	if err == nil && len(ents) > keepLogs {
 		// Names start with the time, so ReadDir's order is oldest first.
 		for _, e := range ents[:len(ents)-keepLogs] {
-			_ = os.RemoveAll(filepath.Join(parent, e.Name()))
+			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > keepLogsFor {
+				_ = os.RemoveAll(filepath.Join(parent, e.Name()))
+			}
 		}
 	}
 	return dir, nil

@@ -115,7 +115,10 @@ func parseTestOutput(lines []string) (tests []testResult, layers []string) {
 			lastTest = ""
 			continue
 		}
-		if m := reResult.FindStringSubmatch(l); m != nil {
+		// A result line is indented four spaces per subtest level; the same
+		// text indented otherwise is output, e.g. a re-run child's output
+		// that a test logged.
+		if m := reResult.FindStringSubmatch(l); m != nil && indent(l) == 4*strings.Count(m[2], "/") {
 			r := testResult{Name: m[2], Status: m[1]}
 			if r.Status == "SKIP" {
 				r.Reason = last[r.Name]
@@ -131,7 +134,7 @@ func parseTestOutput(lines []string) (tests []testResult, layers []string) {
 			}
 			last[cur] = msg
 			lastTest = cur
-			lastIndent = len(l) - len(strings.TrimLeft(l, " "))
+			lastIndent = indent(l)
 			continue
 		}
 		// A continuation of the previous message is indented deeper.
@@ -312,3 +315,5 @@ func uniq(s []string) []string {
 	}
 	return out
 }
+
+func indent(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }

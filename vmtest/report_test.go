@@ -34,6 +34,13 @@ const sampleV = `=== RUN   TestA
 === CONT  TestD
     x_test.go:6: par skip
 --- SKIP: TestD (0.00s)
+=== RUN   TestReexec
+    x_test.go:12: re-run child output:
+        === RUN   TestInner
+        --- FAIL: TestInner (0.00s)
+            --- PASS: TestInner/x (0.00s)
+        FAIL
+--- PASS: TestReexec (0.10s)
 FAIL`
 
 func TestParseTestOutput(t *testing.T) {
@@ -46,6 +53,7 @@ func TestParseTestOutput(t *testing.T) {
 		{Name: "TestE", Status: "FAIL"},
 		{Name: "TestC", Status: "PASS"},
 		{Name: "TestD", Status: "SKIP", Reason: "par skip"},
+		{Name: "TestReexec", Status: "PASS"},
 	}
 	if !slices.Equal(tests, want) {
 		t.Errorf("tests:\n got %+v\nwant %+v", tests, want)
@@ -54,7 +62,7 @@ func TestParseTestOutput(t *testing.T) {
 		t.Errorf("layers = %q", layers)
 	}
 	p := &pkgReport{Tests: tests}
-	if p.count("PASS") != 3 || p.count("SKIP") != 3 || p.count("FAIL") != 1 {
+	if p.count("PASS") != 4 || p.count("SKIP") != 3 || p.count("FAIL") != 1 {
 		t.Errorf("counts PASS %d SKIP %d FAIL %d", p.count("PASS"), p.count("SKIP"), p.count("FAIL"))
 	}
 }

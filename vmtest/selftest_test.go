@@ -17,54 +17,58 @@ VMTEST START github.com/b10x/harness/vmtest/testdata/selftest/allskip
     allskip_test.go:21: nested skip
 === NAME  TestTwo
     allskip_test.go:22: second skip
---- SKIP: TestTwo (0.01s)
+--- SKIP: TestTwo (0.00s)
     --- SKIP: TestTwo/sub (0.00s)
 PASS
-VMTEST PKG github.com/b10x/harness/vmtest/testdata/selftest/allskip EXIT 0 TIME 1.00s
+VMTEST PKG github.com/b10x/harness/vmtest/testdata/selftest/allskip EXIT 0 TIME 1.01s
 VMTEST START github.com/b10x/harness/vmtest/testdata/selftest/fail
 === RUN   TestFails
     fail_test.go:18: selftest failure
---- FAIL: TestFails (0.15s)
+--- FAIL: TestFails (0.01s)
 FAIL
-VMTEST PKG github.com/b10x/harness/vmtest/testdata/selftest/fail EXIT 1 TIME 1.54s
+VMTEST PKG github.com/b10x/harness/vmtest/testdata/selftest/fail EXIT 1 TIME 0.57s
 VMTEST START github.com/b10x/harness/vmtest/testdata/selftest/hang
-VMTEST INFO signal pid 100 killed by signal 9 (killed)
+VMTEST INFO signal pid 101 killed by signal 9 (killed)
 VMTEST INFO timeout github.com/b10x/harness/vmtest/testdata/selftest/hang: killed 2s after its -test.timeout
-VMTEST PKG github.com/b10x/harness/vmtest/testdata/selftest/hang EXIT -1 TIME 5.21s
+VMTEST PKG github.com/b10x/harness/vmtest/testdata/selftest/hang EXIT -1 TIME 5.38s
 VMTEST START github.com/b10x/harness/vmtest/testdata/selftest/leak
 === RUN   TestLeaksAProcess
---- PASS: TestLeaksAProcess (0.14s)
+--- PASS: TestLeaksAProcess (0.09s)
 === RUN   TestLeaksACgroup
 --- PASS: TestLeaksACgroup (0.01s)
 PASS
-VMTEST LEAK github.com/b10x/harness/vmtest/testdata/selftest/leak process: pid 110 (sleep) ppid 1 state S: "sleep 1000"
+VMTEST LEAK github.com/b10x/harness/vmtest/testdata/selftest/leak process: pid 111 (sleep) ppid 1 state S: "sleep 1000"
 VMTEST LEAK github.com/b10x/harness/vmtest/testdata/selftest/leak cgroup: /sys/fs/cgroup/vmtest.slice/03-leak.service/leaked
-VMTEST PKG github.com/b10x/harness/vmtest/testdata/selftest/leak EXIT 0 TIME 1.65s
+VMTEST PKG github.com/b10x/harness/vmtest/testdata/selftest/leak EXIT 0 TIME 2.00s
 VMTEST START github.com/b10x/harness/vmtest/testdata/selftest/pass
 === RUN   TestShapeIsSet
-    pass_test.go:23: LAYERS: selftest-layer
---- PASS: TestShapeIsSet (0.02s)
+    pass_test.go:31: LAYERS: selftest-layer
+--- PASS: TestShapeIsSet (0.01s)
 === RUN   TestSkipsOne
-    pass_test.go:30: selftest skip reason
---- SKIP: TestSkipsOne (0.00s)
+    pass_test.go:38: selftest skip reason
+--- SKIP: TestSkipsOne (0.01s)
 === RUN   TestSubtests
 === RUN   TestSubtests/a
 === RUN   TestSubtests/b
---- PASS: TestSubtests (0.01s)
+--- PASS: TestSubtests (0.00s)
     --- PASS: TestSubtests/a (0.00s)
     --- PASS: TestSubtests/b (0.00s)
 === RUN   TestBusyboxApplets
---- PASS: TestBusyboxApplets (0.10s)
+--- PASS: TestBusyboxApplets (0.11s)
 === RUN   TestTestdataInWorkingDirectory
 --- PASS: TestTestdataInWorkingDirectory (0.00s)
 === RUN   TestReexecSelf
---- PASS: TestReexecSelf (0.16s)
+--- PASS: TestReexecSelf (0.15s)
 === RUN   TestLoopback
---- PASS: TestLoopback (0.22s)
+--- PASS: TestLoopback (0.20s)
 === RUN   TestWritableTempDir
---- PASS: TestWritableTempDir (0.01s)
+--- PASS: TestWritableTempDir (0.02s)
+=== RUN   TestPivotRoot
+--- PASS: TestPivotRoot (0.10s)
+=== RUN   TestRootIsShared
+--- PASS: TestRootIsShared (0.01s)
 PASS
-VMTEST PKG github.com/b10x/harness/vmtest/testdata/selftest/pass EXIT 0 TIME 0.88s
+VMTEST PKG github.com/b10x/harness/vmtest/testdata/selftest/pass EXIT 0 TIME 0.93s
 VMTEST DONE EXIT 1
 `
 
@@ -93,8 +97,8 @@ func TestSelftestJudgeRejectsBrokenRuns(t *testing.T) {
 		{"hang not killed", "VMTEST PKG " + sp + "hang EXIT -1", "VMTEST PKG " + sp + "hang EXIT 0", "hang:"},
 		{"no timeout line", "VMTEST INFO timeout", "VMTEST INFO other", "hang:"},
 		{"fail passes", "VMTEST PKG " + sp + "fail EXIT 1", "VMTEST PKG " + sp + "fail EXIT 0", "fail:"},
-		{"skip reason lost", "    pass_test.go:30: selftest skip reason\n", "", "TestSkipsOne"},
-		{"layers lost", "    pass_test.go:23: LAYERS: selftest-layer\n", "", "LAYERS"},
+		{"skip reason lost", ": selftest skip reason\n", ": other words\n", "TestSkipsOne"},
+		{"layers lost", "LAYERS: selftest-layer", "no layers", "LAYERS"},
 		{"pass fails", "VMTEST PKG " + sp + "pass EXIT 0", "VMTEST PKG " + sp + "pass EXIT 1", "pass: judged failed"},
 		{"guest says 0", "VMTEST DONE EXIT 1", "VMTEST DONE EXIT 0", "DONE line"},
 		{"guest never done", "VMTEST DONE EXIT 1", "", "DONE line"},

@@ -50,13 +50,9 @@ func sayf(format string, args ...any) { say(fmt.Sprintf(format, args...)) }
 
 func main() {
 	if os.Getpid() != 1 {
-		// Started again by the no-userns self-check (see checkNoUserns), or
-		// by someone by mistake.
-		if len(os.Args) == 2 && os.Args[1] == noopArg {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, "guestinit: must run as PID 1 of a vmtest guest")
-		os.Exit(2)
+		// Started again by the shape checks (see helperMain), or by
+		// someone by mistake.
+		os.Exit(helperMain(os.Args[1:]))
 	}
 	exit := 1
 	defer func() {
@@ -78,6 +74,10 @@ func run(args []string) int {
 		return 1
 	}
 	shape := args[0]
+	if err := leaveRootfs(); err != nil {
+		say(protocol.SetupFailLine(err.Error()))
+		return 1
+	}
 	if err := mountBase(); err != nil {
 		say(protocol.SetupFailLine(err.Error()))
 		return 1

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -17,8 +18,37 @@ import (
 	"github.com/b10x/harness/vmtest/internal/protocol"
 )
 
-// noopArg makes the init binary, started again as an ordinary process, exit 0.
-const noopArg = "vmtest-noop"
+// The init binary, started again as an ordinary process, is a helper for
+// the shape checks: noopArg exits 0; tryCloneArg FLAGS starts a child with
+// those clone flags and exits 0 only if that worked, so the clone is made by
+// whoever runs the helper (clone flags given to os/exec are applied by the
+// parent, before the child's uid changes).
+const (
+	noopArg     = "vmtest-noop"
+	tryCloneArg = "vmtest-try-clone"
+)
+
+func helperMain(args []string) int {
+	switch {
+	case len(args) == 1 && args[0] == noopArg:
+		return 0
+	case len(args) == 2 && args[0] == tryCloneArg:
+		flags, err := strconv.ParseUint(args[1], 10, 64)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "guestinit: bad clone flags %q\n", args[1])
+			return 2
+		}
+		cmd := exec.Command("/proc/self/exe", noopArg)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: uintptr(flags)}
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "guestinit: clone with flags %#x as uid %d: %v\n", flags, os.Getuid(), err)
+			return 1
+		}
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, "guestinit: must run as PID 1 of a vmtest guest")
+	return 2
+}
 
 // guestEnv is what the shape set-up decided for the test binaries.
 type guestEnv struct {
@@ -38,6 +68,39 @@ type mnt struct {
 	flags                  uintptr
 	data                   string
 	mode                   os.FileMode
+}
+
+// leaveRootfs makes / an ordinary mount. The initramfs is unpacked into the
+// kernel's rootfs, the one mount with no parent, and pivot_root(2) refuses
+// to move a root that has no parent: code that pivots into a new root (as
+// container runtimes and the run helper do) would fail in the guest and work
+// on every booted host. So, as switch_root does, init binds rootfs onto a
+// directory, moves that mount over / and chroots into it; the new root's
+// parent is rootfs. No file is copied.
+func leaveRootfs() error {
+	const newRoot = "/.root"
+	if err := os.Mkdir(newRoot, 0o755); err != nil {
+		return fmt.Errorf("mkdir %s: %w", newRoot, err)
+	}
+	if err := unix.Mount("/", newRoot, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind / on %s: %w", newRoot, err)
+	}
+	if err := unix.Chdir(newRoot); err != nil {
+		return fmt.Errorf("chdir %s: %w", newRoot, err)
+	}
+	if err := unix.Mount(".", "/", "", unix.MS_MOVE, ""); err != nil {
+		return fmt.Errorf("move %s over /: %w", newRoot, err)
+	}
+	if err := unix.Chroot("."); err != nil {
+		return fmt.Errorf("chroot into the new root: %w", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return fmt.Errorf("chdir /: %w", err)
+	}
+	// The bind shows rootfs's own /.root, an empty directory; remove it so
+	// the guest's / looks like the image.
+	_ = unix.Rmdir(newRoot)
+	return nil
 }
 
 // mountBase mounts what every Linux userland expects. Failure of any is fatal.
@@ -71,6 +134,12 @@ func mountBase() error {
 	}
 	if err := loopbackUp(); err != nil {
 		return err
+	}
+	// systemd makes every mount shared at boot; so does the guest, so that
+	// code which forgets to make its own mount namespace private is caught
+	// as it would be on a real host.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SHARED, ""); err != nil {
+		return fmt.Errorf("make / shared: %w", err)
 	}
 	return nil
 }
@@ -302,30 +371,34 @@ func checkShape(env *guestEnv) error {
 	return nil
 }
 
-// checkNoUserns proves that neither root nor the test user can create a user
-// namespace and that the test user cannot create any other namespace.
+// checkNoUserns proves that no one can create a user namespace and that the
+// test user can create no namespace at all, while root still can create the
+// others (the control that shows the check itself can see a success).
 func checkNoUserns(env *guestEnv) error {
 	b, err := os.ReadFile("/proc/sys/user/max_user_namespaces")
 	if err != nil || strings.TrimSpace(string(b)) != "0" {
 		return fmt.Errorf("user.max_user_namespaces is %q (%v), want 0", strings.TrimSpace(string(b)), err)
 	}
-	try := func(cred *syscall.Credential, flags uintptr) error {
-		cmd := exec.Command("/proc/self/exe", noopArg)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: flags, Credential: cred}
-		return cmd.Run()
+	canClone := func(cred *syscall.Credential, flags uintptr) bool {
+		cmd := exec.Command("/proc/self/exe", tryCloneArg, strconv.FormatUint(uint64(flags), 10))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		return cmd.Run() == nil
 	}
 	user := &syscall.Credential{Uid: uint32(env.uid), Gid: uint32(env.gid), Groups: []uint32{}}
-	if err := try(user, 0); err != nil {
-		return fmt.Errorf("start a plain process as uid %d: %w", env.uid, err)
+	if !canClone(user, 0) {
+		return fmt.Errorf("uid %d cannot even start a plain process", env.uid)
 	}
-	if try(nil, unix.CLONE_NEWUSER) == nil {
+	if !canClone(nil, unix.CLONE_NEWNS|unix.CLONE_NEWPID) {
+		return errors.New("root cannot create mount and PID namespaces: the check would prove nothing")
+	}
+	if canClone(nil, unix.CLONE_NEWUSER) {
 		return errors.New("root could still create a user namespace")
 	}
 	for _, ns := range []struct {
 		name string
 		flag uintptr
-	}{{"user", unix.CLONE_NEWUSER}, {"pid", unix.CLONE_NEWPID}, {"mount", unix.CLONE_NEWNS}, {"net", unix.CLONE_NEWNET}} {
-		if try(user, ns.flag) == nil {
+	}{{"user", unix.CLONE_NEWUSER}, {"mount", unix.CLONE_NEWNS}, {"pid", unix.CLONE_NEWPID}, {"net", unix.CLONE_NEWNET}, {"ipc", unix.CLONE_NEWIPC}, {"uts", unix.CLONE_NEWUTS}, {"cgroup", unix.CLONE_NEWCGROUP}} {
+		if canClone(user, ns.flag) {
 			return fmt.Errorf("uid %d could still create a %s namespace", env.uid, ns.name)
 		}
 	}

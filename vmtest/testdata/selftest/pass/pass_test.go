@@ -4,14 +4,22 @@
 package pass
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv("VMTEST_PIVOT") == "1" {
+		os.Exit(pivot())
+	}
 	if os.Getenv("VMTEST_SELFTEST") != "1" {
 		println("vmtest self-test package: runs only under go run ./vmtest -selftest")
 		os.Exit(0)
@@ -95,4 +103,56 @@ func TestWritableTempDir(t *testing.T) {
 	} else if err := os.WriteFile(home+"/f", []byte("x"), 0o600); err != nil {
 		t.Fatalf("HOME is not writable: %v", err)
 	}
+}
+
+// TestPivotRoot checks that / is an ordinary mount, as on a booted host:
+// pivot_root(2) refuses to move the initramfs's rootfs.
+func TestPivotRoot(t *testing.T) {
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Env = append(os.Environ(), "VMTEST_PIVOT=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: unix.CLONE_NEWNS}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pivot_root in a new mount namespace: %v\n%s", err, out)
+	}
+}
+
+func pivot() int {
+	fail := func(what string, err error) int {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", what, err)
+		return 1
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fail("make / private", err)
+	}
+	dir, err := os.MkdirTemp("", "newroot")
+	if err != nil {
+		return fail("mkdtemp", err)
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, ""); err != nil {
+		return fail("mount tmpfs", err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "old"), 0o700); err != nil {
+		return fail("mkdir old", err)
+	}
+	if err := unix.PivotRoot(dir, filepath.Join(dir, "old")); err != nil {
+		return fail("pivot_root", err)
+	}
+	return 0
+}
+
+// TestRootIsShared checks that mounts are shared, as systemd makes them.
+func TestRootIsShared(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 6 && f[4] == "/" {
+			if !strings.HasPrefix(f[6], "shared:") {
+				t.Fatalf("/ is not a shared mount: %s", l)
+			}
+			return
+		}
+	}
+	t.Fatalf("no mount at / in mountinfo:\n%s", b)
 }
