@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/b10x/harness/cgroup"
+	"github.com/b10x/harness/confine/spawn/internal/helper"
 	"github.com/b10x/harness/internal/reexec"
 	"golang.org/x/sys/unix"
 )
@@ -146,14 +147,14 @@ func (b *Broker) greeting() error {
 		if len(r.msg) == 0 {
 			return errors.New("spawn: broker exited before greeting (see its message on stderr)")
 		}
-		d := decoder{b: r.msg[1:]}
+		d := helper.Decoder{B: r.msg[1:]}
 		switch r.msg[0] {
 		case 'R':
 			return nil
 		case 'F':
-			e := d.error()
-			if d.err != nil {
-				return d.err
+			e := d.Error()
+			if d.Err != nil {
+				return d.Err
 			}
 			return fmt.Errorf("spawn: broker: %w", e)
 		}
@@ -229,9 +230,9 @@ func (b *Broker) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("spawn: send request to broker: %w", b.gone(err))
 	}
-	var enc encoder
-	enc.spec(s)
-	if err := writeFrame(call, 'S', enc.b); err != nil {
+	var enc helper.Encoder
+	encodeSpec(&enc, s)
+	if err := writeFrame(call, 'S', enc.B); err != nil {
 		return Result{}, fmt.Errorf("spawn: send spec to broker: %w", b.gone(err))
 	}
 
@@ -252,21 +253,21 @@ func (b *Broker) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 	if tag != 'R' {
 		return Result{}, fmt.Errorf("spawn: broker reply: unexpected tag %q", tag)
 	}
-	d := decoder{b: body}
-	res := d.result()
-	kind := d.u8()
+	d := helper.Decoder{B: body}
+	res := decodeResult(&d)
+	kind := d.U8()
 	var rerr error
 	switch kind {
 	case 0:
 	case 1:
-		step := d.str()
-		rerr = &SetupError{Step: step, Err: d.error()}
+		step := d.Str()
+		rerr = &SetupError{Step: step, Err: d.Error()}
 	case 2:
-		rerr = d.error()
+		rerr = d.Error()
 	default:
 		return Result{}, fmt.Errorf("spawn: broker reply: unknown error kind %d", kind)
 	}
-	if err := d.end(); err != nil {
+	if err := d.End(); err != nil {
 		return Result{}, err
 	}
 	if ctx.Err() != nil && rerr != nil {
@@ -303,7 +304,7 @@ func readFrame(r io.Reader) (byte, []byte, error) {
 		return 0, nil, err
 	}
 	n := binary.LittleEndian.Uint32(hdr[:])
-	if n == 0 || n > maxWire {
+	if n == 0 || n > helper.MaxWire {
 		return 0, nil, fmt.Errorf("frame of %d bytes", n)
 	}
 	buf := make([]byte, n)
@@ -318,10 +319,10 @@ func readFrame(r io.Reader) (byte, []byte, error) {
 // separated).
 func brokerMain() {
 	fail := func(err error) {
-		var e encoder
-		e.u8('F')
-		e.error(err)
-		_ = unix.Sendmsg(brokerFD, e.b, nil, nil, 0)
+		var e helper.Encoder
+		e.U8('F')
+		e.Error(err)
+		_ = unix.Sendmsg(brokerFD, e.B, nil, nil, 0)
 		fmt.Fprintf(os.Stderr, "b10x-harness: spawn broker: %v\n", err)
 		os.Exit(1)
 	}
@@ -437,9 +438,9 @@ func serveCall(ctx context.Context, d *direct, present byte, fds []int) {
 	if ferr != nil || tag != 'S' {
 		return
 	}
-	dec := decoder{b: body}
-	s := dec.spec()
-	if err = dec.end(); err == nil {
+	dec := helper.Decoder{B: body}
+	s := decodeSpec(&dec)
+	if err = dec.End(); err == nil {
 		cctx, cancel := context.WithCancel(ctx)
 		go func() {
 			// A cancel frame or the end of the channel (the harness is
@@ -450,19 +451,19 @@ func serveCall(ctx context.Context, d *direct, present byte, fds []int) {
 		res, err = d.Run(cctx, s, Stdio{Stdin: files[0], Stdout: files[1], Stderr: files[2]})
 		cancel()
 	}
-	var e encoder
-	e.result(res)
+	var e helper.Encoder
+	encodeResult(&e, res)
 	var se *SetupError
 	switch {
 	case err == nil:
-		e.u8(0)
+		e.U8(0)
 	case errors.As(err, &se):
-		e.u8(1)
-		e.str(se.Step)
-		e.error(se.Err)
+		e.U8(1)
+		e.Str(se.Step)
+		e.Error(se.Err)
 	default:
-		e.u8(2)
-		e.error(err)
+		e.U8(2)
+		e.Error(err)
 	}
-	_ = writeFrame(call, 'R', e.b)
+	_ = writeFrame(call, 'R', e.B)
 }

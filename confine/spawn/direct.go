@@ -17,17 +17,21 @@ import (
 
 	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine"
+	"github.com/b10x/harness/confine/spawn/internal/helper"
 	"github.com/b10x/harness/internal/reexec"
 	"golang.org/x/sys/unix"
 )
 
-// helperEntry is the hidden entry point of the run helper.
+// helperEntry is the hidden entry point of the run helper. Its argv[0] is
+// helper.Argv0; the helper package runs it from its init function.
 const helperEntry = "spawn-helper"
 
-// Helper exit statuses, seen only when no status message explains the exit.
-const (
-	exitSetup = 125 // a setup step failed (and was reported on the status pipe)
-)
+func init() { reexec.Register(helperEntry, helper.Main) }
+
+// helperEnv is the helper's whole environment (the program gets Spec.Env):
+// one processor and no garbage collector keep the short-lived helper's Go
+// runtime from starting threads it does not need.
+var helperEnv = []string{"GOMAXPROCS=1", "GOGC=off"}
 
 // NewDirect returns a Runner that starts each call's helper from this
 // process. This process must be able to create namespaces and mounts for its
@@ -74,7 +78,7 @@ func (d *direct) landlockABI() (int, error) {
 
 // prepared is one call, ready to start.
 type prepared struct {
-	plan     *plan
+	plan     *helper.Plan
 	layers   []string // planned by the parent: namespaces and cgroup
 	useUser  bool
 	limits   cgroup.Limits
@@ -161,18 +165,18 @@ func (d *direct) prepare(s Spec) (*prepared, error) {
 		}
 		return nil, err
 	}
-	pl := &plan{
+	pl := &helper.Plan{
 		Path: s.Path, Argv: s.Argv, Env: s.Env, Dir: s.Dir,
-		Hostname:    "sandbox",
-		Mounts:      mounts,
-		Loopback:    !s.Net,
-		DropCaps:    !useUser,
-		Seccomp:     filter,
-		LandlockABI: abi,
-		LL:          rules,
+		Hostname: "sandbox",
+		Mounts:   mounts,
+		Loopback: !s.Net,
+		DropCaps: !useUser,
+		Seccomp:  filter,
 	}
-	if abi < 1 {
-		pl.LL = nil
+	if abi >= 1 {
+		if err := landlockPlan(pl, abi, rules); err != nil {
+			return nil, &SetupError{Step: "landlock ruleset", Err: err}
+		}
 	}
 	p.plan = pl
 	return p, nil
@@ -228,9 +232,9 @@ func (d *direct) start(ctx context.Context, s Spec, p *prepared, stdio Stdio) (R
 		}()
 	}
 
-	var enc encoder
-	enc.plan(p.plan)
-	blob := enc.b
+	var enc helper.Encoder
+	p.plan.Encode(&enc)
+	blob := enc.B
 
 	started := time.Now()
 	cmd, statusR, err := d.startHelper(p, leaf, stdio, blob)
@@ -373,9 +377,9 @@ func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob [
 			d.userns.Store(usernsMissing)
 			p.useUser = false
 			p.plan.DropCaps = true
-			var enc encoder
-			enc.plan(p.plan)
-			blob = enc.b
+			var enc helper.Encoder
+			p.plan.Encode(&enc)
+			blob = enc.B
 			continue
 		}
 		return nil, nil, &SetupError{Step: "clone", Err: err}
@@ -400,7 +404,7 @@ func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []b
 		return nil, nil, fmt.Errorf("plan pipe: %w", err)
 	}
 	cmd := reexec.Command(helperEntry)
-	cmd.Env = []string{}
+	cmd.Env = helperEnv
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{statusW, planR}
 	if stdio.Stdin != nil {
@@ -463,28 +467,28 @@ func idMaps(root bool) (uids, gids []syscall.SysProcIDMap) {
 // readStatus reads the helper's messages until EOF.
 func readStatus(r io.Reader) callStatus {
 	var st callStatus
-	b, err := io.ReadAll(io.LimitReader(r, maxWire))
+	b, err := io.ReadAll(io.LimitReader(r, helper.MaxWire))
 	if err != nil {
 		st.readErr = err
 	}
-	dec := decoder{b: b}
-	for len(dec.b) > 0 && dec.err == nil {
-		switch dec.u8() {
-		case statusReady:
-			st.layers = dec.strs()
+	dec := helper.Decoder{B: b}
+	for len(dec.B) > 0 && dec.Err == nil {
+		switch dec.U8() {
+		case helper.StatusReady:
+			st.layers = helperLayers(dec.U32())
 			st.sawReady = true
-		case statusFailed:
-			step := dec.str()
-			e := dec.error()
-			if dec.err == nil {
+		case helper.StatusFailed:
+			step := dec.Str()
+			e := dec.Error()
+			if dec.Err == nil {
 				st.setupErr = &SetupError{Step: step, Err: e}
 			}
 		default:
-			dec.err = errors.New("spawn: malformed status message")
+			dec.Failf("unknown status tag")
 		}
 	}
-	if dec.err != nil && st.readErr == nil {
-		st.readErr = dec.err
+	if dec.Err != nil && st.readErr == nil {
+		st.readErr = dec.Err
 	}
 	if st.setupErr != nil {
 		st.sawReady = false
@@ -492,8 +496,21 @@ func readStatus(r io.Reader) callStatus {
 	return st
 }
 
-// Status message tags on the helper's status pipe.
-const (
-	statusReady  = 'R' // layers applied; execve is next
-	statusFailed = 'F' // a step failed: its name and error
-)
+// helperLayers names the layers the helper reported applying.
+func helperLayers(bits uint32) []string {
+	var out []string
+	for _, l := range []struct {
+		bit  uint32
+		name string
+	}{
+		{helper.LayerMountNS, confine.LayerMountNS},
+		{helper.LayerNoNewPrivs, confine.LayerNoNewPrivs},
+		{helper.LayerSeccomp, confine.LayerSeccomp},
+		{helper.LayerLandlock, confine.LayerLandlockChild},
+	} {
+		if bits&l.bit != 0 {
+			out = append(out, l.name)
+		}
+	}
+	return out
+}

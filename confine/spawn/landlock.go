@@ -3,6 +3,7 @@ package spawn
 import (
 	"fmt"
 
+	"github.com/b10x/harness/confine/spawn/internal/helper"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 )
@@ -67,33 +68,23 @@ func childRights(k llKind, dir bool, cfg landlock.Config) landlock.AccessFSSet {
 	return r & cfg.HandledAccessFS
 }
 
-// restrictChild builds the child's ruleset and enforces it on the calling
-// thread, which must be locked (runtime.LockOSThread), have no_new_privs set,
-// and call execve next. Only that thread is restricted: execve discards the
-// others.
-func restrictChild(p *plan) error {
-	cfg, err := childConfig(p.LandlockABI)
+// landlockPlan sets the plan's Landlock fields for abi: the handled rights
+// and scopes of the ABI's preset, and each rule's access mask. The helper
+// then only makes the three system calls.
+func landlockPlan(p *helper.Plan, abi int, rules []llRule) error {
+	cfg, err := childConfig(abi)
 	if err != nil {
 		return err
 	}
-	rules := make([]landlock.Rule, 0, len(p.LL))
-	for _, r := range p.LL {
-		rights := childRights(r.Kind, r.Dir, cfg)
-		if rights == 0 {
-			continue
+	p.LandlockFS, p.LandlockScoped = uint64(cfg.HandledAccessFS), uint64(cfg.Scoped)
+	if p.LandlockFS == 0 {
+		return fmt.Errorf("bug: Landlock ABI %d handles no filesystem right", abi)
+	}
+	p.Rules = p.Rules[:0]
+	for _, r := range rules {
+		if rights := childRights(r.Kind, r.Dir, cfg); rights != 0 {
+			p.Rules = append(p.Rules, helper.Rule{Path: r.Path, Access: uint64(rights)})
 		}
-		rules = append(rules, landlock.PathAccess(rights, r.Path))
-	}
-	fd, flags, err := cfg.NewRulesetFD(rules...)
-	if err != nil {
-		return err
-	}
-	if fd < 0 {
-		return fmt.Errorf("bug: Landlock ruleset for ABI %d restricts nothing", p.LandlockABI)
-	}
-	defer closeFD(fd)
-	if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
-		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}
 	return nil
 }

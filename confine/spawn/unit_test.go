@@ -16,104 +16,34 @@ import (
 	"time"
 
 	"github.com/b10x/harness/confine"
+	"github.com/b10x/harness/confine/spawn/internal/helper"
+	"github.com/b10x/harness/internal/reexec"
 	"github.com/b10x/harness/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
-func samplePlan() *plan {
-	return &plan{
-		Path: "/usr/bin/sh", Argv: []string{"sh", "-c", "echo ''; $(x)"}, Env: []string{"A=1", "B="}, Dir: "/w",
-		Hostname: "sandbox",
-		Mounts: []mountOp{
-			{Kind: mBind, Src: "/usr", Dst: "/usr", RO: true},
-			{Kind: mSymlink, Src: "usr/bin", Dst: "/bin"},
-			{Kind: mTmpfs, Dst: "/tmp", Data: "mode=1777"},
-			{Kind: mBind, Src: "/dev/null", Dst: "/dev/null", File: true, Data: "dev"},
-			{Kind: mMaskDir, Dst: "/etc/ssl/private", RO: true},
-		},
-		Loopback: true, DropCaps: true, Seccomp: bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7, 8}, 3),
-		LandlockABI: 7,
-		LL:          []llRule{{Path: "/", Dir: true, Kind: llList}, {Path: "/w", Dir: true, Kind: llWrite}},
-	}
-}
-
 func TestWireRoundTrip(t *testing.T) {
-	p := samplePlan()
-	var e encoder
-	e.plan(p)
-	d := decoder{b: e.b}
-	got := d.plan()
-	if err := d.end(); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, p) {
-		t.Fatalf("plan round trip:\n got %+v\nwant %+v", got, p)
-	}
 	s := Spec{Path: "/p", Argv: []string{"", "a b"}, Env: []string{"X=y"}, Dir: "/d", Workspace: "/w", ReadPaths: []string{"/r"}, WritePaths: []string{"/x"}, Net: true, Timeout: 3 * time.Second}
 	s.Limits.PidsMax, s.Limits.MemoryMax, s.Limits.CPUQuota, s.Limits.CPUPeriod = 5, 6, time.Millisecond, time.Second
-	e = encoder{}
-	e.spec(s)
-	d = decoder{b: e.b}
-	if gs := d.spec(); d.end() != nil || !reflect.DeepEqual(gs, s) {
-		t.Fatalf("spec round trip: %+v, %v", gs, d.err)
+	var e helper.Encoder
+	encodeSpec(&e, s)
+	d := helper.Decoder{B: e.B}
+	if gs := decodeSpec(&d); d.End() != nil || !reflect.DeepEqual(gs, s) {
+		t.Fatalf("spec round trip: %+v, %v", gs, d.Err)
 	}
 	r := Result{ExitCode: -1, Signal: "SIGKILL", TimedOut: true, OOMKilled: true, Duration: time.Second, MemoryPeak: 7, PidsPeak: -1, Layers: []string{"a", "b"}}
-	e = encoder{}
-	e.result(r)
-	d = decoder{b: e.b}
-	if gr := d.result(); d.end() != nil || !reflect.DeepEqual(gr, r) {
+	e = helper.Encoder{}
+	encodeResult(&e, r)
+	d = helper.Decoder{B: e.B}
+	if gr := decodeResult(&d); d.End() != nil || !reflect.DeepEqual(gr, r) {
 		t.Fatalf("result round trip: %+v", gr)
 	}
-	e = encoder{}
-	e.error(fmt.Errorf("open x: %w", syscall.EACCES))
-	d = decoder{b: e.b}
-	if ge := d.error(); !errors.Is(ge, syscall.EACCES) || ge.Error() != "open x: permission denied" {
+	e = helper.Encoder{}
+	e.Error(fmt.Errorf("open x: %w", syscall.EACCES))
+	d = helper.Decoder{B: e.B}
+	if ge := d.Error(); !errors.Is(ge, syscall.EACCES) || ge.Error() != "open x: permission denied" {
 		t.Fatalf("error round trip: %v", ge)
 	}
-}
-
-func TestWireRejectsTruncatedAndTrailing(t *testing.T) {
-	var e encoder
-	e.plan(samplePlan())
-	for n := 0; n < len(e.b); n++ {
-		d := decoder{b: e.b[:n]}
-		d.plan()
-		if d.end() == nil {
-			t.Fatalf("a plan cut at %d of %d bytes decoded without error", n, len(e.b))
-		}
-	}
-	d := decoder{b: append(slices.Clone(e.b), 0)}
-	d.plan()
-	if d.end() == nil {
-		t.Fatal("trailing byte accepted")
-	}
-}
-
-// FuzzDecodePlan: no input makes the decoders panic or allocate without
-// bound; what decodes re-encodes to the same bytes.
-func FuzzDecodePlan(f *testing.F) {
-	var e encoder
-	e.plan(samplePlan())
-	f.Add(e.b)
-	f.Add([]byte{})
-	f.Add(binary.LittleEndian.AppendUint32(nil, 0xffffffff))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		d := decoder{b: b}
-		p := d.plan()
-		if d.end() != nil {
-			return
-		}
-		var e encoder
-		e.plan(p)
-		if !bytes.Equal(e.b, b) {
-			t.Fatalf("re-encoding differs")
-		}
-		for _, dec := range []func(*decoder){func(d *decoder) { d.spec() }, func(d *decoder) { d.result() }, func(d *decoder) { d.error() }} {
-			d := decoder{b: b}
-			dec(&d)
-			_ = d.end()
-		}
-	})
 }
 
 func TestCapture(t *testing.T) {
@@ -247,7 +177,7 @@ func TestBuildView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byDst := map[string]mountOp{}
+	byDst := map[string]helper.Mount{}
 	for i, op := range ops {
 		if _, dup := byDst[op.Dst]; dup {
 			t.Fatalf("two mounts at %s", op.Dst)
@@ -259,19 +189,19 @@ func TestBuildView(t *testing.T) {
 			}
 		}
 	}
-	if op := byDst[ws]; op.Kind != mBind || op.RO {
+	if op := byDst[ws]; op.Kind != helper.Bind || op.RO {
 		t.Errorf("workspace: %+v, want a read-write bind (read path of the same directory must not make it read-only)", op)
 	}
-	if op := byDst[wdir]; op.Kind != mBind || op.RO {
+	if op := byDst[wdir]; op.Kind != helper.Bind || op.RO {
 		t.Errorf("write path (named through a link to it): %+v", op)
 	}
-	if op := byDst[prog]; op.Kind != mBind || !op.RO || !op.File {
+	if op := byDst[prog]; op.Kind != helper.Bind || !op.RO || !op.File {
 		t.Errorf("program outside every directory of the view: %+v, want a read-only file bind", op)
 	}
-	if op := byDst["/etc/shadow"]; op.Kind != mMaskFile {
+	if op := byDst["/etc/shadow"]; op.Kind != helper.MaskFile {
 		t.Errorf("/etc/shadow: %+v, want masked", op)
 	}
-	if op := byDst["/etc/ssl/private"]; op.Kind != mMaskDir || !op.RO {
+	if op := byDst["/etc/ssl/private"]; op.Kind != helper.MaskDir || !op.RO {
 		t.Errorf("/etc/ssl/private: %+v, want a read-only empty directory", op)
 	}
 	if _, ok := byDst[filepath.Join(wdir, "masked")]; ok {
@@ -337,5 +267,41 @@ func TestRequirements(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(orderLayers([]string{"seccomp", "pidns", "seccomp", "bogus"}), ","), "pidns,seccomp") {
 		t.Error("orderLayers")
+	}
+}
+
+// TestHelperArgv0: the helper package recognises its argv[0] without
+// importing internal/reexec; it must be the one reexec.Command sets.
+func TestHelperArgv0(t *testing.T) {
+	if got := reexec.Command(helperEntry).Args[0]; got != helper.Argv0 {
+		t.Fatalf("reexec.Command(%q).Args[0] = %q, helper.Argv0 = %q", helperEntry, got, helper.Argv0)
+	}
+}
+
+// TestLandlockPlan: the access masks the helper gets stay within what the
+// ABI handles, files get file rights only, and nothing creates devices.
+func TestLandlockPlan(t *testing.T) {
+	rules := []llRule{{"/", true, llList}, {"/usr", true, llRead}, {"/w", true, llWrite}, {"/prog", false, llRead}, {"/dev/null", false, llDev}}
+	for _, abi := range []int{1, 2, 3, 5, 6, 7, 12} {
+		var p helper.Plan
+		if err := landlockPlan(&p, abi, rules); err != nil {
+			t.Fatalf("ABI %d: %v", abi, err)
+		}
+		if (p.LandlockScoped != 0) != (abi >= 6) {
+			t.Errorf("ABI %d: scoped %#x", abi, p.LandlockScoped)
+		}
+		const makeDev = 1<<6 | 1<<11                        // MAKE_CHAR, MAKE_BLOCK
+		const fileOnly = 1<<0 | 1<<1 | 1<<2 | 1<<14 | 1<<15 // EXECUTE, WRITE_FILE, READ_FILE, TRUNCATE, IOCTL_DEV
+		for i, r := range p.Rules {
+			if r.Access&^p.LandlockFS != 0 || r.Access&makeDev != 0 {
+				t.Errorf("ABI %d: rule %s grants %#x beyond handled %#x or device creation", abi, r.Path, r.Access, p.LandlockFS)
+			}
+			if !rules[i].Dir && r.Access&^fileOnly != 0 {
+				t.Errorf("ABI %d: file rule %s grants directory rights %#x", abi, r.Path, r.Access)
+			}
+		}
+	}
+	if err := landlockPlan(&helper.Plan{}, 0, rules); err == nil {
+		t.Error("ABI 0 accepted")
 	}
 }

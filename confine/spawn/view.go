@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/b10x/harness/confine/spawn/internal/helper"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,6 +23,24 @@ import (
 // merged-/usr systems, is recreated as the same symlink).
 var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"}
 
+// llKind is the access a Landlock rule grants; see childRights.
+type llKind uint8
+
+const (
+	llRead  llKind = iota + 1 // read and execute
+	llWrite                   // read, write, create, remove, execute
+	llDev                     // a device file: read and write (and its ioctls)
+	llList                    // list the directory's entries, nothing more
+)
+
+// llRule is one Landlock rule of the child's domain, before its access
+// mask is computed for the ABI.
+type llRule struct {
+	Path string
+	Dir  bool
+	Kind llKind
+}
+
 // devFiles are the device nodes of the child's /dev.
 var devFiles = []string{"null", "zero", "full", "random", "urandom"}
 
@@ -32,9 +51,9 @@ const maskedRoot = "/etc"
 // buildView returns the mounts and Landlock rules of the child's view of s,
 // with masks hiding the listed paths beneath maskedRoot. Paths the caller
 // named are resolved to their canonical form here.
-func buildView(s Spec, masks []string) ([]mountOp, []llRule, error) {
+func buildView(s Spec, masks []string) ([]helper.Mount, []llRule, error) {
 	type entry struct {
-		op   mountOp
+		op   helper.Mount
 		user bool // named by the Spec (the workspace, extra paths, the program)
 		rule llKind
 	}
@@ -53,21 +72,21 @@ func buildView(s Spec, masks []string) ([]mountOp, []llRule, error) {
 			if err != nil {
 				return nil, nil, fmt.Errorf("spawn: system directory %s: %w", d, err)
 			}
-			add(entry{op: mountOp{Kind: mSymlink, Src: target, Dst: d}})
+			add(entry{op: helper.Mount{Kind: helper.Symlink, Src: target, Dst: d}})
 		case fi.IsDir():
-			add(entry{op: mountOp{Kind: mBind, Src: d, Dst: d, RO: true}, rule: llRead})
+			add(entry{op: helper.Mount{Kind: helper.Bind, Src: d, Dst: d, RO: true}, rule: llRead})
 		}
 	}
-	add(entry{op: mountOp{Kind: mTmpfs, Dst: "/dev", RO: true, Data: "mode=0755,size=64k"}, rule: llList})
+	add(entry{op: helper.Mount{Kind: helper.Tmpfs, Dst: "/dev", RO: true, Data: "mode=0755,size=64k"}, rule: llList})
 	for _, f := range devFiles {
-		add(entry{op: mountOp{Kind: mBind, Src: "/dev/" + f, Dst: "/dev/" + f, File: true, Data: "dev"}, rule: llDev})
+		add(entry{op: helper.Mount{Kind: helper.Bind, Src: "/dev/" + f, Dst: "/dev/" + f, File: true, Dev: true}, rule: llDev})
 	}
 	for _, l := range [][2]string{{"/proc/self/fd", "/dev/fd"}, {"/proc/self/fd/0", "/dev/stdin"}, {"/proc/self/fd/1", "/dev/stdout"}, {"/proc/self/fd/2", "/dev/stderr"}} {
-		add(entry{op: mountOp{Kind: mSymlink, Src: l[0], Dst: l[1]}})
+		add(entry{op: helper.Mount{Kind: helper.Symlink, Src: l[0], Dst: l[1]}})
 	}
-	add(entry{op: mountOp{Kind: mTmpfs, Dst: "/dev/shm", Data: "mode=1777"}, rule: llWrite})
-	add(entry{op: mountOp{Kind: mProc, Dst: "/proc"}, rule: llRead})
-	add(entry{op: mountOp{Kind: mTmpfs, Dst: "/tmp", Data: "mode=1777"}, rule: llWrite})
+	add(entry{op: helper.Mount{Kind: helper.Tmpfs, Dst: "/dev/shm", Data: "mode=1777"}, rule: llWrite})
+	add(entry{op: helper.Mount{Kind: helper.Proc, Dst: "/proc"}, rule: llRead})
+	add(entry{op: helper.Mount{Kind: helper.Tmpfs, Dst: "/tmp", Data: "mode=1777"}, rule: llWrite})
 
 	user := func(what, p string, rw bool) error {
 		c, err := canonical(p)
@@ -85,7 +104,7 @@ func buildView(s Spec, masks []string) ([]mountOp, []llRule, error) {
 		if rw {
 			k = llWrite
 		}
-		add(entry{op: mountOp{Kind: mBind, Src: c, Dst: c, RO: !rw, File: !fi.IsDir()}, user: true, rule: k})
+		add(entry{op: helper.Mount{Kind: helper.Bind, Src: c, Dst: c, RO: !rw, File: !fi.IsDir()}, user: true, rule: k})
 		return nil
 	}
 	if err := user("workspace", s.Workspace, true); err != nil {
@@ -130,7 +149,7 @@ func buildView(s Spec, masks []string) ([]mountOp, []llRule, error) {
 	}
 	covered := false
 	for _, e := range kept {
-		if e.op.Kind == mBind && (e.op.Dst == prog || !e.op.File && within(prog, e.op.Dst)) {
+		if e.op.Kind == helper.Bind && (e.op.Dst == prog || !e.op.File && within(prog, e.op.Dst)) {
 			covered = true
 			break
 		}
@@ -139,7 +158,7 @@ func buildView(s Spec, masks []string) ([]mountOp, []llRule, error) {
 		if err := viewable("program", prog); err != nil {
 			return nil, nil, err
 		}
-		kept = append(kept, entry{op: mountOp{Kind: mBind, Src: prog, Dst: prog, RO: true, File: true}, user: true, rule: llRead})
+		kept = append(kept, entry{op: helper.Mount{Kind: helper.Bind, Src: prog, Dst: prog, RO: true, File: true}, user: true, rule: llRead})
 	}
 
 	// Masks: none at or beneath a path the Spec named (the caller asked for
@@ -155,12 +174,12 @@ func buildView(s Spec, masks []string) ([]mountOp, []llRule, error) {
 		if explicit {
 			continue
 		}
-		kind := mMaskFile
+		kind := helper.MaskFile
 		if strings.HasSuffix(m, "/") {
-			kind = mMaskDir
+			kind = helper.MaskDir
 		}
 		m = strings.TrimSuffix(m, "/")
-		kept = append(kept, entry{op: mountOp{Kind: kind, Dst: m, RO: true}})
+		kept = append(kept, entry{op: helper.Mount{Kind: kind, Dst: m, RO: true}})
 	}
 
 	// Parents before children: sort by depth, keeping the order above for
@@ -169,7 +188,7 @@ func buildView(s Spec, masks []string) ([]mountOp, []llRule, error) {
 	// A masked directory with a mount beneath it stays writable at the mount
 	// level so the mount point can be made (Landlock still denies writes).
 	for i := range kept {
-		if kept[i].op.Kind != mMaskDir {
+		if kept[i].op.Kind != helper.MaskDir {
 			continue
 		}
 		for _, e := range kept[i+1:] {
@@ -180,7 +199,7 @@ func buildView(s Spec, masks []string) ([]mountOp, []llRule, error) {
 		}
 	}
 
-	ops := make([]mountOp, 0, len(kept))
+	ops := make([]helper.Mount, 0, len(kept))
 	rules := []llRule{{Path: "/", Dir: true, Kind: llList}}
 	for _, e := range kept {
 		ops = append(ops, e.op)

@@ -1,26 +1,25 @@
-package spawn
+package helper
 
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"os"
 	"runtime"
 	"strings"
+	"syscall"
 	"unsafe"
 
-	"github.com/b10x/harness/confine"
-	"github.com/b10x/harness/internal/reexec"
 	"golang.org/x/sys/unix"
 )
 
-func init() { reexec.Register(helperEntry, helperMain) }
-
-// The helper's descriptors, as startOnce arranges them (ExtraFiles).
-const (
-	statusFD = 3 // write end of the status pipe
-	planFD   = 4 // read end of the plan pipe
-)
+// init runs the helper as soon as this package is initialised, when the
+// process was started as the helper: the rest of the binary never
+// initialises. In any other process it does nothing.
+func init() {
+	if len(os.Args) > 0 && os.Args[0] == Argv0 {
+		Main()
+	}
+}
 
 // newRootBase is where the child's new root is assembled before
 // pivot_root. It is mounted over in the helper's private mount namespace
@@ -28,148 +27,141 @@ const (
 // detached (open_tree) before it was covered.
 const newRootBase = "/tmp"
 
-// helperMain runs in the new namespaces as their PID 1. It builds the view,
+// opError names a failed operation and its operand.
+type opError struct {
+	op, operand string
+	err         error
+}
+
+func (e *opError) Error() string { return e.op + "(" + e.operand + "): " + e.err.Error() }
+func (e *opError) Unwrap() error { return e.err }
+
+func opErr(op, operand string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &opError{op, operand, err}
+}
+
+// Main runs in the new namespaces as their PID 1. It builds the view,
 // confines itself and executes the program; it never returns. Every failure
 // is reported on the status pipe and ends the helper before execve.
-func helperMain() {
+func Main() {
 	// Every step below, up to execve, must run on this one thread: the
 	// capability, no_new_privs, seccomp and Landlock state are per thread.
 	runtime.LockOSThread()
-	if _, err := unix.FcntlInt(statusFD, unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
-		os.Exit(exitSetup)
+	if _, _, e := unix.RawSyscall(unix.SYS_FCNTL, StatusFD, unix.F_SETFD, unix.FD_CLOEXEC); e != 0 {
+		os.Exit(ExitSetup)
 	}
 	p, err := readPlan()
 	if err != nil {
-		helperFail("read plan", err)
+		fail("read plan", err)
 	}
-	layers, step, err := applyPlan(p)
+	layers, step, err := apply(p)
 	if err != nil {
-		helperFail(step, err)
+		fail(step, err)
 	}
-	var e encoder
-	e.u8(statusReady)
-	e.strs(layers)
-	if err := writeStatus(e.b); err != nil {
-		os.Exit(exitSetup)
+	var e Encoder
+	e.U8(StatusReady)
+	e.U32(layers)
+	if err := sysWriteAll(StatusFD, e.B); err != nil {
+		os.Exit(ExitSetup)
 	}
-	err = unix.Exec(p.Path, p.Argv, p.Env)
-	helperFail("exec "+p.Path, err)
+	err = syscall.Exec(p.Path, p.Argv, p.Env)
+	fail("exec "+p.Path, err)
 }
 
-// helperFail reports a failed step and ends the helper (and with it, as
-// PID 1, its whole namespace).
-func helperFail(step string, err error) {
-	var e encoder
-	e.u8(statusFailed)
-	e.str(step)
-	e.error(err)
-	_ = writeStatus(e.b)
-	os.Exit(exitSetup)
+// fail reports a failed step and ends the helper (and with it, as PID 1,
+// its whole namespace).
+func fail(step string, err error) {
+	var e Encoder
+	e.U8(StatusFailed)
+	e.Str(step)
+	e.Error(err)
+	_ = sysWriteAll(StatusFD, e.B)
+	os.Exit(ExitSetup)
 }
 
-func writeStatus(b []byte) error {
-	for len(b) > 0 {
-		n, err := unix.Write(statusFD, b)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		b = b[n:]
-	}
-	return nil
-}
-
-func readPlan() (*plan, error) {
+func readPlan() (*Plan, error) {
 	var buf []byte
 	chunk := make([]byte, 64<<10)
 	for {
-		n, err := unix.Read(planFD, chunk)
-		if err == unix.EINTR {
-			continue
-		}
+		n, err := sysRead(PlanFD, chunk)
 		if err != nil {
-			return nil, fmt.Errorf("read plan pipe: %w", err)
+			return nil, opErr("read", "plan pipe", err)
 		}
 		if n == 0 {
 			break
 		}
 		buf = append(buf, chunk[:n]...)
-		if len(buf) > maxWire {
-			return nil, fmt.Errorf("plan larger than %d bytes", maxWire)
+		if len(buf) > MaxWire {
+			return nil, errors.New("plan too large")
 		}
 	}
-	_ = unix.Close(planFD)
-	d := decoder{b: buf}
-	p := d.plan()
-	if err := d.end(); err != nil {
+	sysClose(PlanFD)
+	d := Decoder{B: buf}
+	p := DecodePlan(&d)
+	if err := d.End(); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-// applyPlan performs every step before execve, in order. It returns the
-// layers it applied, or the failed step's name and its error.
-func applyPlan(p *plan) (layers []string, step string, err error) {
-	if err := buildRoot(p); err != nil {
-		var se *SetupError
-		if errors.As(err, &se) {
-			return nil, se.Step, se.Err
-		}
-		return nil, "build view", err
+// apply performs every step before execve, in order. It returns the layers
+// it applied, or the failed step's name and its error.
+func apply(p *Plan) (layers uint32, step string, err error) {
+	if step, err := buildRoot(p); err != nil {
+		return 0, step, err
 	}
-	layers = append(layers, confine.LayerMountNS)
-
-	if err := unix.Sethostname([]byte(p.Hostname)); err != nil {
-		return nil, "sethostname", err
+	layers |= LayerMountNS
+	if err := sysSethostname(p.Hostname); err != nil {
+		return 0, "sethostname", err
 	}
 	if p.Loopback {
 		if err := loopbackUp(); err != nil {
-			return nil, "loopback up", err
+			return 0, "loopback up", err
 		}
 	}
-	if err := unix.Chdir(p.Dir); err != nil {
-		return nil, "chdir " + p.Dir, err
+	if err := sysChdir(p.Dir); err != nil {
+		return 0, "chdir " + p.Dir, err
 	}
 	if p.DropCaps {
 		if err := dropCapabilities(); err != nil {
-			return nil, "drop capabilities", err
+			return 0, "drop capabilities", err
 		}
 	}
 	// Every descriptor but 0-2 closes at execve: the status pipe (which
 	// must stay open until then) and anything the runtime opened.
-	if err := unix.CloseRange(statusFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		return nil, "close descriptors", fmt.Errorf("close_range(CLOEXEC): %w", err)
+	if _, _, e := unix.RawSyscall(unix.SYS_CLOSE_RANGE, StatusFD, ^uintptr(0), unix.CLOSE_RANGE_CLOEXEC); e != 0 {
+		return 0, "close descriptors", opErr("close_range", "CLOEXEC", e)
 	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return nil, "no_new_privs", fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+	if err := sysPrctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return 0, "no_new_privs", opErr("prctl", "PR_SET_NO_NEW_PRIVS", err)
 	}
-	layers = append(layers, confine.LayerNoNewPrivs)
+	layers |= LayerNoNewPrivs
 	if len(p.Seccomp) > 0 {
 		if err := loadSeccomp(p.Seccomp); err != nil {
-			return nil, "seccomp", err
+			return 0, "seccomp", err
 		}
-		layers = append(layers, confine.LayerSeccomp)
+		layers |= LayerSeccomp
 	}
-	if p.LandlockABI > 0 {
-		if err := restrictChild(p); err != nil {
-			return nil, "landlock", err
+	if p.LandlockFS != 0 || p.LandlockScoped != 0 {
+		if err := landlock(p); err != nil {
+			return 0, "landlock", err
 		}
-		layers = append(layers, confine.LayerLandlockChild)
+		layers |= LayerLandlock
 	}
 	return layers, "", nil
 }
 
 // buildRoot assembles the view on a tmpfs at newRootBase and makes it the
-// root. Errors are *SetupError naming the mount.
-func buildRoot(p *plan) error {
-	fail := func(step string, err error) error { return &SetupError{Step: step, Err: err} }
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+// root. It returns the failed step's name with the error.
+func buildRoot(p *Plan) (string, error) {
+	if err := sysMount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		if errors.Is(err, unix.EPERM) {
-			err = fmt.Errorf("%w (the spawning process may not mount: it is Landlock-restricted or lacks CAP_SYS_ADMIN; start a Broker before restricting the harness)", err)
+			err = opErr("mount", "/, MS_REC|MS_PRIVATE", &hintError{err, "the spawning process may not mount: it is Landlock-restricted or lacks CAP_SYS_ADMIN; start a Broker before restricting the harness"})
 		}
-		return fail("make mounts private", err)
+		return "make mounts private", err
 	}
 	// Detach every bind source first, while the host tree is intact.
 	trees := make([]int, len(p.Mounts))
@@ -179,108 +171,114 @@ func buildRoot(p *plan) error {
 	defer func() {
 		for _, fd := range trees {
 			if fd >= 0 {
-				_ = unix.Close(fd)
+				sysClose(fd)
 			}
 		}
 	}()
 	for i, m := range p.Mounts {
-		if m.Kind != mBind {
+		if m.Kind != Bind {
 			continue
 		}
-		fd, err := unix.OpenTree(unix.AT_FDCWD, m.Src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		fd, err := sysOpenTree(m.Src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 		if err != nil {
-			return fail("bind "+m.Dst, fmt.Errorf("open_tree(%s): %w", m.Src, err))
+			return "bind " + m.Dst, opErr("open_tree", m.Src, err)
 		}
 		trees[i] = fd
 		attr := uint64(unix.MOUNT_ATTR_NOSUID)
-		if m.Data != "dev" {
+		if !m.Dev {
 			attr |= unix.MOUNT_ATTR_NODEV
 		}
 		if m.RO {
 			attr |= unix.MOUNT_ATTR_RDONLY
 		}
-		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: attr}); err != nil {
-			return fail("bind "+m.Dst, fmt.Errorf("mount_setattr(%s): %w", m.Src, err))
+		if err := sysMountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+			return "bind " + m.Dst, opErr("mount_setattr", m.Src, err)
 		}
 	}
 	base := newRootBase
-	if err := unix.Mount("tmpfs", base, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755"); err != nil {
-		return fail("new root", fmt.Errorf("mount tmpfs on %s: %w", base, err))
+	if err := sysMount("tmpfs", base, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755"); err != nil {
+		return "new root", opErr("mount tmpfs", base, err)
 	}
 	var roMounts []string
 	for i, m := range p.Mounts {
 		dst := base + m.Dst
 		var err error
 		switch m.Kind {
-		case mBind:
+		case Bind:
 			if err = mountPoint(base, m.Dst, !m.File); err == nil {
-				err = unix.MoveMount(trees[i], "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH)
-				if err != nil {
-					err = fmt.Errorf("move_mount(%s): %w", m.Src, err)
-				}
+				err = opErr("move_mount", m.Src, sysMoveMount(trees[i], dst))
 			}
-		case mSymlink:
+		case Symlink:
 			if err = mountPointParents(base, m.Dst); err == nil {
-				err = unix.Symlink(m.Src, dst)
+				err = opErr("symlink", m.Dst, sysSymlink(m.Src, dst))
 			}
-		case mTmpfs:
+		case Tmpfs:
 			if err = mountPoint(base, m.Dst, true); err == nil {
-				err = unix.Mount("tmpfs", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, m.Data)
+				err = opErr("mount tmpfs", m.Dst, sysMount("tmpfs", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, m.Data))
 			}
 			if m.RO {
 				roMounts = append(roMounts, dst)
 			}
-		case mProc:
+		case Proc:
 			if err = mountPoint(base, m.Dst, true); err == nil {
-				err = unix.Mount("proc", dst, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+				err = opErr("mount proc", m.Dst, sysMount("proc", dst, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""))
 			}
-		case mMaskFile:
-			err = unix.Mount("/dev/null", dst, "", unix.MS_BIND, "")
-		case mMaskDir:
+		case MaskFile:
+			err = opErr("bind /dev/null", m.Dst, sysMount("/dev/null", dst, "", unix.MS_BIND, ""))
+		case MaskDir:
 			flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC)
 			if m.RO {
 				flags |= unix.MS_RDONLY
 			}
-			err = unix.Mount("tmpfs", dst, "tmpfs", flags, "mode=0755,size=4k")
+			err = opErr("mount tmpfs", m.Dst, sysMount("tmpfs", dst, "tmpfs", flags, "mode=0755,size=4k"))
 		default:
-			err = fmt.Errorf("bug: unknown mount kind %d", m.Kind)
+			err = errors.New("bug: unknown mount kind")
 		}
 		if err != nil {
-			return fail(mountStep(m), err)
+			return mountStep(m), err
 		}
 	}
 	roMounts = append(roMounts, base)
 	for i := len(roMounts) - 1; i >= 0; i-- {
-		if err := unix.MountSetattr(unix.AT_FDCWD, roMounts[i], 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-			return fail("read-only "+strings.TrimPrefix(roMounts[i], base), err)
+		if err := sysMountSetattr(unix.AT_FDCWD, roMounts[i], 0, unix.MOUNT_ATTR_RDONLY); err != nil {
+			return "read-only " + strings.TrimPrefix(roMounts[i], base), opErr("mount_setattr", roMounts[i], err)
 		}
 	}
 	// pivot_root(".", ".") stacks the old root on the new one; detaching
 	// it leaves the new root alone, with nothing of the old reachable.
-	if err := unix.Chdir(base); err != nil {
-		return fail("pivot_root", err)
+	if err := sysChdir(base); err != nil {
+		return "pivot_root", opErr("chdir", base, err)
 	}
-	if err := unix.PivotRoot(".", "."); err != nil {
-		return fail("pivot_root", fmt.Errorf("pivot_root: %w", err))
+	if err := sysPivotRoot(".", "."); err != nil {
+		return "pivot_root", opErr("pivot_root", base, err)
 	}
-	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
-		return fail("pivot_root", fmt.Errorf("detach the old root: %w", err))
+	if err := sysUmount(".", unix.MNT_DETACH); err != nil {
+		return "pivot_root", opErr("umount2", "old root", err)
 	}
-	if err := unix.Chdir("/"); err != nil {
-		return fail("pivot_root", err)
+	if err := sysChdir("/"); err != nil {
+		return "pivot_root", opErr("chdir", "/", err)
 	}
-	return nil
+	return "", nil
 }
 
-func mountStep(m mountOp) string {
+// hintError adds advice to an errno, keeping it matchable.
+type hintError struct {
+	err  error
+	hint string
+}
+
+func (e *hintError) Error() string { return e.err.Error() + " (" + e.hint + ")" }
+func (e *hintError) Unwrap() error { return e.err }
+
+func mountStep(m Mount) string {
 	switch m.Kind {
-	case mBind:
+	case Bind:
 		return "bind " + m.Dst
-	case mSymlink:
+	case Symlink:
 		return "symlink " + m.Dst
-	case mProc:
+	case Proc:
 		return "mount proc " + m.Dst
-	case mMaskFile, mMaskDir:
+	case MaskFile, MaskDir:
 		return "mask " + m.Dst
 	default:
 		return "mount tmpfs " + m.Dst
@@ -307,46 +305,43 @@ func mountPoint(base, rel string, dir bool) error {
 	path := base + rel
 	var err error
 	if dir {
-		err = unix.Mkdir(path, 0o755)
+		err = sysMkdir(path, 0o755)
 	} else {
 		var fd int
-		fd, err = unix.Open(path, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+		fd, err = sysOpen(path, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
 		if err == nil {
-			_ = unix.Close(fd)
+			sysClose(fd)
 		}
 	}
 	if err == nil {
 		return nil
 	}
-	var st unix.Stat_t
-	if serr := unix.Lstat(path, &st); serr == nil {
-		isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
-		if isDir == dir {
+	if mode, serr := sysLstatMode(path); serr == nil {
+		if (mode&unix.S_IFMT == unix.S_IFDIR) == dir {
 			return nil
 		}
-		return fmt.Errorf("mount point %s exists and is not a %s", rel, map[bool]string{true: "directory", false: "file"}[dir])
+		return errors.New("mount point " + rel + " exists and is of another kind")
 	}
-	return fmt.Errorf("create mount point %s: %w", rel, err)
+	return opErr("create mount point", rel, err)
 }
 
 // loopbackUp brings lo up in the fresh network namespace, so programs that
 // talk to themselves over 127.0.0.1 work; nothing else is reachable.
 func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("socket: %w", err)
+	fd, _, e := unix.RawSyscall(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if e != 0 {
+		return opErr("socket", "AF_INET", e)
 	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
+	defer sysClose(int(fd))
+	var ifr [40]byte // struct ifreq: name[16], then the flags (short)
+	copy(ifr[:], "lo")
+	if _, _, e := unix.RawSyscall(unix.SYS_IOCTL, fd, unix.SIOCGIFFLAGS, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 {
+		return opErr("ioctl SIOCGIFFLAGS", "lo", e)
 	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("SIOCGIFFLAGS lo: %w", err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("SIOCSIFFLAGS lo: %w", err)
+	flags := binary.NativeEndian.Uint16(ifr[16:]) | unix.IFF_UP
+	binary.NativeEndian.PutUint16(ifr[16:], flags)
+	if _, _, e := unix.RawSyscall(unix.SYS_IOCTL, fd, unix.SIOCSIFFLAGS, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 {
+		return opErr("ioctl SIOCSIFFLAGS", "lo", e)
 	}
 	return nil
 }
@@ -355,22 +350,22 @@ func loopbackUp() error {
 // effective sets of this thread, so the program (even as uid 0) holds and
 // can gain no capability. Used when there is no user namespace.
 func dropCapabilities() error {
-	for c := 0; c < 64; c++ {
-		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+	for c := uintptr(0); c < 64; c++ {
+		err := sysPrctl(unix.PR_CAPBSET_DROP, c, 0, 0, 0)
 		if errors.Is(err, unix.EINVAL) {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("prctl(PR_CAPBSET_DROP, %d): %w", c, err)
+			return opErr("prctl PR_CAPBSET_DROP", "capability", err)
 		}
 	}
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-		return fmt.Errorf("prctl(PR_CAP_AMBIENT_CLEAR_ALL): %w", err)
+	if err := sysPrctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		return opErr("prctl", "PR_CAP_AMBIENT_CLEAR_ALL", err)
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("capset(0): %w", err)
+	if _, _, e := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
+		return opErr("capset", "0", e)
 	}
 	return nil
 }
@@ -380,7 +375,7 @@ func dropCapabilities() error {
 func loadSeccomp(raw []byte) error {
 	n := len(raw) / 8
 	if n == 0 || n > 4096 {
-		return fmt.Errorf("seccomp program of %d instructions", n)
+		return errors.New("seccomp program of a bad size")
 	}
 	prog := make([]unix.SockFilter, n)
 	for i := range prog {
@@ -388,9 +383,35 @@ func loadSeccomp(raw []byte) error {
 		prog[i] = unix.SockFilter{Code: binary.LittleEndian.Uint16(b), Jt: b[2], Jf: b[3], K: binary.LittleEndian.Uint32(b[4:])}
 	}
 	fprog := unix.SockFprog{Len: uint16(n), Filter: &prog[0]}
-	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); errno != 0 {
-		return fmt.Errorf("seccomp(SET_MODE_FILTER): %w", errno)
+	if _, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); e != 0 {
+		return opErr("seccomp", "SET_MODE_FILTER", e)
 	}
 	runtime.KeepAlive(prog)
+	return nil
+}
+
+// landlock creates the child's ruleset, adds the rules and enforces it on
+// this thread (no_new_privs is set; execve is next, which discards the
+// other threads).
+func landlock(p *Plan) error {
+	rs, err := sysLandlockCreate(p.LandlockFS, p.LandlockScoped)
+	if err != nil {
+		return opErr("landlock_create_ruleset", "", err)
+	}
+	defer sysClose(rs)
+	for _, r := range p.Rules {
+		fd, err := sysOpen(r.Path, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return opErr("open O_PATH", r.Path, err)
+		}
+		err = sysLandlockAddPath(rs, fd, r.Access)
+		sysClose(fd)
+		if err != nil {
+			return opErr("landlock_add_rule", r.Path, err)
+		}
+	}
+	if err := sysLandlockRestrict(rs); err != nil {
+		return opErr("landlock_restrict_self", "", err)
+	}
 	return nil
 }

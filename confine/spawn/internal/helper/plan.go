@@ -1,0 +1,167 @@
+// Package helper is the run helper of package spawn: the code that runs as
+// PID 1 of a call's new namespaces, builds the child's view, applies the
+// layers and executes the program.
+//
+// It is its own package so that it can run before the rest of the binary
+// initialises: its init function recognises the helper's argv[0] and runs
+// Main right away, once the few packages it imports are initialised. The
+// harness binary's other packages (providers, the CLI, the test framework)
+// never initialise in a helper. So this package imports as little as it can
+// (no fmt, no Landlock or seccomp library): the parent computes everything,
+// down to the Landlock access masks and the raw BPF program, and the helper
+// only executes the plan with raw system calls.
+package helper
+
+import (
+	"errors"
+	"strconv"
+)
+
+// Argv0 is the helper's argv[0]: internal/reexec's prefix and the entry
+// point name "spawn-helper". Package spawn's tests check it matches
+// reexec.Command.
+const Argv0 = "b10x-reexec:spawn-helper"
+
+// Descriptors of the helper, as the parent arranges them (ExtraFiles).
+const (
+	StatusFD = 3 // write end of the status pipe
+	PlanFD   = 4 // read end of the plan pipe
+)
+
+// ExitSetup is the helper's exit status when a step failed; the status
+// pipe says which.
+const ExitSetup = 125
+
+// Status message tags on the status pipe.
+const (
+	StatusReady  = 'R' // layers applied (u32 bits); execve is next
+	StatusFailed = 'F' // a step failed: its name and error
+)
+
+// Layer bits the helper reports as applied.
+const (
+	LayerMountNS uint32 = 1 << iota
+	LayerNoNewPrivs
+	LayerSeccomp
+	LayerLandlock
+)
+
+// MountKind is one step of building the child's view.
+type MountKind uint8
+
+const (
+	Bind     MountKind = iota + 1 // bind Src (a directory or, with File, a file) at Dst
+	Symlink                       // a symlink at Dst whose target is Src
+	Tmpfs                         // a fresh tmpfs at Dst with options Data
+	Proc                          // a fresh proc at Dst for the new PID namespace
+	MaskFile                      // hide the file at Dst behind /dev/null
+	MaskDir                       // hide the directory at Dst behind an empty tmpfs
+	mountKindEnd
+)
+
+// Mount is one entry of the view, applied in order.
+type Mount struct {
+	Kind MountKind
+	Src  string
+	Dst  string
+	RO   bool // read-only (binds, tmpfs, masks)
+	File bool // the bind source is a file, not a directory
+	Dev  bool // a device bind: devices stay usable (no nodev)
+	Data string
+}
+
+// Rule is one Landlock rule: beneath Path, Access (LANDLOCK_ACCESS_FS_*
+// bits) is allowed.
+type Rule struct {
+	Path   string
+	Access uint64
+}
+
+// Plan is everything the helper does, computed by the parent: the helper
+// only executes it, in order, and reports the first failure.
+type Plan struct {
+	Path     string
+	Argv     []string
+	Env      []string
+	Dir      string
+	Hostname string
+	Mounts   []Mount
+	Loopback bool   // bring lo up (a fresh network namespace)
+	DropCaps bool   // drop every capability before execve (no user namespace)
+	Seccomp  []byte // raw classic BPF (struct sock_filter, 8 bytes each); empty: none
+	// Landlock: LandlockFS and LandlockScoped are the ruleset's handled
+	// filesystem rights and scopes; both zero applies no domain.
+	LandlockFS     uint64
+	LandlockScoped uint64
+	Rules          []Rule
+}
+
+// Encode appends the plan to e.
+func (p *Plan) Encode(e *Encoder) {
+	e.Str(p.Path)
+	e.Strs(p.Argv)
+	e.Strs(p.Env)
+	e.Str(p.Dir)
+	e.Str(p.Hostname)
+	e.U32(uint32(len(p.Mounts)))
+	for _, m := range p.Mounts {
+		e.U8(uint8(m.Kind))
+		e.Str(m.Src)
+		e.Str(m.Dst)
+		e.Bool(m.RO)
+		e.Bool(m.File)
+		e.Bool(m.Dev)
+		e.Str(m.Data)
+	}
+	e.Bool(p.Loopback)
+	e.Bool(p.DropCaps)
+	e.Str(string(p.Seccomp))
+	e.U64(p.LandlockFS)
+	e.U64(p.LandlockScoped)
+	e.U32(uint32(len(p.Rules)))
+	for _, r := range p.Rules {
+		e.Str(r.Path)
+		e.U64(r.Access)
+	}
+}
+
+// DecodePlan reads a plan; d.Err says whether it was well formed.
+func DecodePlan(d *Decoder) *Plan {
+	p := &Plan{}
+	p.Path = d.Str()
+	p.Argv = d.Strs()
+	p.Env = d.Strs()
+	p.Dir = d.Str()
+	p.Hostname = d.Str()
+	n := d.Count(16, "mounts")
+	for i := 0; i < n && d.Err == nil; i++ {
+		var m Mount
+		m.Kind = MountKind(d.U8())
+		m.Src = d.Str()
+		m.Dst = d.Str()
+		m.RO = d.Bool()
+		m.File = d.Bool()
+		m.Dev = d.Bool()
+		m.Data = d.Str()
+		if m.Kind == 0 || m.Kind >= mountKindEnd {
+			d.Failf("mount kind " + strconv.Itoa(int(m.Kind)))
+		}
+		p.Mounts = append(p.Mounts, m)
+	}
+	p.Loopback = d.Bool()
+	p.DropCaps = d.Bool()
+	p.Seccomp = []byte(d.Str())
+	if len(p.Seccomp)%8 != 0 {
+		d.Failf("seccomp program of " + strconv.Itoa(len(p.Seccomp)) + " bytes")
+	}
+	p.LandlockFS = d.U64()
+	p.LandlockScoped = d.U64()
+	n = d.Count(12, "rules")
+	for i := 0; i < n && d.Err == nil; i++ {
+		p.Rules = append(p.Rules, Rule{Path: d.Str(), Access: d.U64()})
+	}
+	if d.Err == nil && len(p.Argv) == 0 {
+		d.Err = errors.New("spawn: malformed plan: empty argv")
+	}
+	return p
+}
