@@ -190,12 +190,19 @@ func atkHarness(t *testing.T, env []string, stdin string, args ...string) atkRun
 	return r
 }
 
-// atkStart is atkHarness for any goroutine: it reports instead of failing.
-func atkStart(env []string, stdin string, args ...string) (atkRun, error) {
+// atkCmd prepares the CLI as a subprocess in its own session, with the
+// environment extended by env.
+func atkCmd(env []string, stdin string, args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(append(os.Environ(), "B10X_TEST_MAIN=1"), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	return cmd
+}
+
+// atkStart is atkHarness for any goroutine: it reports instead of failing.
+func atkStart(env []string, stdin string, args ...string) (atkRun, error) {
+	cmd := atkCmd(env, stdin, args...)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	err := cmd.Run()
@@ -267,7 +274,7 @@ func (a *atkWS) try(env []string, stdin string, flags []string, tool, args strin
 		return fail("no run record: %v", err)
 	}
 	if bytes.Contains(b, []byte(atkSecret)) {
-		return fail("outside content reached the record:\n%s", b)
+		return fail("outside content reached the record:\n%s", atkClip(string(b)))
 	}
 	for i, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
 		var m map[string]any
@@ -283,7 +290,7 @@ func (a *atkWS) try(env []string, stdin string, flags []string, tool, args strin
 		}
 	}
 	if len(at.all) < 3 || at.all[0]["event"] != "run_start" || at.all[len(at.all)-1]["event"] != "run_end" || at.rec == nil {
-		return fail("record is not run_start, call, run_end:\n%s", b)
+		return fail("record is not run_start, call, run_end:\n%s", atkClip(string(b)))
 	}
 	for _, k := range []string{"status", "reason", "entry"} {
 		if fmt.Sprint(at.out[k]) != fmt.Sprint(at.rec[k]) {
