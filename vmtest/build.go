@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -162,7 +161,10 @@ func goTestC(modRoot, dir string, pkgs []testPkg, idx []int) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("create %s: %w", dir, err)
 	}
-	args := []string{"test", "-c", "-vet=off", "-o", dir + "/"}
+	// -s -w drops the symbol table and DWARF: a third of the size, and
+	// every byte is copied into the guest's RAM. Go's stack traces come from
+	// its own tables and stay whole.
+	args := []string{"test", "-c", "-vet=off", "-ldflags=-s -w", "-o", dir + "/"}
 	for _, i := range idx {
 		args = append(args, pkgs[i].ImportPath)
 	}
@@ -193,6 +195,8 @@ type initramfsSpec struct {
 	Applets  []string // busybox applet names
 	Packages []testPkg
 	Config   protocol.Config
+	ModRoot  string   // the module's root on the host
+	Files    []string // module files to pack under /src (see moduleFiles)
 }
 
 // tree builds the archive in memory-light fashion: small files from bytes,
@@ -298,12 +302,11 @@ func writeInitramfs(out string, spec initramfsSpec) (err error) {
 		steps = append(steps,
 			func() error { return t.bytes(strings.TrimPrefix(protocol.ConfigPath, "/"), 0o644, cfg) },
 			func() error { return t.dir("tests", 0o755, 0) },
-			func() error { return t.dir("src", 0o755, 0) },
 		)
 		for _, p := range spec.Packages {
 			steps = append(steps, func() error { return t.file("tests/"+filepath.Base(p.Binary), 0o755, p.Binary) })
 		}
-		steps = append(steps, func() error { return addSources(t, spec.Packages) })
+		steps = append(steps, func() error { return addModule(t, spec.ModRoot, spec.Files) })
 	}
 	for _, s := range steps {
 		if err := s(); err != nil {
@@ -319,11 +322,66 @@ func writeInitramfs(out string, spec initramfsSpec) (err error) {
 	return nil
 }
 
-// addSources packs, for each package, the regular files of its directory and
-// its testdata tree under /src/<dir relative to the module>, so tests that
-// read their own files or testdata find them in their working directory, as
-// under go test.
-func addSources(t *tree, pkgs []testPkg) error {
+// maxPackedFile bounds one file of the module copy: a stray build output in
+// the work tree should not fill the guest's memory.
+const maxPackedFile = 8 << 20
+
+// moduleFiles lists the module's files for the guest's copy: what git
+// tracks plus untracked files it does not ignore (so work in progress is
+// tested as go test would see it), or, without git, every file outside
+// hidden directories and bin/. It also returns what it left out and why.
+func moduleFiles(modRoot string) (files, skipped []string, err error) {
+	var names []string
+	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	cmd.Dir = modRoot
+	if out, gerr := cmd.Output(); gerr == nil {
+		for _, n := range strings.Split(string(out), "\x00") {
+			if n != "" {
+				names = append(names, n)
+			}
+		}
+	} else {
+		werr := filepath.WalkDir(modRoot, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(modRoot, p)
+			if d.IsDir() && p != modRoot && (strings.HasPrefix(d.Name(), ".") || rel == "bin") {
+				return filepath.SkipDir
+			}
+			if !d.IsDir() {
+				names = append(names, filepath.ToSlash(rel))
+			}
+			return nil
+		})
+		if werr != nil {
+			return nil, nil, fmt.Errorf("list the module's files (git ls-files: %v): %w", gerr, werr)
+		}
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	for _, n := range names {
+		st, err := os.Lstat(filepath.Join(modRoot, filepath.FromSlash(n)))
+		switch {
+		case err != nil:
+			// Deleted in the work tree but still tracked: go test would not see it either.
+		case st.Mode().Type() == fs.ModeSymlink:
+			files = append(files, n)
+		case !st.Mode().IsRegular():
+			skipped = append(skipped, n+" (not a regular file)")
+		case st.Size() > maxPackedFile:
+			skipped = append(skipped, fmt.Sprintf("%s (%d MiB, over the %d MiB limit)", n, st.Size()>>20, maxPackedFile>>20))
+		default:
+			files = append(files, n)
+		}
+	}
+	return files, skipped, nil
+}
+
+// addModule packs the module's files under /src, keeping the tree's shape,
+// so that a test finds its testdata and any file it reaches by a relative
+// path (../../examples) where go test would.
+func addModule(t *tree, modRoot string, files []string) error {
 	made := map[string]bool{"src": true}
 	var mkdirs func(dir string) error
 	mkdirs = func(dir string) error {
@@ -336,55 +394,30 @@ func addSources(t *tree, pkgs []testPkg) error {
 		made[dir] = true
 		return t.dir(dir, 0o755, 0)
 	}
-	for _, p := range pkgs {
-		root := path.Join("src", p.Rel)
-		if err := mkdirs(root); err != nil {
+	if err := t.dir("src", 0o755, 0); err != nil {
+		return err
+	}
+	for _, f := range files {
+		name := path.Join("src", f)
+		if err := mkdirs(path.Dir(name)); err != nil {
 			return err
 		}
-		ents, err := os.ReadDir(p.Dir)
+		hp := filepath.Join(modRoot, filepath.FromSlash(f))
+		st, err := os.Lstat(hp)
 		if err != nil {
-			return fmt.Errorf("read package directory %s: %w", p.Dir, err)
+			return fmt.Errorf("pack %s: %w", hp, err)
 		}
-		for _, e := range ents {
-			if e.Type().IsRegular() {
-				if err := t.file(path.Join(root, e.Name()), 0o644, filepath.Join(p.Dir, e.Name())); err != nil {
-					return err
-				}
-			}
-		}
-		td := filepath.Join(p.Dir, "testdata")
-		if _, err := os.Lstat(td); errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		err = filepath.WalkDir(td, func(hp string, d fs.DirEntry, err error) error {
+		if st.Mode().Type() == fs.ModeSymlink {
+			target, err := os.Readlink(hp)
 			if err != nil {
-				return fmt.Errorf("read %s: %w", hp, err)
+				return fmt.Errorf("readlink %s: %w", hp, err)
 			}
-			rel, err := filepath.Rel(p.Dir, hp)
-			if err != nil {
+			if err := t.link(name, target); err != nil {
 				return err
 			}
-			name := path.Join(root, filepath.ToSlash(rel))
-			info, err := d.Info()
-			if err != nil {
-				return fmt.Errorf("stat %s: %w", hp, err)
-			}
-			switch {
-			case d.IsDir():
-				made[name] = true
-				return t.dir(name, info.Mode().Perm(), 0)
-			case d.Type() == fs.ModeSymlink:
-				target, err := os.Readlink(hp)
-				if err != nil {
-					return fmt.Errorf("readlink %s: %w", hp, err)
-				}
-				return t.link(name, target)
-			case d.Type().IsRegular():
-				return t.file(name, info.Mode().Perm(), hp)
-			}
-			return nil // sockets, devices and pipes in testdata are not packed
-		})
-		if err != nil {
+			continue
+		}
+		if err := t.file(name, st.Mode().Perm(), hp); err != nil {
 			return err
 		}
 	}

@@ -82,29 +82,32 @@ func TestBinaryName(t *testing.T) {
 
 func TestInitramfsLayout(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
+	write := func(name, content string, perm os.FileMode) string {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, []byte(content), 0o755); err != nil {
+		if err := os.WriteFile(p, []byte(content), perm); err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
-	initBin := write("init", "INIT")
-	bb := write("busybox", "BUSYBOX")
-	bin := write("build/confine_spawn.test", "TESTBIN")
-	write("src/confine/spawn/spawn_test.go", "package spawn")
-	write("src/confine/spawn/testdata/deep/case.txt", "case")
-	if err := os.Symlink("deep/case.txt", filepath.Join(dir, "src/confine/spawn/testdata/link")); err != nil {
+	initBin := write("init", "INIT", 0o755)
+	bb := write("busybox", "BUSYBOX", 0o755)
+	bin := write("build/confine_spawn.test", "TESTBIN", 0o755)
+	mod := filepath.Join(dir, "mod")
+	write("mod/go.mod", "module m", 0o644)
+	write("mod/confine/spawn/spawn_test.go", "package spawn", 0o644)
+	write("mod/confine/spawn/testdata/deep/run.sh", "#!/bin/sh", 0o755)
+	write("mod/examples/a.jsonl", "{}", 0o644)
+	if err := os.Symlink("deep/run.sh", filepath.Join(mod, "confine/spawn/testdata/link")); err != nil {
 		t.Fatal(err)
 	}
-	write("src/confine/spawn/sub/other.go", "package sub") // a subpackage: not packed
-	pkgs := []testPkg{{ImportPath: "m/confine/spawn", Dir: filepath.Join(dir, "src/confine/spawn"), Rel: "confine/spawn", Binary: bin}}
-	cfg := protocol.Config{Run: "TestX", TimeoutSeconds: 60, Packages: []protocol.Package{{ImportPath: "m/confine/spawn", Binary: "/tests/confine_spawn.test", SrcDir: "/src/confine/spawn"}}}
+	files := []string{"confine/spawn/spawn_test.go", "confine/spawn/testdata/deep/run.sh", "confine/spawn/testdata/link", "examples/a.jsonl", "go.mod"}
+	pkgs := []testPkg{{ImportPath: "m/confine/spawn", Dir: filepath.Join(mod, "confine/spawn"), Rel: "confine/spawn", Binary: bin}}
+	cfg := protocol.Config{Run: "TestX", TimeoutSeconds: 60, SrcRoot: "/src", Packages: []protocol.Package{{ImportPath: "m/confine/spawn", Binary: "/tests/confine_spawn.test", Dir: "confine/spawn"}}}
 	out := filepath.Join(dir, "initramfs.cpio")
-	if err := writeInitramfs(out, initramfsSpec{Init: initBin, Busybox: bb, Applets: []string{"sh", "sleep", "["}, Packages: pkgs, Config: cfg}); err != nil {
+	if err := writeInitramfs(out, initramfsSpec{Init: initBin, Busybox: bb, Applets: []string{"sh", "sleep", "["}, Packages: pkgs, Config: cfg, ModRoot: mod, Files: files}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(out)
@@ -152,13 +155,12 @@ func TestInitramfsLayout(t *testing.T) {
 	check("home/tester", func(e cpio.Entry) bool { return e.Mode.IsDir() && e.UID == protocol.UnprivilegedUID }, "owned by the test user")
 	check("etc/passwd", func(e cpio.Entry) bool { return strings.Contains(string(e.Data), "tester:x:1000:1000:") }, "the test user")
 	check("tests/confine_spawn.test", isFile("TESTBIN", 0o755), "the test binary")
+	check("src/go.mod", isFile("module m", 0o644), "module file")
 	check("src/confine/spawn/spawn_test.go", isFile("package spawn", 0o644), "package file")
 	check("src/confine/spawn/testdata/deep", isDir, "testdata dir")
-	check("src/confine/spawn/testdata/deep/case.txt", func(e cpio.Entry) bool { return string(e.Data) == "case" }, "testdata file")
-	check("src/confine/spawn/testdata/link", isLink("deep/case.txt"), "testdata symlink kept as a link")
-	if _, found := got["src/confine/spawn/sub/other.go"]; found {
-		t.Error("a subpackage's files were packed with its parent")
-	}
+	check("src/confine/spawn/testdata/deep/run.sh", isFile("#!/bin/sh", 0o755), "testdata file, mode kept")
+	check("src/confine/spawn/testdata/link", isLink("deep/run.sh"), "testdata symlink kept as a link")
+	check("src/examples/a.jsonl", isFile("{}", 0o644), "a file outside the package, reached by ../..")
 	c, ok := got["etc/vmtest.json"]
 	if !ok {
 		t.Fatal("etc/vmtest.json missing")
@@ -166,6 +168,65 @@ func TestInitramfsLayout(t *testing.T) {
 	back, err := protocol.ParseConfig(c.Data)
 	if err != nil || back.Run != "TestX" || len(back.Packages) != 1 || back.Packages[0].Binary != "/tests/confine_spawn.test" {
 		t.Errorf("config read back as %+v, %v", back, err)
+	}
+}
+
+// moduleFiles in a real git work tree: tracked and untracked-but-not-ignored
+// files are packed; ignored, deleted and oversized ones are not.
+func TestModuleFiles(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatalf("git is needed (the module is a git clone): %v", err)
+	}
+	dir := t.TempDir()
+	run := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@invalid", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@invalid")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	put := func(name string, size int) {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, bytes.Repeat([]byte("x"), size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run("init", "-q")
+	put(".gitignore", 0)
+	os.WriteFile(filepath.Join(dir, ".gitignore"), []byte("/.cache/\n*.test\n"), 0o644)
+	put("go.mod", 10)
+	put("a/tracked.go", 10)
+	put("a/gone.go", 10)
+	run("add", ".")
+	run("commit", "-q", "-m", "x")
+	os.Remove(filepath.Join(dir, "a/gone.go"))
+	put("a/new.go", 10)
+	put("a/a.test", 10)
+	put(".cache/vmtest/big", 10)
+	put("huge.bin", maxPackedFile+1)
+	files, skipped, err := moduleFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{".gitignore", "a/new.go", "a/tracked.go", "go.mod"}; !slices.Equal(files, want) {
+		t.Errorf("files %q, want %q", files, want)
+	}
+	if len(skipped) != 1 || !strings.HasPrefix(skipped[0], "huge.bin") {
+		t.Errorf("skipped %q, want huge.bin only", skipped)
+	}
+	// Without git (a tarball of the module): walk, skipping hidden
+	// directories and bin/.
+	os.RemoveAll(filepath.Join(dir, ".git"))
+	put("bin/tool", 10)
+	files, _, err = moduleFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{".gitignore", "a/a.test", "a/new.go", "a/tracked.go", "go.mod"}; !slices.Equal(files, want) {
+		t.Errorf("without git: files %q, want %q", files, want)
 	}
 }
 

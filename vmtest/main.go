@@ -326,10 +326,18 @@ func (m *machine) image(name string, pkgs []testPkg, cfg protocol.Config) (strin
 	pkgs = slices.DeleteFunc(slices.Clone(pkgs), func(p testPkg) bool { return p.Binary == "" })
 	t0 = time.Now()
 	for _, p := range pkgs {
-		cfg.Packages = append(cfg.Packages, protocol.Package{ImportPath: p.ImportPath, Binary: "/tests/" + filepath.Base(p.Binary), SrcDir: "/src/" + p.Rel, TimeoutSeconds: p.TimeoutSeconds})
+		cfg.Packages = append(cfg.Packages, protocol.Package{ImportPath: p.ImportPath, Binary: "/tests/" + filepath.Base(p.Binary), Dir: p.Rel, TimeoutSeconds: p.TimeoutSeconds})
+	}
+	cfg.SrcRoot = "/src"
+	files, skipped, err := moduleFiles(m.modRoot)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, s := range skipped {
+		m.step("not packed into the guest's module copy: %s", s)
 	}
 	initrd := filepath.Join(m.build, name+".cpio")
-	if err := writeInitramfs(initrd, initramfsSpec{Init: m.initBin, Busybox: m.busybox, Applets: m.applets, Packages: pkgs, Config: cfg}); err != nil {
+	if err := writeInitramfs(initrd, initramfsSpec{Init: m.initBin, Busybox: m.busybox, Applets: m.applets, Packages: pkgs, Config: cfg, ModRoot: m.modRoot, Files: files}); err != nil {
 		return "", nil, err
 	}
 	st, err := os.Stat(initrd)
@@ -381,6 +389,9 @@ const kvmProbeDeadline = 4 * time.Second
 // runShape boots one shape and judges its console. name labels the output
 // and the log file.
 func (m *machine) runShape(ctx context.Context, name, shape, initrd string, expected []string, o options) *shapeResult {
+	if ctx.Err() != nil {
+		return &shapeResult{Shape: shape, Problems: []string{"not booted: vmtest was interrupted"}}
+	}
 	c := newConsoleParser(expected)
 	line, err := cmdline(shape, m.vm.kernel.DefaultLSM)
 	if err != nil {

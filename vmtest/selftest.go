@@ -85,8 +85,8 @@ func checkSelftest(r *shapeResult) []string {
 	if len(p.problems(false)) > 0 || failedFor("pass") {
 		complain("pass: judged failed: %q", p.problems(false))
 	}
-	if n := p.count("PASS"); n < 11 {
-		complain("pass: %d tests passed, want at least 11", n)
+	if n := p.count("PASS"); n < 12 {
+		complain("pass: %d tests passed, want at least 12", n)
 	}
 	if i := slices.IndexFunc(p.Tests, func(t testResult) bool { return t.Name == "TestSkipsOne" }); i < 0 || p.Tests[i].Status != "SKIP" || p.Tests[i].Reason != "selftest skip reason" {
 		complain("pass: TestSkipsOne should be a SKIP with reason %q; tests: %+v", "selftest skip reason", p.Tests)

@@ -42,14 +42,18 @@ func runPackage(env *guestEnv, cfg protocol.Config, i int, p protocol.Package) b
 
 	name := fmt.Sprintf("%02d-%s", i, path.Base(p.ImportPath))
 	base := filepath.Join("/tmp/vmtest", name)
-	work, tmp, home := filepath.Join(base, "work"), filepath.Join(base, "tmp"), filepath.Join(base, "home")
-	for _, d := range []string{work, tmp, home} {
+	src, tmp, home := filepath.Join(base, "src"), filepath.Join(base, "tmp"), filepath.Join(base, "home")
+	for _, d := range []string{src, tmp, home} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fail(fmt.Sprintf("mkdir %s: %v", d, err))
 		}
 	}
-	if err := copyTree(p.SrcDir, work); err != nil {
+	if err := copyTree(cfg.SrcRoot, src); err != nil {
 		return fail(err.Error())
+	}
+	work := filepath.Join(src, filepath.FromSlash(p.Dir))
+	if st, err := os.Stat(work); err != nil || !st.IsDir() {
+		return fail(fmt.Sprintf("package directory %s missing from the module copy: %v", p.Dir, err))
 	}
 	if env.unprivileged {
 		if err := chownTree(base, env.uid, env.gid); err != nil {
@@ -345,8 +349,8 @@ func newItems(before, after []string) []string {
 	return out
 }
 
-// copyTree copies the package's source directory (its files and testdata,
-// as packed by the host) into the fresh working directory.
+// copyTree copies the module's files, as packed by the host, into the
+// binary's fresh directory.
 func copyTree(src, dst string) error {
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -47,7 +48,11 @@ const (
 type Package struct {
 	ImportPath string `json:"import_path"` // e.g. github.com/b10x/harness/confine
 	Binary     string `json:"binary"`      // absolute path in the guest, e.g. /tests/confine.test
-	SrcDir     string `json:"src_dir"`     // copy of the package directory in the guest, e.g. /src/confine
+	// Dir is the package's directory relative to the module root
+	// (slash-separated, "." for the root): the binary runs there, in a
+	// fresh copy of the module's files, as go test runs it in the package
+	// directory.
+	Dir string `json:"dir"`
 	// TimeoutSeconds overrides Config.TimeoutSeconds for this package when
 	// positive.
 	TimeoutSeconds int `json:"timeout_s,omitempty"`
@@ -58,6 +63,9 @@ type Package struct {
 // value runs nothing.
 type Config struct {
 	Packages []Package `json:"packages"`
+	// SrcRoot holds the module's files in the guest; each binary gets a
+	// fresh copy of it. Required when Packages is not empty.
+	SrcRoot string `json:"src_root,omitempty"`
 	// Run is passed to each binary as -test.run when not empty.
 	Run string `json:"run,omitempty"`
 	// TimeoutSeconds is passed to each binary as -test.timeout; the guest
@@ -103,9 +111,15 @@ func ParseConfig(b []byte) (Config, error) {
 	if err := dec.Decode(&c); err != nil {
 		return Config{}, fmt.Errorf("vmtest config: %w", err)
 	}
+	if len(c.Packages) > 0 && !strings.HasPrefix(c.SrcRoot, "/") {
+		return Config{}, fmt.Errorf("vmtest config: src_root %q: want an absolute path", c.SrcRoot)
+	}
 	for i, p := range c.Packages {
-		if p.ImportPath == "" || !strings.HasPrefix(p.Binary, "/") || !strings.HasPrefix(p.SrcDir, "/") {
-			return Config{}, fmt.Errorf("vmtest config: package %d: import path, absolute binary and src_dir are required", i)
+		if p.ImportPath == "" || !strings.HasPrefix(p.Binary, "/") {
+			return Config{}, fmt.Errorf("vmtest config: package %d: import path and absolute binary are required", i)
+		}
+		if p.Dir == "" || path.IsAbs(p.Dir) || path.Clean(p.Dir) != p.Dir || p.Dir == ".." || strings.HasPrefix(p.Dir, "../") {
+			return Config{}, fmt.Errorf("vmtest config: package %d: dir %q: want a clean path relative to the module root", i, p.Dir)
 		}
 	}
 	for _, e := range c.Env {

@@ -47,7 +47,7 @@ func TestParseLineRejects(t *testing.T) {
 }
 
 func TestConfigRoundTrip(t *testing.T) {
-	c := Config{Packages: []Package{{ImportPath: "m/a", Binary: "/tests/a.test", SrcDir: "/src/a", TimeoutSeconds: 3}}, Run: "TestX|TestY", TimeoutSeconds: 600, GraceSeconds: 2, Env: []string{"A=b=c"}}
+	c := Config{Packages: []Package{{ImportPath: "m/a", Binary: "/tests/a.test", Dir: "a/b", TimeoutSeconds: 3}}, SrcRoot: "/src", Run: "TestX|TestY", TimeoutSeconds: 600, GraceSeconds: 2, Env: []string{"A=b=c"}}
 	b, err := c.Marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -73,8 +73,13 @@ func TestConfigRoundTrip(t *testing.T) {
 func TestParseConfigRejects(t *testing.T) {
 	for _, s := range []string{
 		`{"packages":[],"surprise":1}`,
-		`{"packages":[{"import_path":"m/a","binary":"tests/a.test","src_dir":"/src/a"}]}`,
-		`{"packages":[{"binary":"/tests/a.test","src_dir":"/src/a"}]}`,
+		`{"src_root":"/src","packages":[{"import_path":"m/a","binary":"tests/a.test","dir":"a"}]}`,
+		`{"src_root":"/src","packages":[{"binary":"/tests/a.test","dir":"a"}]}`,
+		`{"packages":[{"import_path":"m/a","binary":"/tests/a.test","dir":"a"}]}`,
+		`{"src_root":"/src","packages":[{"import_path":"m/a","binary":"/tests/a.test","dir":"../a"}]}`,
+		`{"src_root":"/src","packages":[{"import_path":"m/a","binary":"/tests/a.test","dir":"/a"}]}`,
+		`{"src_root":"/src","packages":[{"import_path":"m/a","binary":"/tests/a.test","dir":""}]}`,
+		`{"src_root":"/src","packages":[{"import_path":"m/a","binary":"/tests/a.test","dir":"a//b"}]}`,
 		`{"env":["NOVALUE"]}`,
 		`{"env":["=x"]}`,
 		`not json`,

@@ -63,6 +63,15 @@ func TestTestdataInWorkingDirectory(t *testing.T) {
 	}
 }
 
+// The working directory is the package's directory in a copy of the whole
+// module, as under go test: paths like ../../examples resolve.
+func TestModuleAround(t *testing.T) {
+	b, err := os.ReadFile("../../../../go.mod")
+	if err != nil || !strings.Contains(string(b), "module github.com/b10x/harness") {
+		t.Fatalf("../../../../go.mod from the package directory: %q, %v", b, err)
+	}
+}
+
 func TestReexecSelf(t *testing.T) {
 	out, err := exec.Command("/proc/self/exe", "-test.run=^TestSubtests$", "-test.v").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestSubtests") {
