@@ -11,7 +11,7 @@ const selftestConsole = `VMTEST INFO kernel 6.1.0-57-amd64
 VMTEST START github.com/b10x/harness/vmtest/testdata/selftest/allskip
 === RUN   TestOne
     allskip_test.go:18: first skip
---- SKIP: TestOne (0.01s)
+--- SKIP: TestOne (0.02s)
 === RUN   TestTwo
 === RUN   TestTwo/sub
     allskip_test.go:21: nested skip
@@ -26,27 +26,27 @@ VMTEST START github.com/b10x/harness/vmtest/testdata/selftest/fail
     fail_test.go:18: selftest failure
 --- FAIL: TestFails (0.01s)
 FAIL
-VMTEST PKG github.com/b10x/harness/vmtest/testdata/selftest/fail EXIT 1 TIME 0.57s
+VMTEST PKG github.com/b10x/harness/vmtest/testdata/selftest/fail EXIT 1 TIME 1.64s
 VMTEST START github.com/b10x/harness/vmtest/testdata/selftest/hang
 VMTEST INFO signal pid 101 killed by signal 9 (killed)
 VMTEST INFO timeout github.com/b10x/harness/vmtest/testdata/selftest/hang: killed 2s after its -test.timeout
-VMTEST PKG github.com/b10x/harness/vmtest/testdata/selftest/hang EXIT -1 TIME 5.38s
+VMTEST PKG github.com/b10x/harness/vmtest/testdata/selftest/hang EXIT -1 TIME 5.61s
 VMTEST START github.com/b10x/harness/vmtest/testdata/selftest/leak
 === RUN   TestLeaksAProcess
---- PASS: TestLeaksAProcess (0.09s)
+--- PASS: TestLeaksAProcess (0.14s)
 === RUN   TestLeaksACgroup
---- PASS: TestLeaksACgroup (0.01s)
+--- PASS: TestLeaksACgroup (0.00s)
 PASS
 VMTEST LEAK github.com/b10x/harness/vmtest/testdata/selftest/leak process: pid 111 (sleep) ppid 1 state S: "sleep 1000"
 VMTEST LEAK github.com/b10x/harness/vmtest/testdata/selftest/leak cgroup: /sys/fs/cgroup/vmtest.slice/03-leak.service/leaked
-VMTEST PKG github.com/b10x/harness/vmtest/testdata/selftest/leak EXIT 0 TIME 2.00s
+VMTEST PKG github.com/b10x/harness/vmtest/testdata/selftest/leak EXIT 0 TIME 4.09s
 VMTEST START github.com/b10x/harness/vmtest/testdata/selftest/pass
 === RUN   TestShapeIsSet
     pass_test.go:31: LAYERS: selftest-layer
---- PASS: TestShapeIsSet (0.01s)
+--- PASS: TestShapeIsSet (0.04s)
 === RUN   TestSkipsOne
     pass_test.go:38: selftest skip reason
---- SKIP: TestSkipsOne (0.01s)
+--- SKIP: TestSkipsOne (0.03s)
 === RUN   TestSubtests
 === RUN   TestSubtests/a
 === RUN   TestSubtests/b
@@ -54,21 +54,23 @@ VMTEST START github.com/b10x/harness/vmtest/testdata/selftest/pass
     --- PASS: TestSubtests/a (0.00s)
     --- PASS: TestSubtests/b (0.00s)
 === RUN   TestBusyboxApplets
---- PASS: TestBusyboxApplets (0.11s)
+--- PASS: TestBusyboxApplets (0.56s)
 === RUN   TestTestdataInWorkingDirectory
---- PASS: TestTestdataInWorkingDirectory (0.00s)
+--- PASS: TestTestdataInWorkingDirectory (0.01s)
+=== RUN   TestModuleAround
+--- PASS: TestModuleAround (0.00s)
 === RUN   TestReexecSelf
---- PASS: TestReexecSelf (0.15s)
+--- PASS: TestReexecSelf (0.20s)
 === RUN   TestLoopback
---- PASS: TestLoopback (0.20s)
+--- PASS: TestLoopback (0.22s)
 === RUN   TestWritableTempDir
---- PASS: TestWritableTempDir (0.02s)
+--- PASS: TestWritableTempDir (0.10s)
 === RUN   TestPivotRoot
---- PASS: TestPivotRoot (0.10s)
+--- PASS: TestPivotRoot (0.09s)
 === RUN   TestRootIsShared
---- PASS: TestRootIsShared (0.01s)
+--- PASS: TestRootIsShared (0.00s)
 PASS
-VMTEST PKG github.com/b10x/harness/vmtest/testdata/selftest/pass EXIT 0 TIME 0.93s
+VMTEST PKG github.com/b10x/harness/vmtest/testdata/selftest/pass EXIT 0 TIME 3.20s
 VMTEST DONE EXIT 1
 `
 
