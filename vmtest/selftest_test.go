@@ -104,7 +104,7 @@ func TestSelftestJudgeRejectsBrokenRuns(t *testing.T) {
 		{"pass fails", "VMTEST PKG " + sp + "pass EXIT 0", "VMTEST PKG " + sp + "pass EXIT 1", "pass: judged failed"},
 		{"guest says 0", "VMTEST DONE EXIT 1", "VMTEST DONE EXIT 0", "DONE line"},
 		{"guest never done", "VMTEST DONE EXIT 1", "", "DONE line"},
-		{"allskip ran a test", "--- SKIP: TestOne (0.01s)", "--- PASS: TestOne (0.01s)", "allskip:"},
+		{"allskip ran a test", "--- SKIP: TestOne (", "--- PASS: TestOne (", "allskip:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !strings.Contains(selftestConsole, tc.old) {
