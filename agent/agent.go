@@ -9,8 +9,9 @@
 // Every refused or failed outcome reaches the model as an error (see
 // ResultText), never as a success.
 //
-// Providers (Anthropic, OpenAI-compatible servers, a replay script) live in
-// the agent/provider package behind the small Provider interface below. Named
+// Providers live behind the small Provider interface below: Anthropic and
+// OpenAI-compatible servers in agent/provider, the replay script in
+// agent/replay (kept apart so that it builds and fuzzes without the SDKs). Named
 // agents (Markdown definitions with a front matter) are parsed by ParseDef and
 // LoadDefs; a definition can only narrow what the parent run publishes.
 package agent

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/b10x/harness/agent"
+	"github.com/b10x/harness/agent/replay"
 )
 
 // Options configures a network provider. The zero value is not enough for
@@ -141,7 +142,7 @@ func Open(spec Spec, opt Options) (agent.Provider, error) {
 	case "openai":
 		return NewOpenAI(opt)
 	case "replay":
-		return LoadReplay(spec.File)
+		return replay.Load(spec.File)
 	}
 	return nil, fmt.Errorf("provider %q: want anthropic, openai or replay", spec.Kind)
 }

@@ -1,4 +1,8 @@
-package provider
+// Package replay is the replay provider of the agent loop: it plays a JSON
+// Lines script of model turns, with no network, for security evaluations and
+// demos. Each turn's calls go through the surface and the gate exactly like a
+// real model's.
+package replay
 
 import (
 	"bufio"
@@ -9,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"unicode/utf8"
 
 	"github.com/b10x/harness/agent"
@@ -49,23 +54,23 @@ func (e *ScriptError) Error() string {
 // MaxScriptSize is the largest replay script read.
 const MaxScriptSize = 64 << 20
 
-// LoadReplay reads and parses a replay script.
-func LoadReplay(file string) (*Replay, error) {
+// Load reads and parses a replay script.
+func Load(file string) (*Replay, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, fmt.Errorf("replay script: %w", err)
 	}
 	defer f.Close()
-	turns, err := ParseReplay(file, io.LimitReader(f, MaxScriptSize+1))
+	turns, err := Parse(file, io.LimitReader(f, MaxScriptSize+1))
 	if err != nil {
 		return nil, err
 	}
 	return &Replay{file: file, turns: turns}, nil
 }
 
-// NewReplay returns a Replay of turns already parsed (file names it in
+// New returns a Replay of turns already parsed (file names it in
 // transcripts).
-func NewReplay(file string, turns []agent.Turn) *Replay {
+func New(file string, turns []agent.Turn) *Replay {
 	return &Replay{file: file, turns: append([]agent.Turn(nil), turns...)}
 }
 
@@ -80,9 +85,9 @@ type replayLineCall struct {
 	ArgumentsRaw *string         `json:"arguments_raw"`
 }
 
-// ParseReplayLine parses one script line (not blank, not a comment) into a
+// ParseLine parses one script line (not blank, not a comment) into a
 // turn. Call ids are "L<line>.<n>".
-func ParseReplayLine(line int, b []byte) (agent.Turn, error) {
+func ParseLine(line int, b []byte) (agent.Turn, error) {
 	if !utf8.Valid(b) {
 		return agent.Turn{}, errors.New("not valid UTF-8")
 	}
@@ -141,18 +146,25 @@ func jsonErr(err error) string {
 	case errors.As(err, &te):
 		field := te.Field
 		if field == "" {
-			field = "the line"
+			return fmt.Sprintf("the line must be a JSON object, not %s", te.Value)
 		}
-		return fmt.Sprintf("%s must be %s, not %s", field, te.Type, te.Value)
+		want := "an object"
+		switch te.Type.Kind() {
+		case reflect.String:
+			want = "a string"
+		case reflect.Slice:
+			want = "an array"
+		}
+		return fmt.Sprintf("%s must be %s, not %s", field, want, te.Value)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return "the line ends inside the JSON value"
 	}
 	return err.Error()
 }
 
-// ParseReplay parses a whole script read from r; file names it in errors.
+// Parse parses a whole script read from r; file names it in errors.
 // Errors are *ScriptError naming the line.
-func ParseReplay(file string, r io.Reader) ([]agent.Turn, error) {
+func Parse(file string, r io.Reader) ([]agent.Turn, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), MaxScriptSize)
 	var turns []agent.Turn
@@ -170,7 +182,7 @@ func ParseReplay(file string, r io.Reader) ([]agent.Turn, error) {
 		if endLine > 0 {
 			return nil, &ScriptError{File: file, Line: n, Msg: fmt.Sprintf("never played: line %d has no tool calls, so it ends the run", endLine)}
 		}
-		t, err := ParseReplayLine(n, b)
+		t, err := ParseLine(n, b)
 		if err != nil {
 			return nil, &ScriptError{File: file, Line: n, Msg: err.Error()}
 		}
