@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,37 @@ import (
 
 func TestMain(m *testing.M) {
 	reexec.Init()
-	os.Exit(m.Run())
+	before := openFds()
+	code := m.Run()
+	// Every descriptor a tool opens must be closed by the time it returns:
+	// fail the package on a leak (runtime-internal epoll and eventfd
+	// descriptors aside).
+	if code == 0 {
+		for fd, target := range openFds() {
+			if _, had := before[fd]; !had && !strings.HasPrefix(target, "anon_inode:") {
+				fmt.Fprintf(os.Stderr, "tools tests: descriptor %s (%s) leaked\n", fd, target)
+				code = 1
+			}
+		}
+	}
+	os.Exit(code)
+}
+
+// openFds maps this process's open descriptors to what they refer to.
+func openFds() map[string]string {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tools tests:", err)
+		os.Exit(1)
+	}
+	fds := map[string]string{}
+	for _, e := range ents {
+		target, err := os.Readlink("/proc/self/fd/" + e.Name())
+		if err == nil { // the descriptor ReadDir itself used is gone by now
+			fds[e.Name()] = target
+		}
+	}
+	return fds
 }
 
 // The secret planted outside every test workspace. No result may ever
