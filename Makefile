@@ -10,7 +10,7 @@ BIN := bin/b10x-harness
 all: build
 
 build:
-	$(GO) build -trimpath -o $(BIN) ./cmd/b10x-harness
+	$(GO) build -o $(BIN) ./cmd/b10x-harness
 
 lint:
 	$(GO) vet ./...

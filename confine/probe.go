@@ -196,13 +196,16 @@ func Probe() Report {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { r.Landlock = probeLandlockReport() })
-	nsFindings := make([]Finding, len(namespaceKinds))
-	for i, ns := range namespaceKinds {
-		wg.Go(func() {
-			nsFindings[i] = cached("ns:"+ns.name, func() Finding { return probeNamespace(ns, r.Privilege.Root) })
-		})
-	}
 	wg.Go(func() { r.Seccomp = probeSeccomp() })
+	nsFindings, all := probeAllNamespaces(r.Privilege.Root)
+	if !all {
+		nsFindings = make([]Finding, len(namespaceKinds))
+		for i, ns := range namespaceKinds {
+			wg.Go(func() {
+				nsFindings[i] = cached("ns:"+ns.name, func() Finding { return probeNamespace(ns, r.Privilege.Root) })
+			})
+		}
+	}
 	wg.Wait()
 
 	for i, ns := range namespaceKinds {

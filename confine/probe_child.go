@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -51,6 +52,8 @@ func probeChildMain() {
 		res = childNamespace(args[1], args[2])
 	case len(args) == 1 && args[0] == "seccomp":
 		res = childSeccomp()
+	case len(args) > 1 && args[0] == "nsall":
+		res = childAllNamespaces(args[1:])
 	default:
 		fmt.Fprintf(os.Stderr, "confine probe: bug: bad arguments %q\n", args)
 		os.Exit(2)
@@ -78,6 +81,56 @@ func childNamespace(proc, parentIno string) childResult {
 		d += ", child is pid 1"
 	}
 	return childResult{OK: true, Detail: d}
+}
+
+// childAllNamespaces checks, in a child cloned with every namespace flag at
+// once, that each NAME=PARENT_INODE namespace is new. It reports the first
+// that is not.
+func childAllNamespaces(pairs []string) childResult {
+	var details []string
+	for _, p := range pairs {
+		name, ino, ok := strings.Cut(p, "=")
+		if !ok {
+			return childResult{Step: "arguments", Detail: "bad pair " + p}
+		}
+		r := childNamespace(name, ino)
+		if !r.OK {
+			return r
+		}
+		details = append(details, name+" "+r.Detail)
+	}
+	return childResult{OK: true, Detail: strings.Join(details, "; ")}
+}
+
+// probeAllNamespaces creates every namespace kind in one child, the common
+// case where all are available: one process instead of one per kind. It
+// reports ok=false when anything went wrong, and the caller then probes
+// each kind alone to find out which and why.
+func probeAllNamespaces(root bool) ([]Finding, bool) {
+	var flags uintptr
+	var pairs []string
+	for _, ns := range namespaceKinds {
+		var st unix.Stat_t
+		if err := unix.Stat("/proc/self/ns/"+ns.proc, &st); err != nil {
+			return nil, false
+		}
+		flags |= ns.flag
+		pairs = append(pairs, ns.proc+"="+strconv.FormatUint(st.Ino, 10))
+	}
+	attr := &syscall.SysProcAttr{Cloneflags: flags, Pdeathsig: syscall.SIGKILL}
+	if !root {
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
+	}
+	res, err := runProbeChild(attr, append([]string{"nsall"}, pairs...)...)
+	if err != nil || !res.OK {
+		return nil, false
+	}
+	out := make([]Finding, len(namespaceKinds))
+	for i, ns := range namespaceKinds {
+		out[i] = supported(fmt.Sprintf("clone(%s) together with every other namespace kind: created", cloneFlagName(ns.flag)))
+	}
+	return out, true
 }
 
 // childSeccomp does what the run helper will do, on one locked thread: set

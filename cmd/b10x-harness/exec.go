@@ -8,12 +8,15 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/b10x/harness/cgroup"
+	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/tools"
 )
@@ -57,16 +60,20 @@ func (c *execCmd) Run(e *env) error {
 	if len(argv) == 0 {
 		return usagef("exec: no command given (b10x-harness exec [flags] -- PROGRAM ARGS...)")
 	}
-	m, _, plan, err := planConfinement(c.Confine)
+	m, err := confine.ParseMode(c.Confine)
 	if err != nil {
-		return err
+		return usageError{err}
 	}
-	if !plan.ConfinedExecution {
-		var names []string
-		for _, l := range plan.Missing {
-			names = append(names, l.Name)
+	// Strict probes every layer first and refuses to start, naming each
+	// missing one. Auto does not probe: the spawn applies every layer the
+	// baseline requires and fails closed (exit 125, naming the step) when
+	// one is missing, so the probe's child processes would only add their
+	// cost to every CI step (docs/decisions/0002-exec-never-unconfined.md).
+	plan := confine.Plan{WholeTreeKill: "cgroup.kill"}
+	if m == confine.Strict {
+		if _, _, plan, err = planConfinement(c.Confine); err != nil {
+			return err
 		}
-		return usagef("exec: this host cannot confine the command (missing: %s); refusing to run it unconfined (see `b10x-harness doctor`)", strings.Join(names, ", "))
 	}
 	ws, err := tools.OpenWorkspace(c.Workspace)
 	if err != nil {
@@ -102,13 +109,6 @@ func (c *execCmd) Run(e *env) error {
 	for _, n := range s.notes {
 		fmt.Fprintln(e.stderr, "b10x-harness: "+n)
 	}
-	if len(plan.Missing) > 0 {
-		var names []string
-		for _, l := range plan.Missing {
-			names = append(names, l.Name)
-		}
-		fmt.Fprintf(e.stderr, "b10x-harness: confine auto: this host lacks %s; the command runs without them\n", strings.Join(names, ", "))
-	}
 	runner := spawn.NewDirect(spawn.Options{Cgroup: mgr, Require: requirements(m)})
 	spec := spawn.Spec{
 		Path: progs[argv[0]], Argv: argv, Env: childEnv(c.PassEnv), Dir: dir, Workspace: ws.Dir(),
@@ -119,8 +119,9 @@ func (c *execCmd) Run(e *env) error {
 	res, runErr := runner.Run(ctx, spec, spawn.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 	rep := execReport{Argv: argv, Program: spec.Path, ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut,
 		OOMKilled: res.OOMKilled, DurationMS: res.Duration.Milliseconds(), MemoryPeak: res.MemoryPeak, PidsPeak: res.PidsPeak, Layers: res.Layers}
-	for _, l := range plan.Missing {
-		rep.Missing = append(rep.Missing, l.Name)
+	rep.Missing = missingLayers(res.Layers, lim)
+	if len(rep.Missing) > 0 && runErr == nil {
+		fmt.Fprintf(e.stderr, "b10x-harness: confine auto: ran without %s (this host lacks them; see `b10x-harness doctor`)\n", strings.Join(rep.Missing, ", "))
 	}
 	var se *spawn.SetupError
 	switch {
@@ -162,3 +163,25 @@ func (c *execCmd) Run(e *env) error {
 // signalNumber maps a signal name ("SIGKILL") to its number. A name the
 // kernel does not know gives 0, which still reports a non-zero status (128).
 func signalNumber(name string) int { return int(unix.SignalNum(name)) }
+
+// missingLayers names the whole-tree and limit layers a call asked for and
+// did not get.
+func missingLayers(applied []string, lim cgroup.Limits) []string {
+	want := []string{confine.LayerCgroupLeaf}
+	if lim.PidsMax > 0 {
+		want = append(want, confine.LayerPidsLimit)
+	}
+	if lim.MemoryMax > 0 {
+		want = append(want, confine.LayerMemoryLimit)
+	}
+	if lim.CPUQuota > 0 {
+		want = append(want, confine.LayerCPULimit)
+	}
+	var missing []string
+	for _, l := range want {
+		if !slices.Contains(applied, l) {
+			missing = append(missing, l)
+		}
+	}
+	return missing
+}

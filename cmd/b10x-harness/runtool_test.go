@@ -106,7 +106,8 @@ func TestExec(t *testing.T) {
 	ws, _ := sampleWorkspace(t)
 	r := harness(t, "", "exec", "--workspace", ws, "--", "sh", "-c", "echo out; echo err >&2; exit 7")
 	if !execution() {
-		if r.code != 2 || !strings.Contains(r.stderr, "refusing to run it unconfined") {
+		// The spawn fails closed at the missing layer: the command never ran.
+		if r.code != 125 || !strings.Contains(r.stderr, "did not run") || r.stdout != "" {
 			t.Fatalf("exit %d %s", r.code, r.stderr)
 		}
 		return
