@@ -460,12 +460,32 @@ func uniqueSleep() string {
 // output and verdict and returns false.
 func inChild(t *testing.T) bool {
 	t.Helper()
+	return inChildCgroup(t, false)
+}
+
+// inChildCgroup is inChild; with ownCgroup, the child starts alone in a
+// fresh sibling of the test's cgroup (when that is not the hierarchy's
+// root), so that a cgroup manager opened there may enable controllers for
+// its leaves: cgroup v2 allows it only in a cgroup holding no other
+// process, and the test process shares its own.
+func inChildCgroup(t *testing.T, ownCgroup bool) bool {
+	t.Helper()
 	const key = "B10X_SPAWN_TEST_CHILD"
 	if os.Getenv(key) == t.Name() {
 		return true
 	}
 	cmd := exec.Command(selfExe(t), "-test.run", "^"+t.Name()+"$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), key+"="+t.Name())
+	if ownCgroup {
+		if dir := siblingCgroup(t); dir != "" {
+			fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fd)
+			cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+		}
+	}
 	out, err := cmd.CombinedOutput()
 	t.Logf("re-run child output:\n%s", out)
 	switch {
@@ -513,4 +533,64 @@ func zombies(t testing.TB) []int {
 		}
 	}
 	return out
+}
+
+// siblingCgroup creates, next to this process's cgroup v2 cgroup, an empty
+// cgroup for a re-run child, removed in t.Cleanup. It returns "" when this
+// process is in the hierarchy's root (a child may enable controllers there
+// already) or when there is no cgroup2 mount.
+func siblingCgroup(t *testing.T) string {
+	mount, self := cgroup2Self(t)
+	if mount == "" || self == "/" {
+		return ""
+	}
+	up := filepath.Join(mount, filepath.Dir(self))
+	dir := filepath.Join(up, fmt.Sprintf("b10x-spawntest-%d-%d", os.Getpid(), time.Now().UnixNano()%1000000))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatalf("create a cgroup for the re-run child: %v", err)
+	}
+	t.Cleanup(func() {
+		// The child's manager removed what it made; the directory is
+		// empty once the child is gone.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			err := os.Remove(dir)
+			if err == nil || errors.Is(err, os.ErrNotExist) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("remove %s: %v", dir, err)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	return dir
+}
+
+// cgroup2Self returns the cgroup2 mount point and this process's cgroup
+// path relative to it ("" when there is no cgroup2 mount).
+func cgroup2Self(t *testing.T) (mount, self string) {
+	cg, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(cg), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok {
+			self = p
+		}
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(mi), "\n") {
+		f := strings.Fields(l)
+		for i, x := range f {
+			if x == "-" && i+1 < len(f) && f[i+1] == "cgroup2" && len(f) > 4 && f[3] == "/" {
+				return f[4], self
+			}
+		}
+	}
+	return "", ""
 }
