@@ -378,6 +378,7 @@ func atkExecution() bool {
 var (
 	atkDoctorOnce   sync.Once
 	atkDoctorLayers map[string]bool
+	atkDoctorABI    int
 )
 
 // atkLayer reports whether `doctor --json` says this host offers a layer.
@@ -386,6 +387,11 @@ func atkLayer(t *testing.T, name string) bool {
 	atkDoctorOnce.Do(func() {
 		r := atkHarness(t, nil, "", "doctor", "--json")
 		var d struct {
+			Probe struct {
+				Landlock struct {
+					ABI int `json:"abi"`
+				} `json:"landlock"`
+			} `json:"probe"`
 			Layers []struct {
 				Layer     string `json:"layer"`
 				Available bool   `json:"available"`
@@ -394,6 +400,7 @@ func atkLayer(t *testing.T, name string) bool {
 		if err := json.Unmarshal([]byte(r.stdout), &d); err != nil {
 			t.Fatalf("doctor --json: %v\n%s", err, r.stdout)
 		}
+		atkDoctorABI = d.Probe.Landlock.ABI
 		atkDoctorLayers = map[string]bool{}
 		for _, l := range d.Layers {
 			atkDoctorLayers[l.Layer] = l.Available
@@ -403,6 +410,13 @@ func atkLayer(t *testing.T, name string) bool {
 		t.Fatal("doctor --json failed earlier")
 	}
 	return atkDoctorLayers[name]
+}
+
+// atkLandlockABI is the Landlock ABI `doctor --json` reports (0: none).
+func atkLandlockABI(t *testing.T) int {
+	t.Helper()
+	atkLayer(t, "landlock-child")
+	return atkDoctorABI
 }
 
 // atkSelf is the test binary's canonical path: the program the run tool
@@ -432,6 +446,17 @@ func atkProcs(marker string) []string {
 		out = append(out, e.Name()+" "+string(bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
 	}
 	return out
+}
+
+// atkReap kills the processes atkProcs finds for marker: the leftovers of
+// a failed test (they were started through the harness by that test).
+func atkReap(marker string) {
+	for _, p := range atkProcs(marker) {
+		pid, _ := strconv.Atoi(strings.Fields(p)[0])
+		if pid > 0 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 // atkUnique returns a marker no other process on the machine carries.

@@ -1,0 +1,867 @@
+package main
+
+// ATTACKS.md, "Executing": the run tool through `b10x-harness call` and the
+// exec subcommand, under the default --confine auto (and strict where the
+// shape has every layer). Where this shape cannot confine execution, run
+// must be unpublished and exec must refuse: each test asserts that instead.
+//
+// Child-side attacks are /bin/sh scripts (busybox in the VM shapes) or the
+// test binary itself started as the program (atkProbeMain) when they need
+// raw system calls.
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/b10x/harness/internal/testenv"
+)
+
+// runFlags approve every call and declare the given programs.
+func runFlags(programs ...string) []string {
+	f := []string{"--yes"}
+	for _, p := range programs {
+		f = append(f, "--allow-program", p)
+	}
+	return f
+}
+
+// ranOrUnpublished reports whether run is published here; where it is not,
+// it asserts the call was refused as unpublished.
+func ranOrUnpublished(t *testing.T, at atkAttempt) bool {
+	t.Helper()
+	if !atkExecution() {
+		at.refusedAt(t, "unpublished", "published")
+		return false
+	}
+	return true
+}
+
+// runArgs encodes run's arguments.
+func runArgs(t *testing.T, argv []string, extra map[string]any) string {
+	t.Helper()
+	m := map[string]any{"argv": argv}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return atkJSON(t, m)
+}
+
+// stdoutOf is the program's stdout as the run result reports it.
+func stdoutOf(res string) string {
+	_, after, ok := strings.Cut(res, " bytes) ---\n")
+	if !ok {
+		return ""
+	}
+	out, _, _ := strings.Cut(after, "--- stderr (")
+	return out
+}
+
+func TestAttackExecProgramNames(t *testing.T) {
+	t.Parallel()
+	a := newAtkWS(t)
+	a.seal(t)
+	sh, err := exec.LookPath("sh")
+	must(t, err)
+	canon, err := filepath.EvalSymlinks(sh)
+	must(t, err)
+	for _, argv0 := range []string{
+		canon,            // the file sh resolved to is not a declared name
+		"/bin/sh",        // nor is another spelling of it
+		"sh ",            // trailing space
+		" sh",            // leading space
+		"sh/",            // a directory spelling
+		"\u0455h",        // Cyrillic dze: looks like "sh"
+		"Sh",             // case
+		"./../sh",        // relative
+		"sub/../sh",      // traversal that lands on the name
+		"sh\u200b",       // zero-width space
+		"/proc/self/exe", // the harness itself
+	} {
+		t.Run(fmt.Sprintf("%q", argv0), func(t *testing.T) {
+			t.Parallel()
+			at := a.call(t, nil, runFlags("sh"), "run", runArgs(t, []string{argv0, "-c", "echo ran > ran"}, nil))
+			if ranOrUnpublished(t, at) {
+				at.refusedAt(t, "program_not_allowed", "arguments")
+			}
+		})
+	}
+	for _, c := range []struct{ name, args string }{
+		{"NUL in argv[0]", `{"argv":["sh\u0000","-c","echo ran > ran"]}`},
+		{"NUL in an argument", `{"argv":["sh","-c","echo ran > ran\u0000"]}`},
+		{"empty argv[0]", `{"argv":[""]}`},
+		{"argv of numbers", `{"argv":[1,2]}`},
+		{"argv as an object", `{"argv":{"0":"sh"}}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			at := a.call(t, nil, runFlags("sh"), "run", c.args)
+			if !ranOrUnpublished(t, at) {
+				return
+			}
+			at.want(t, "refused", "")
+			if r := at.out["reason"]; r != "invalid_argument" && r != "program_not_allowed" {
+				t.Fatalf("reason %v", r)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		if _, err := os.Lstat(filepath.Join(a.ws, "ran")); err == nil {
+			t.Error("a refused program ran")
+		}
+		a.checkOutside(t)
+	})
+}
+
+// TestAttackExecPlantedAfterStart: a hook (which runs after the harness
+// started and before the program) plants an "sh" first on the harness's
+// PATH and in the workspace. The run still executes the file resolved at
+// start.
+func TestAttackExecPlantedAfterStart(t *testing.T) {
+	t.Parallel()
+	a := newAtkWS(t)
+	a.seal(t)
+	plant := `mkdir -p pathbin && printf '#!/bin/sh\necho PLANTED\n' > pathbin/sh && cp pathbin/sh sh && chmod 755 pathbin/sh sh`
+	hook := "/bin/sh -c " + shellQuote(plant)
+	env := []string{"PATH=" + filepath.Join(a.ws, "pathbin") + ":" + a.ws + ":" + os.Getenv("PATH")}
+	at := a.call(t, env, append(runFlags("sh"), "--hook", hook), "run", runArgs(t, []string{"sh", "-c", "echo REAL-$0"}, nil))
+	if !ranOrUnpublished(t, at) {
+		return
+	}
+	at.want(t, "executed", "")
+	if strings.Contains(at.result(), "PLANTED") || !strings.Contains(stdoutOf(at.result()), "REAL-sh") {
+		t.Fatalf("the planted sh ran, or nothing did:\n%s", at.result())
+	}
+	for _, p := range []string{"pathbin/sh", "sh"} {
+		if _, err := os.Stat(filepath.Join(a.ws, p)); err != nil {
+			t.Fatalf("the hook did not plant %s before the program ran: %v", p, err)
+		}
+	}
+	a.checkOutside(t)
+}
+
+// shellQuote quotes s for a POSIX shell (and for --hook's argv parser).
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// TestAttackExecArgvBytes: metacharacters in arguments reach execve as
+// bytes, checked byte for byte by the program itself.
+func TestAttackExecArgvBytes(t *testing.T) {
+	t.Parallel()
+	a := newAtkWS(t)
+	a.seal(t)
+	self := atkSelf(t)
+	args := []string{";", "&&", "$(id)", "`id`", "> f", "| tee g", "a b", "", "*", "\n", `'"`, "é", "$HOME", "--", "-c", "\\", "${IFS}", "a\tb"}
+	at := a.call(t, nil, runFlags(self), "run", runArgs(t, append([]string{self, atkProbeArg, "argv"}, args...), nil))
+	if !ranOrUnpublished(t, at) {
+		return
+	}
+	at.want(t, "executed", "")
+	var hx []string
+	for _, s := range args {
+		hx = append(hx, hex.EncodeToString([]byte(s)))
+	}
+	want := "argv=[" + strings.Join(hx, ",") + "]"
+	if got := strings.TrimSpace(stdoutOf(at.result())); got != want {
+		t.Fatalf("argv changed on the way:\n got %s\nwant %s", got, want)
+	}
+	for _, f := range []string{"f", "g"} {
+		if _, err := os.Lstat(filepath.Join(a.ws, f)); err == nil {
+			t.Fatalf("a redirection in an argument was interpreted: %s exists", f)
+		}
+	}
+	a.checkOutside(t)
+}
+
+// TestAttackExecCwd: cwd outside the workspace or through a link out of it
+// (the cases runtool_test.go does not already try).
+func TestAttackExecCwd(t *testing.T) {
+	t.Parallel()
+	a := newAtkWS(t)
+	a.link(t, "c2", "c1")
+	a.link(t, "../outdir", "c2")
+	a.link(t, "../..", "sub/up")
+	a.link(t, "/proc/self/root", "procroot")
+	a.link(t, filepath.Join(a.base, "outdir"), "absdir")
+	a.seal(t)
+	script := []string{"sh", "-c", "echo ran > ran-here; pwd"}
+	for _, c := range []struct{ cwd, reason, step string }{
+		{"sub/../..", "denied_path", "paths"},
+		{filepath.Join(a.base, "outdir"), "denied_path", "paths"},
+		{a.ws + "/../outdir", "denied_path", "paths"},
+		{"/proc/self/cwd", "denied_path", "paths"},
+		{"/proc/self/root" + a.base, "denied_path", "paths"},
+		{"c1", "denied_path", "paths"},
+		{"sub/up/outdir", "denied_path", "paths"},
+		{"procroot/tmp", "denied_path", "paths"},
+		{"absdir", "denied_path", "paths"},
+		{"hello.txt", "invalid_argument", "arguments"},
+		{"sub\x00/../..", "invalid_argument", "arguments"},
+	} {
+		t.Run(fmt.Sprintf("%q", c.cwd), func(t *testing.T) {
+			t.Parallel()
+			at := a.call(t, nil, runFlags("sh"), "run", runArgs(t, script, map[string]any{"cwd": c.cwd}))
+			if ranOrUnpublished(t, at) {
+				at.refusedAt(t, c.reason, c.step)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		if _, err := os.Lstat(filepath.Join(a.ws, "ran-here")); err == nil {
+			t.Error("a refused call ran")
+		}
+		a.checkOutside(t)
+	})
+}
+
+// TestAttackExecReadsSecrets: the child tries /etc/shadow, the user's SSH
+// keys and the harness's environment (a fake API key put there by the
+// test), through run and through exec.
+func TestAttackExecReadsSecrets(t *testing.T) {
+	t.Parallel()
+	a := newAtkWS(t)
+	home := filepath.Join(a.base, "home")
+	must(t, os.MkdirAll(filepath.Join(home, ".ssh"), 0o700))
+	must(t, os.WriteFile(filepath.Join(home, ".ssh", "id_ed25519"), []byte("-----BEGIN OPENSSH PRIVATE KEY-----\n"+atkSecret+" ssh key\n"), 0o600))
+	a.seal(t)
+	env := []string{"HOME=" + home, "B10X_FAKE_KEY=" + atkSecret + "-api-key", "ANTHROPIC_API_KEY=" + atkSecret + "-anthropic"}
+	script := strings.Join([]string{
+		"cat /etc/shadow /etc/gshadow",
+		"cat ~/.ssh/id_* \"$HOME\"/.ssh/id_* " + home + "/.ssh/id_ed25519 /root/.ssh/id_*",
+		"cat /proc/$PPID/environ /proc/1/environ",
+		"for f in /proc/[0-9]*/environ; do cat $f; done",
+		"cat " + filepath.Join(a.base, "data-archived", "x"),
+		"ls -a / /proc " + a.base,
+		"echo end-of-attack",
+	}, "; ")
+	// What a leak of the real /etc/shadow would show: its password hashes.
+	var hashes []string
+	if b, err := os.ReadFile("/etc/shadow"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Split(l, ":"); len(f) > 1 && len(f[1]) > 12 {
+				hashes = append(hashes, f[1])
+			}
+		}
+	}
+	check := func(t *testing.T, out string) {
+		t.Helper()
+		if !strings.Contains(out, "end-of-attack") {
+			t.Fatalf("the attack did not run to its end:\n%s", out)
+		}
+		for _, h := range hashes {
+			if strings.Contains(out, h) {
+				t.Fatal("a password hash of the real /etc/shadow reached the child")
+			}
+		}
+		if strings.Contains(out, "PRIVATE KEY") || strings.Contains(out, atkSecret) {
+			t.Fatalf("a secret reached the child:\n%s", out)
+		}
+	}
+	t.Run("run", func(t *testing.T) {
+		t.Parallel()
+		at := a.call(t, env, runFlags("sh"), "run", runArgs(t, []string{"sh", "-c", script}, nil))
+		if ranOrUnpublished(t, at) {
+			at.want(t, "executed", "")
+			check(t, at.result())
+		}
+	})
+	t.Run("exec", func(t *testing.T) {
+		t.Parallel()
+		r := atkHarness(t, env, "", "exec", "--workspace", a.ws, "--", "sh", "-c", script)
+		if !atkExecution() {
+			if r.code != exitUsage {
+				t.Fatalf("exec without confined execution: exit %d %s", r.code, r.stderr)
+			}
+			return
+		}
+		check(t, r.stdout+r.stderr)
+	})
+	t.Cleanup(func() { a.checkOutside(t) })
+}
+
+// TestAttackExecEnvScrubbed: the child's environment is exactly PATH, HOME,
+// TMPDIR, LANG, TERM and what --pass-env names, read by the program from
+// /proc/self/environ (the kernel's copy).
+func TestAttackExecEnvScrubbed(t *testing.T) {
+	t.Parallel()
+	a := newAtkWS(t)
+	self := atkSelf(t)
+	env := []string{"B10X_FAKE_KEY=" + atkSecret, "OPENAI_API_KEY=" + atkSecret, "AWS_SECRET_ACCESS_KEY=" + atkSecret,
+		"SSH_AUTH_SOCK=/tmp/agent.sock", "GIT_ASKPASS=/tmp/x", "KEEP_ME=kept", "PATH=" + a.ws + ":" + os.Getenv("PATH")}
+	check := func(t *testing.T, out string) {
+		t.Helper()
+		line := ""
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "environ=[") {
+				line = strings.TrimSuffix(strings.TrimPrefix(l, "environ=["), "]")
+			}
+		}
+		if line == "" {
+			t.Fatalf("the probe printed no environment:\n%s", out)
+		}
+		var names []string
+		for _, h := range strings.Split(line, ",") {
+			b, err := hex.DecodeString(h)
+			must(t, err)
+			name, value, _ := strings.Cut(string(b), "=")
+			names = append(names, name)
+			switch name {
+			case "PATH":
+				if strings.Contains(value, a.ws) {
+					t.Errorf("the child's PATH names the workspace: %s", value)
+				}
+			case "KEEP_ME":
+				if value != "kept" {
+					t.Errorf("KEEP_ME=%s", value)
+				}
+			}
+		}
+		if got := strings.Join(names, ","); got != "PATH,HOME,TMPDIR,LANG,TERM,KEEP_ME" {
+			t.Fatalf("the child's environment holds %s", got)
+		}
+	}
+	t.Run("run", func(t *testing.T) {
+		t.Parallel()
+		at := a.call(t, env, append(runFlags(self), "--pass-env", "KEEP_ME"), "run", runArgs(t, []string{self, atkProbeArg, "environ"}, nil))
+		if ranOrUnpublished(t, at) {
+			at.want(t, "executed", "")
+			check(t, stdoutOf(at.result()))
+		}
+	})
+	t.Run("exec", func(t *testing.T) {
+		t.Parallel()
+		r := atkHarness(t, env, "", "exec", "--workspace", a.ws, "--pass-env", "KEEP_ME", "--", self, atkProbeArg, "environ")
+		if !atkExecution() {
+			if r.code != exitUsage {
+				t.Fatalf("exec without confined execution: exit %d %s", r.code, r.stderr)
+			}
+			return
+		}
+		if r.code != 0 || strings.Contains(r.stdout+r.stderr, atkSecret) {
+			t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		check(t, r.stdout)
+	})
+}
+
+// TestAttackExecNothingSurvives: setsid and a double fork leave nothing
+// behind after the call, nor after its timeout.
+func TestAttackExecNothingSurvives(t *testing.T) {
+	t.Parallel()
+	a := newAtkWS(t)
+	// The detector must see a live sleep, or its "nothing" means nothing.
+	u0 := atkUnique(t)
+	own := exec.Command("sleep", "1000."+u0)
+	must(t, own.Start())
+	if len(atkProcs("1000."+u0)) != 1 {
+		t.Fatal("the process detector does not see a live sleep")
+	}
+	own.Process.Kill()
+	own.Wait()
+
+	escape := func(u string) string {
+		return fmt.Sprintf(`(setsid sh -c "sleep 1000.%[1]s & sleep 1000.%[1]s" &); (sleep 1000.%[1]s &) ; setsid sleep 1000.%[1]s & echo started`, u)
+	}
+	t.Run("after the call", func(t *testing.T) {
+		t.Parallel()
+		u := atkUnique(t)
+		at := a.call(t, nil, runFlags("sh"), "run", runArgs(t, []string{"sh", "-c", escape(u)}, nil))
+		if !ranOrUnpublished(t, at) {
+			return
+		}
+		at.want(t, "executed", "")
+		if left := atkProcs("1000." + u); len(left) > 0 {
+			atkReap("1000." + u)
+			t.Fatalf("survived the end of the call: %v", left)
+		}
+	})
+	t.Run("after the timeout", func(t *testing.T) {
+		t.Parallel()
+		u := atkUnique(t)
+		at := a.call(t, nil, runFlags("sh"), "run", runArgs(t, []string{"sh", "-c", escape(u) + "; sleep 1000." + u}, map[string]any{"timeout_s": 1}))
+		if !ranOrUnpublished(t, at) {
+			return
+		}
+		at.want(t, "failed", "timeout")
+		if at.meta()["timed_out"] != true {
+			t.Fatalf("meta %v", at.meta())
+		}
+		if left := atkProcs("1000." + u); len(left) > 0 {
+			atkReap("1000." + u)
+			t.Fatalf("survived the timeout: %v", left)
+		}
+	})
+}
+
+// TestAttackExecForkBomb: where pids.max exists (debian-6.1) a real fork
+// bomb is bounded by --pids-max 64, the harness answers and the outcome
+// says so. Where it does not (this host), strict refuses to start, and
+// auto still kills a large tree whole at its timeout.
+func TestAttackExecForkBomb(t *testing.T) {
+	t.Parallel()
+	a := newAtkWS(t)
+	pids := atkLayer(t, "pids-limit")
+	bomb := func(u string) []string {
+		return []string{"sh", "-c", "echo started > started; f(){ f | f & }; while :; do f; done", "bomb-" + u}
+	}
+	if !atkExecution() {
+		ranOrUnpublished(t, a.call(t, nil, runFlags("sh"), "run", runArgs(t, bomb(atkUnique(t)), nil)))
+		return
+	}
+	t.Run("strict without pids.max refuses to start", func(t *testing.T) {
+		t.Parallel()
+		if pids {
+			t.Logf("shape %s has pids.max; strict starts (asserted below)", testenv.Shape())
+			return
+		}
+		u := atkUnique(t)
+		r := atkHarness(t, nil, "", append([]string{"call", "--workspace", a.ws, "--confine", "strict", "--pids-max", "64"},
+			append(runFlags("sh"), "run", runArgs(t, bomb(u), map[string]any{"timeout_s": 3}))...)...)
+		if r.code != exitUsage || r.stdout != "" || !strings.Contains(r.stderr, "layer pids-limit missing") {
+			t.Fatalf("exit %d stdout %q stderr %s", r.code, r.stdout, r.stderr)
+		}
+		if _, err := os.Stat(filepath.Join(a.ws, "started")); err == nil {
+			t.Fatal("the bomb ran although strict refused")
+		}
+	})
+	t.Run("bounded by pids.max", func(t *testing.T) {
+		t.Parallel()
+		testenv.Require(t, pids, "pids.max for run calls", testenv.ShapeHost, testenv.ShapeCgroupV1)
+		u := atkUnique(t)
+		at := a.call(t, nil, append([]string{"--confine", "strict", "--pids-max", "64"}, runFlags("sh")...), "run",
+			runArgs(t, bomb(u), map[string]any{"timeout_s": 3}))
+		// The bomb ends at the timeout, or earlier when the shell gives up
+		// on a failed fork; either way the harness answered.
+		if at.out["status"] != "executed" {
+			at.want(t, "failed", "timeout")
+		}
+		t.Logf("fork bomb outcome %v/%v, meta %v", at.out["status"], at.out["reason"], at.meta())
+		peak, ok := at.meta()["pids_peak"].(float64)
+		if !ok || peak > 64 || peak < 32 {
+			t.Fatalf("pids_peak %v: the bomb was not bounded at 64 (or never reached it)", at.meta()["pids_peak"])
+		}
+		if left := atkProcs("bomb-" + u); len(left) > 0 {
+			atkReap("bomb-" + u)
+			t.Fatalf("the bomb survived: %d processes", len(left))
+		}
+		if err := exec.Command("sh", "-c", "true").Run(); err != nil {
+			t.Fatalf("the host cannot start a process after the bomb: %v", err)
+		}
+	})
+	t.Run("a large tree is killed whole at the timeout", func(t *testing.T) {
+		t.Parallel()
+		// 63 shells, each with a sleeping child: a bomb with a bound, safe
+		// on a host without pids.max.
+		u := atkUnique(t)
+		tree := fmt.Sprintf(`t(){ echo x >> nodes; if [ $1 -gt 0 ]; then t $(($1-1)) & t $(($1-1)) & fi; sleep 1000.%s; }; t 5`, u)
+		at := a.call(t, nil, append([]string{"--pids-max", "512"}, runFlags("sh")...), "run",
+			runArgs(t, []string{"sh", "-c", tree}, map[string]any{"timeout_s": 3, "cwd": "sub"}))
+		at.want(t, "failed", "timeout")
+		if left := atkProcs("1000." + u); len(left) > 0 {
+			atkReap("1000." + u)
+			t.Fatalf("%d processes of the tree survived the timeout", len(left))
+		}
+		b, err := os.ReadFile(filepath.Join(a.ws, "sub", "nodes"))
+		must(t, err)
+		if n := bytes.Count(b, []byte("x")); n != 63 {
+			t.Fatalf("the tree had %d nodes, want 63: the test did not build it", n)
+		}
+	})
+}
+
+// TestAttackExecMemoryBomb: where memory.max exists (debian-6.1) a program
+// allocating 256 MiB under --memory-max 64MiB is killed and the outcome
+// says oom_killed. Where it does not, strict refuses to start (the bomb is
+// not run unbounded on a shared host).
+func TestAttackExecMemoryBomb(t *testing.T) {
+	t.Parallel()
+	a := newAtkWS(t)
+	self := atkSelf(t)
+	mem := atkLayer(t, "memory-limit")
+	argv := []string{self, atkProbeArg, "alloc", "256"}
+	if !atkExecution() {
+		ranOrUnpublished(t, a.call(t, nil, runFlags(self), "run", runArgs(t, argv, nil)))
+		return
+	}
+	flags := append([]string{"--confine", "strict", "--memory-max", "64MiB"}, runFlags(self)...)
+	if !mem {
+		r := atkHarness(t, nil, "", append([]string{"call", "--workspace", a.ws}, append(flags, "run", runArgs(t, argv, nil))...)...)
+		if r.code != exitUsage || r.stdout != "" || !strings.Contains(r.stderr, "layer memory-limit missing") {
+			t.Fatalf("exit %d stdout %q stderr %s", r.code, r.stdout, r.stderr)
+		}
+	}
+	testenv.Require(t, mem, "memory.max for run calls", testenv.ShapeHost, testenv.ShapeCgroupV1)
+	at := a.call(t, nil, flags, "run", runArgs(t, argv, map[string]any{"timeout_s": 60}))
+	at.want(t, "failed", "tool_error")
+	if at.meta()["oom_killed"] != true || strings.Contains(at.result()+fmt.Sprint(at.out["message"]), "alloc=done") {
+		t.Fatalf("the memory bomb was not stopped by memory.max: %v\n%v", at.meta(), at.out["message"])
+	}
+	if peak, ok := at.meta()["memory_peak_bytes"].(float64); !ok || peak > 80<<20 {
+		t.Fatalf("memory_peak_bytes %v with memory.max 64 MiB", at.meta()["memory_peak_bytes"])
+	}
+}
+
+// maxRSS is a finished process's peak resident set in bytes.
+func maxRSS(t *testing.T, ps *os.ProcessState) int64 {
+	t.Helper()
+	ru, ok := ps.SysUsage().(*syscall.Rusage)
+	if !ok {
+		t.Fatal("no rusage")
+	}
+	return ru.Maxrss << 10
+}
+
+// TestAttackExecOutputFlood: `yes` until the timeout through run, and
+// through exec, which streams: the output is capped or passed through, and
+// the harness's own memory stays bounded (its peak RSS, from wait4).
+func TestAttackExecOutputFlood(t *testing.T) {
+	t.Parallel()
+	a := newAtkWS(t)
+	if !atkExecution() {
+		ranOrUnpublished(t, a.call(t, nil, runFlags("yes"), "run", runArgs(t, []string{"yes"}, nil)))
+		return
+	}
+	const bound = 96 << 20
+	t.Run("run", func(t *testing.T) {
+		t.Parallel()
+		base := a.call(t, nil, runFlags("yes"), "run", runArgs(t, []string{"yes", "short"}, map[string]any{"timeout_s": 1}))
+		at := a.call(t, nil, append(runFlags("yes"), "--max-output", "16KiB"), "run", runArgs(t, []string{"yes"}, map[string]any{"timeout_s": 2}))
+		at.want(t, "failed", "timeout")
+		produced, _ := at.meta()["stdout_bytes"].(float64)
+		rss, baseRSS := maxRSS(t, at.run.state), maxRSS(t, base.run.state)
+		t.Logf("yes produced %.0f bytes; harness peak RSS %d KiB (a short call: %d KiB); outcome %d bytes", produced, rss>>10, baseRSS>>10, len(at.run.stdout))
+		if produced < 8<<20 {
+			t.Fatalf("yes produced only %.0f bytes: the flood did not happen", produced)
+		}
+		if len(at.run.stdout) > 256<<10 {
+			t.Fatalf("the outcome is %d bytes: the output was not capped", len(at.run.stdout))
+		}
+		if rss > bound || rss > baseRSS+32<<20 {
+			t.Fatalf("harness peak RSS %d KiB under a flood (a short call: %d KiB)", rss>>10, baseRSS>>10)
+		}
+	})
+	t.Run("exec", func(t *testing.T) {
+		t.Parallel()
+		cmd := atkCmd(nil, "", "exec", "--workspace", a.ws, "--timeout", "2s", "--", "yes")
+		var n countingWriter
+		var stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &n, &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitTimeout {
+			t.Fatalf("exec of yes: %v %s", err, stderr.String())
+		}
+		rss := maxRSS(t, cmd.ProcessState)
+		t.Logf("exec streamed %d bytes; harness peak RSS %d KiB", n.n.Load(), rss>>10)
+		if n.n.Load() < 8<<20 || rss > bound {
+			t.Fatalf("streamed %d bytes with peak RSS %d KiB", n.n.Load(), rss>>10)
+		}
+	})
+}
+
+type countingWriter struct{ n atomic.Int64 }
+
+func (c *countingWriter) Write(p []byte) (int, error) { c.n.Add(int64(len(p))); return len(p), nil }
+
+// tcpListener listens on 127.0.0.1 with plain TCP (not MPTCP) and counts
+// what arrives.
+type tcpListener struct {
+	l     net.Listener
+	conns atomic.Int64
+}
+
+func listenTCP(t *testing.T) *tcpListener {
+	t.Helper()
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	l, err := lc.Listen(t.Context(), "tcp4", "127.0.0.1:0")
+	must(t, err)
+	tl := &tcpListener{l: l}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			tl.conns.Add(1)
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { l.Close() })
+	return tl
+}
+
+func (tl *tcpListener) port() int { return tl.l.Addr().(*net.TCPAddr).Port }
+
+// TestAttackExecNetwork: under the default --net none nothing reaches the
+// test's listeners or the outside, whatever the tool; --net host is the
+// control that shows the same probe does connect when allowed.
+func TestAttackExecNetwork(t *testing.T) {
+	t.Parallel()
+	a := newAtkWS(t)
+	self := atkSelf(t)
+	tcp := listenTCP(t)
+	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	must(t, err)
+	t.Cleanup(func() { udp.Close() })
+	var datagrams atomic.Int64
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			if _, _, err := udp.ReadFrom(buf); err != nil {
+				return
+			}
+			datagrams.Add(1)
+		}
+	}()
+	tp, upt := tcp.port(), udp.LocalAddr().(*net.UDPAddr).Port
+	probes := []string{
+		fmt.Sprintf("tcp:127.0.0.1:%d", tp),
+		fmt.Sprintf("udp:127.0.0.1:%d", upt),
+		"tcp:1.1.1.1:443", "udp:1.1.1.1:53", "udp:8.8.8.8:53", "icmp:1.1.1.1", "vsock", "iouring",
+	}
+	at := a.call(t, nil, runFlags(self), "run", runArgs(t, append([]string{self, atkProbeArg}, probes...), nil))
+	if !ranOrUnpublished(t, at) {
+		return
+	}
+	at.want(t, "executed", "")
+	got := atkProbes(stdoutOf(at.result()))
+	for _, p := range probes {
+		r, ok := got[p]
+		switch {
+		case !ok:
+			t.Errorf("probe %s printed nothing:\n%s", p, at.result())
+		case r == "ok" && !strings.HasPrefix(p, "udp:127.0.0.1"):
+			// A datagram to 127.0.0.1 is sent on the call's own loopback;
+			// that it never arrives is checked below.
+			t.Errorf("%s succeeded under --net none", p)
+		}
+	}
+	t.Logf("probes under --net none: %v", got)
+
+	script := fmt.Sprintf(`echo x > /dev/tcp/127.0.0.1/%[1]d; echo devtcp=$?
+if command -v nc >/dev/null; then echo hello | nc -w 2 127.0.0.1 %[1]d; echo nc=$?; else echo nc=absent; fi
+if command -v wget >/dev/null; then wget -T 2 -q -O - http://127.0.0.1:%[1]d/; echo wget=$?; else echo wget=absent; fi
+if command -v curl >/dev/null; then curl -m 2 -s http://127.0.0.1:%[1]d/; echo curl=$?; else echo curl=absent; fi
+echo done`, tp)
+	sh := a.call(t, nil, runFlags("sh"), "run", runArgs(t, []string{"sh", "-c", script}, nil))
+	sh.want(t, "executed", "")
+	t.Logf("tools under --net none: %q", stdoutOf(sh.result()))
+	time.Sleep(300 * time.Millisecond)
+	if n, d := tcp.conns.Load(), datagrams.Load(); n != 0 || d != 0 {
+		t.Fatalf("the test's listeners were reached under --net none: %d connections, %d datagrams", n, d)
+	}
+
+	// The control: with --net host the very same probe connects.
+	ctl := a.call(t, nil, append(runFlags(self), "--net", "host"), "run", runArgs(t, []string{self, atkProbeArg, probes[0]}, nil))
+	ctl.want(t, "executed", "")
+	if r := atkProbes(stdoutOf(ctl.result()))[probes[0]]; r != "ok" {
+		t.Fatalf("with --net host the probe could not connect (%s): the probe is broken", r)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for tcp.conns.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if tcp.conns.Load() != 1 {
+		t.Fatalf("with --net host the listener saw %d connections, want 1", tcp.conns.Load())
+	}
+}
+
+// TestAttackExecSignals: the child cannot signal or ptrace the test or a
+// process the test started; it can signal itself (the control).
+func TestAttackExecSignals(t *testing.T) {
+	t.Parallel()
+	a := newAtkWS(t)
+	self := atkSelf(t)
+	u := atkUnique(t)
+	victim := exec.Command("sleep", "1000."+u)
+	must(t, victim.Start())
+	t.Cleanup(func() { victim.Process.Kill(); victim.Wait() })
+	me, vp := os.Getpid(), victim.Process.Pid
+	probes := []string{"killself", fmt.Sprintf("kill0:%d", me), fmt.Sprintf("kill0:%d", vp), fmt.Sprintf("sigkill:%d", vp),
+		fmt.Sprintf("ptrace:%d", vp), fmt.Sprintf("ptrace:%d", me)}
+	at := a.call(t, nil, runFlags(self), "run", runArgs(t, append([]string{self, atkProbeArg}, probes...), nil))
+	if !ranOrUnpublished(t, at) {
+		return
+	}
+	at.want(t, "executed", "")
+	got := atkProbes(stdoutOf(at.result()))
+	t.Logf("probes: %v", got)
+	if got["killself"] != "ok" {
+		t.Fatalf("the control failed: kill(self, 0) = %s", got["killself"])
+	}
+	for _, p := range probes[1:] {
+		if got[p] == "ok" || got[p] == "" {
+			t.Errorf("%s: %q", p, got[p])
+		}
+	}
+	sh := a.call(t, nil, runFlags("sh"), "run", runArgs(t, []string{"sh", "-c",
+		fmt.Sprintf("kill -0 %d; echo kill0=$?; kill -9 %d; echo kill9=$?; kill -9 -1; echo killall=$?", me, vp)}, nil))
+	sh.want(t, "executed", "")
+	out := stdoutOf(sh.result())
+	if !strings.Contains(out, "kill0=1") || !strings.Contains(out, "kill9=1") {
+		t.Fatalf("kill from sh succeeded:\n%s", out)
+	}
+	if err := victim.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the victim is gone: %v", err)
+	}
+	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", vp)); err != nil || bytes.Contains(st, []byte(") Z ")) {
+		t.Fatalf("the victim was killed: %s %v", st, err)
+	}
+}
+
+// TestAttackExecUnixSockets: abstract and pathname unix sockets the test
+// listens on outside the workspace are unreachable from the child. Under
+// --net host the abstract socket is shared with the host's network
+// namespace and only Landlock's scoping (ABI 6) keeps the child out.
+func TestAttackExecUnixSockets(t *testing.T) {
+	t.Parallel()
+	a := newAtkWS(t)
+	self := atkSelf(t)
+	u := atkUnique(t)
+	accepted := map[string]*atomic.Int64{}
+	listen := func(probe, addr string) {
+		l, err := net.Listen("unix", addr)
+		must(t, err)
+		t.Cleanup(func() { l.Close() })
+		n := new(atomic.Int64)
+		accepted[probe] = n
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				n.Add(1)
+				io.Copy(io.Discard, c)
+				c.Close()
+			}
+		}()
+	}
+	abstract := "b10x-attack-" + u
+	hostTmp := filepath.Join(os.TempDir(), "b10x-attack-"+u+".sock")
+	t.Cleanup(func() { os.Remove(hostTmp) })
+	listen("abstract:"+abstract, "@"+abstract)
+	listen("unix:"+filepath.Join(a.base, "outdir", "agent.sock"), filepath.Join(a.base, "outdir", "agent.sock"))
+	listen("unix:"+hostTmp, hostTmp)
+	var probes []string
+	for p := range accepted {
+		probes = append(probes, p)
+	}
+	for _, mode := range []string{"none", "host"} {
+		t.Run("net "+mode, func(t *testing.T) {
+			at := a.call(t, nil, append(runFlags(self), "--net", mode), "run", runArgs(t, append([]string{self, atkProbeArg}, probes...), nil))
+			if !ranOrUnpublished(t, at) {
+				return
+			}
+			at.want(t, "executed", "")
+			got := atkProbes(stdoutOf(at.result()))
+			t.Logf("probes: %v", got)
+			time.Sleep(200 * time.Millisecond)
+			for _, p := range probes {
+				if mode == "host" && strings.HasPrefix(p, "abstract:") && atkLandlockABI(t) < 6 {
+					t.Logf("%s under --net host on Landlock ABI %d (no scoping): %s", p, atkLandlockABI(t), got[p])
+					accepted[p].Store(0)
+					continue
+				}
+				if got[p] == "ok" || got[p] == "" || accepted[p].Load() != 0 {
+					t.Errorf("%s: %q, %d accepted", p, got[p], accepted[p].Load())
+				}
+			}
+		})
+	}
+}
+
+// TestAttackExecUnixSocketInWorkspace: a listener outside the sandbox whose
+// pathname socket lies in the workspace. The workspace is in the child's
+// view, and before Landlock ABI 9 nothing but the socket's own permissions
+// governs connect(2) on a pathname socket; no shape here has ABI 9, so the
+// test skips everywhere today and asserts the refusal where the kernel
+// offers the scoping.
+func TestAttackExecUnixSocketInWorkspace(t *testing.T) {
+	t.Parallel()
+	a := newAtkWS(t)
+	self := atkSelf(t)
+	sock := filepath.Join(a.ws, "daemon.sock")
+	l, err := net.Listen("unix", sock)
+	must(t, err)
+	t.Cleanup(func() { l.Close() })
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	at := a.call(t, nil, runFlags(self), "run", runArgs(t, []string{self, atkProbeArg, "unix:" + sock}, nil))
+	if !ranOrUnpublished(t, at) {
+		return
+	}
+	at.want(t, "executed", "")
+	got := atkProbes(stdoutOf(at.result()))["unix:"+sock]
+	t.Logf("connect to a host listener's socket in the workspace: %s (%d accepted), Landlock ABI %d", got, accepted.Load(), atkLandlockABI(t))
+	testenv.Require(t, atkLandlockABI(t) >= 9, "Landlock ABI 9 (pathname unix socket scoping)",
+		testenv.ShapeHost, testenv.ShapeDebian61, testenv.ShapeCgroupV1, testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	if got == "ok" || accepted.Load() != 0 {
+		t.Fatalf("the child reached a listener outside the sandbox through a socket in the workspace: %s", got)
+	}
+}
+
+// TestAttackExecHarnessKilled: the harness is SIGKILLed while a call's tree
+// (with setsid'd and double-forked members) runs: within a second nothing
+// of the tree is left.
+func TestAttackExecHarnessKilled(t *testing.T) {
+	t.Parallel()
+	a := newAtkWS(t)
+	u := atkUnique(t)
+	script := fmt.Sprintf(`setsid sleep 1000.%[1]s & sleep 1000.%[1]s & (setsid sh -c "sleep 1000.%[1]s &" &); echo started; wait`, u)
+	cmd := atkCmd(nil, "", "call", "--workspace", a.ws, "--yes", "--allow-program", "sh", "run", runArgs(t, []string{"sh", "-c", script}, nil))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	must(t, cmd.Start())
+	if !atkExecution() {
+		cmd.Wait()
+		if !strings.Contains(out.String(), `"reason":"unpublished"`) {
+			t.Fatalf("run should be unpublished here: %s", out.String())
+		}
+		return
+	}
+	t.Cleanup(func() { atkReap("1000." + u) })
+	deadline := time.Now().Add(60 * time.Second)
+	for len(atkProcs("1000."+u)) < 3 {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("the tree never started: %s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	must(t, cmd.Process.Signal(syscall.SIGKILL))
+	killed := time.Now()
+	cmd.Wait()
+	for {
+		left := atkProcs("1000." + u)
+		if len(left) == 0 {
+			t.Logf("the tree was gone %s after the SIGKILL", time.Since(killed).Round(time.Millisecond))
+			return
+		}
+		if time.Since(killed) > time.Second {
+			t.Fatalf("1 s after the harness was killed, %d processes of its call remain: %v", len(left), left)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
