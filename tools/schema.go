@@ -170,7 +170,7 @@ func (s *argSpec) buildSchema() (json.RawMessage, error) {
 }
 
 // decode fills dst (a pointer to the spec's struct type) from raw, strictly:
-// raw must be one JSON object; every key must be a known
+// raw must be one JSON object (empty raw counts as {}); every key must be a known
 // property, given once; every required property present and not null;
 // every value of its property's type; no string may hold a NUL byte,
 // invalid UTF-8 or an unpaired surrogate escape; integers must be whole and at least their
@@ -183,6 +183,9 @@ func (s *argSpec) decode(raw json.RawMessage, dst any) (present map[string]bool,
 	out := rv.Elem()
 	bad := func(format string, args ...any) error {
 		return Errorf(ReasonInvalidArgument, nil, format, args...)
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = json.RawMessage("{}") // no arguments at all: an empty object
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()

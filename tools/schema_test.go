@@ -173,7 +173,8 @@ func TestStrictDecode(t *testing.T) {
 		{`{"path":"a","offset":true}`, "offset", false},
 		{`[]`, "", false},
 		{`"path"`, "", false},
-		{``, "", false},
+		{``, "path", false},
+		{`  `, "path", false},
 		{`null`, "", false},
 		{`{"path":"a"} {}`, "", false},
 		{`{"path":"a"`, "", false},
@@ -242,6 +243,20 @@ func TestPrepareRefusesBadArguments(t *testing.T) {
 		_, err := tc.tool.Prepare(fx.ws, json.RawMessage(tc.args))
 		if got := reasonOf(err); got != tc.want {
 			t.Errorf("%s %s: %v; want %s", tc.tool.Name(), tc.args, err, tc.want)
+		}
+	}
+	// No arguments at all is an empty object: fine where nothing is
+	// required, a missing field otherwise.
+	if p, err := (DirList{}).Prepare(fx.ws, nil); err != nil || p.Args() != (DirListArgs{}) {
+		t.Errorf("dir_list without arguments: %v", err)
+	}
+	if _, err := (FileRead{}).Prepare(fx.ws, nil); reasonOf(err) != ReasonInvalidArgument {
+		t.Errorf("file_read without arguments: %v", err)
+	}
+	// A nil workspace is an error, not a panic.
+	for _, args := range []string{`{"path":"x"}`, `{"path":"/abs"}`} {
+		if _, err := (FileRead{}).Prepare(nil, json.RawMessage(args)); reasonOf(err) != ReasonToolError {
+			t.Errorf("nil workspace %s: %v", args, err)
 		}
 	}
 }
