@@ -347,7 +347,13 @@ func (c *searchCall) run(ctx context.Context, root int) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var st unix.Stat_t
-	if err := unix.Fstatat(root, c.rel, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	pfd, err := openat2(root, c.rel, unix.O_PATH, 0, beneath)
+	if err != nil {
+		return Result{}, fsError(c.rel, "open", err)
+	}
+	err = unix.Fstat(pfd, &st)
+	unix.Close(pfd)
+	if err != nil {
 		return Result{}, fsError(c.rel, "stat", err)
 	}
 	var stopped atomic.Bool
