@@ -137,3 +137,76 @@ func TestSwapRace(t *testing.T) {
 		t.Fatalf("the race was not exercised enough")
 	}
 }
+
+// Deterministic form of the race: the walker's own visit swaps a directory
+// for a link to outside at the last moment before the walker enters it,
+// and a file for a link before search opens it. The walker must skip and
+// note both, never list or read what the links lead to.
+func TestWalkRechecksEveryStep(t *testing.T) {
+	fx := newFixture(t)
+	for _, d := range []string{"w/d", "w/e"} {
+		os.MkdirAll(filepath.Join(fx.root, d), 0o755)
+		os.WriteFile(filepath.Join(fx.root, d, "inside.txt"), []byte("INSIDE\n"), 0o644)
+	}
+	swap := func(rel, target string) {
+		p := filepath.Join(fx.root, rel)
+		if err := os.RemoveAll(p); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var seen []string
+	var stopped atomic.Bool
+	nts := &notes{}
+	wk := &walker{ctx: context.Background(), stopped: &stopped, notes: nts, visit: func(e walkEntry) {
+		seen = append(seen, e.rel)
+		if e.rel == "w/d" {
+			swap("w/d", filepath.Join(fx.base, "outside"))
+		}
+	}}
+	err := fx.ws.withRoot(func(root int) error { return wk.walk(root, "w") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"w/d", "w/e", "w/e/inside.txt"}
+	if strings.Join(seen, ",") != strings.Join(want, ",") {
+		t.Fatalf("visited %v, want %v", seen, want)
+	}
+	if nts.count != 1 || !strings.Contains(nts.text(), "w/d: changed into a symbolic link during the walk; not followed") {
+		t.Fatalf("notes: %q", nts.text())
+	}
+
+	// A file replaced by a link between listing and reading.
+	p, err := Search{}.Prepare(fx.ws, json.RawMessage(`{"pattern":".","path":"w/e"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	swap("w/e/inside.txt", filepath.Join(fx.base, "secret.txt"))
+	c := p.(*searchCall)
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	err = fx.ws.withRoot(func(root int) error {
+		fd, err := openBeneath(root, "w/e", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return err
+		}
+		d := newWalkDir(fd, "w/e", true)
+		defer d.release()
+		nts := &notes{}
+		r := c.scanFile(searchJob{dir: d, name: "inside.txt", rel: "w/e/inside.txt"}, bp, nts)
+		if r.n != 0 || len(r.out) != 0 || nts.count != 1 {
+			t.Fatalf("scan through a swapped-in link: %d matches %q, notes %q", r.n, r.out, nts.text())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// And the whole call reports no match and no outside byte.
+	r, err := p.Execute(context.Background())
+	if err != nil || strings.Contains(r.Text, outsideSecret) || r.Meta["matches"] != 0 {
+		t.Fatalf("search after the swap: %q %v", r.Text, err)
+	}
+}
