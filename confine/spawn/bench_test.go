@@ -8,6 +8,7 @@ import (
 // BenchmarkRunTrue spawns /bin/true end to end under every layer this host
 // offers (without a cgroup), from this process.
 func BenchmarkRunTrue(b *testing.B) {
+	requireSpawn(b)
 	ws := workspace(b)
 	r := NewDirect(testOptions())
 	s := Spec{Path: lookPath(b, "true"), Argv: []string{"true"}, Dir: ws, Workspace: ws}

@@ -30,6 +30,7 @@ func TestBrokerUnderRestrictedHarness(t *testing.T) {
 	if !inChild(t) {
 		return
 	}
+	requireSpawn(t)
 	testenv.Require(t, hasLandlock(t) >= 1, "Landlock", testenv.ShapeNoLandlock)
 	// The harness's temporary directory is the system's (t.TempDir makes
 	// everything there, and its cleanup must still work); the child's view
@@ -102,6 +103,7 @@ func maxRSS(t testing.TB) int64 {
 // TestOutputFloodBounded: 1 GB on stdout, captured with a 64 KiB Capture:
 // counted, cut with a marker, and the harness's memory does not grow.
 func TestOutputFloodBounded(t *testing.T) {
+	requireSpawn(t)
 	// 1 GB here; the VM shapes emulate the CPU (TCG), where 1 GB through
 	// busybox takes over five minutes: 256 MiB there, still 4096 times the
 	// capture.
@@ -187,6 +189,7 @@ func TestForkBombBounded(t *testing.T) {
 	if !inChildCgroup(t, true) {
 		return
 	}
+	requireSpawn(t)
 	m := openCgroup(t, "pids")
 	opts := testOptions()
 	opts.Cgroup = m
@@ -219,6 +222,7 @@ func TestMemoryBombOOMKilled(t *testing.T) {
 	if !inChildCgroup(t, true) {
 		return
 	}
+	requireSpawn(t)
 	m := openCgroup(t, "memory")
 	opts := testOptions()
 	opts.Cgroup = m
@@ -250,7 +254,8 @@ func TestRootWithoutUserNamespace(t *testing.T) {
 	if !inChild(t) {
 		return
 	}
-	testenv.Require(t, os.Geteuid() == 0, "running as root")
+	testenv.Require(t, os.Geteuid() == 0, "running as root", testenv.ShapeNoUserns)
+	requireSpawn(t)
 	refuseNewUserNamespaces(t)
 
 	ws := workspace(t)

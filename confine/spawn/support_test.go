@@ -408,10 +408,41 @@ func probes(o output) map[string]string {
 	return m
 }
 
+// spawnable caches whether a confined call can run here at all.
+var spawnable struct {
+	once sync.Once
+	err  error
+}
+
+// requireSpawn checks that this host can run a confined call at all. The
+// no-userns shape runs the tests as an unprivileged user on a kernel that
+// refuses user namespaces: no namespace can be made there, so every call
+// fails at its clone step (fail closed), and the tests that run programs
+// are declared absent in that shape.
+func requireSpawn(t testing.TB) {
+	t.Helper()
+	spawnable.once.Do(func() {
+		ws, err := os.MkdirTemp("", "b10x-spawn-probe-")
+		if err != nil {
+			spawnable.err = err
+			return
+		}
+		defer os.RemoveAll(ws)
+		s := Spec{Path: lookPath(t, "true"), Argv: []string{"true"}, Dir: ws, Workspace: ws}
+		_, spawnable.err = NewDirect(testOptions()).Run(context.Background(), s, Stdio{})
+	})
+	what := "a confined call"
+	if spawnable.err != nil {
+		what += " (" + spawnable.err.Error() + ")"
+	}
+	testenv.Require(t, spawnable.err == nil, what, testenv.ShapeNoUserns)
+}
+
 // runners returns the two Runners every attack runs under: this process
 // (direct) and a broker. The broker is closed at the end of the test.
 func runners(t *testing.T) map[string]Runner {
 	t.Helper()
+	requireSpawn(t)
 	b, err := StartBroker(BrokerOptions{Require: testOptions().Require})
 	if err != nil {
 		t.Fatalf("StartBroker: %v", err)
