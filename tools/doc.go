@@ -2,9 +2,44 @@
 // dir_list, search, find, file_write, file_edit and run. Each has a typed
 // argument struct and a JSON Schema generated from it.
 //
-// Every path argument is resolved beneath the workspace root with kernel
-// help, one component at a time; see Workspace.
-//
 // tools does not decide policy (publication, approval, write scope): that is
-// the gate's job.
+// the gate's job. A call goes Prepare (strict decoding, path resolution, no
+// effect) then Execute; Prepared.Writes tells the gate, before anything
+// happens, which canonical paths a write tool would change.
+//
+// # Paths
+//
+// Every path argument is resolved beneath the workspace root with kernel
+// help, one component at a time, from a descriptor of the root taken when
+// the Workspace is opened (see Workspace and Workspace.Resolve). Later opens
+// use the canonical path with openat2 and RESOLVE_BENEATH,
+// RESOLVE_NO_SYMLINKS and RESOLVE_NO_MAGICLINKS, so a symbolic link swapped
+// in after resolution makes the call fail with ReasonDeniedPath instead of
+// leading outside. search and find open every directory and file they
+// traverse the same way, from its parent's descriptor, and never follow a
+// link.
+//
+// # Errors
+//
+// Every error a tool returns is an *Error: ReasonInvalidArgument (bad
+// arguments, named by field), ReasonDeniedPath (a path that leaves the
+// workspace, or changed under the call), ReasonTimeout (the context's
+// deadline passed) and ReasonToolError (anything else that failed). Public
+// messages name paths as the model gave them or as canonical
+// workspace-relative paths, never a host path a link points to.
+//
+// # Writes
+//
+// file_write and file_edit write a temporary file in the target's directory
+// (O_TMPFILE where available), fsync it and rename it over the target, so a
+// crash leaves the old or the new content. A process killed at the wrong
+// instant can leave a temporary file named TempPrefix + 16 hex digits +
+// TempSuffix; IsTempName recognises it.
+//
+// # Limits
+//
+// Paths: MaxPathBytes and MaxNameBytes. Reads: MaxReadBytes of text per call
+// (a memory guard; the gate's result cap is far lower and applies first in
+// practice). search: DefaultSearchResults matching lines unless max_results
+// says otherwise; find: DefaultFindResults paths. Both say when they stopped.
 package tools
