@@ -23,6 +23,10 @@ const (
 // kernel's own MAXSYMLINKS does.
 const maxLinks = 40
 
+// maxSteps bounds the components one resolution examines, links' targets
+// included, so planted links with long targets cannot make it slow.
+const maxSteps = 16384
+
 // beneath is the openat2 resolve set used for every open the tools make:
 // the kernel refuses any step out of the directory fd, any symbolic link
 // and any /proc-style magic link.
@@ -268,7 +272,10 @@ func walkPath(root int, w *Workspace, orig, rel string, write bool) (string, err
 	denied := func(cause error, why string) error {
 		return Errorf(ReasonDeniedPath, cause, "path %q %s", orig, why)
 	}
-	for len(pending) > 0 {
+	for steps := 0; len(pending) > 0; steps++ {
+		if steps > maxSteps {
+			return "", Errorf(ReasonToolError, nil, "path %q: too many components after following symbolic links", orig)
+		}
 		c := pending[0]
 		pending = pending[1:]
 		switch c {
