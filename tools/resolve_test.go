@@ -240,4 +240,18 @@ func TestResolveSpellings(t *testing.T) {
 	if _, err := ws.Resolve("l1"); reasonOf(err) != ReasonToolError {
 		t.Errorf("41 links: %v", err)
 	}
+	// Links with long targets: the work per resolution is bounded.
+	for i := range 10 {
+		target := strings.Repeat("./", 2000) + "long" + strconv.Itoa(i+1)
+		if err := os.Symlink(target, filepath.Join(dir, "long"+strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "long10"), nil, 0o644)
+	if got, err := ws.Resolve("long5"); err != nil || got != "long10" {
+		t.Errorf("5 long links: %q, %v", got, err)
+	}
+	if _, err := ws.Resolve("long0"); reasonOf(err) != ReasonToolError {
+		t.Errorf("10 long links: %v", err)
+	}
 }
