@@ -82,7 +82,17 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 		for _, l := range plan.Missing {
 			names = append(names, l.Name)
 		}
-		s.notes = append(s.notes, fmt.Sprintf("confine auto: missing layers: %s; entries that need them are not published (see `b10x-harness doctor`)", strings.Join(names, ", ")))
+		note := fmt.Sprintf("confine auto: this host lacks %s (see `b10x-harness doctor`)", strings.Join(names, ", "))
+		if !plan.ConfinedWorkspace {
+			note += "; file_write and file_edit are not published"
+		}
+		switch {
+		case !plan.ConfinedExecution:
+			note += "; run is not published"
+		case !plan.ResourceLimits:
+			note += "; run calls get no pids, memory or cpu limits"
+		}
+		s.notes = append(s.notes, note)
 	}
 
 	if !plan.ConfinedWorkspace {

@@ -72,7 +72,7 @@ func TestAutoPublishesWhatIsConfinedAndRecordsLayers(t *testing.T) {
 		}
 	} else {
 		o := outcome(t, r)
-		if o["reason"] != "unpublished" || !strings.Contains(r.stderr, "missing layers") {
+		if o["reason"] != "unpublished" || !strings.Contains(r.stderr, "file_write and file_edit are not published") {
 			t.Fatalf("without Landlock file_write must be unpublished and the missing layers said: %v %s", o, r.stderr)
 		}
 	}
