@@ -142,7 +142,12 @@ func TestAttackPolicyNeverPublished(t *testing.T) {
 					unpublished = append(unpublished, e)
 				}
 			}
-			for _, name := range append(unpublished, fakes...) {
+			names = append(unpublished, fakes...)
+			if mode == "auto" {
+				// Each call probes the host: a sample of the names.
+				names = append(unpublished, "shell", "file.read", "File_Read", "tool_invoke")
+			}
+			for _, name := range names {
 				arg := args[name]
 				if arg == nil {
 					arg = map[string]any{"command": "cat " + filepath.Join(a.base, "data-archived", "x")}

@@ -283,11 +283,11 @@ func TestAttackWritingKilled(t *testing.T) {
 	fileIs(t, target, fresh)
 	must(t, os.WriteFile(target, []byte(old), 0o644))
 	counts := map[string]int{}
-	for i := 0; i < 6; i++ {
-		// Kill points spread over 50%..100% of a whole call.
+	for i := 0; i < 4; i++ {
+		// Kill points spread over 50%..110% of a whole call.
 		cmd := atkCmd(nil, args, "call", "--workspace", a.ws, "--yes", "file_write", "-")
 		must(t, cmd.Start())
-		time.Sleep(whole * time.Duration(50+i*10) / 100)
+		time.Sleep(whole * time.Duration(50+i*20) / 100)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 		b, err := os.ReadFile(target)
