@@ -312,3 +312,54 @@ func TestAttackWritingKilled(t *testing.T) {
 	}
 	t.Logf("a whole call took %s; after SIGKILL: old %d, new %d; stray temporary files: %v", whole, counts["old"], counts["new"], strays)
 }
+
+// TestAttackWritingHarnessConfig: named-agent definitions the harness reads
+// (--agents-dir, --plugin DIR/agents) that live in the workspace cannot be
+// created or changed through a write tool: a model that rewrites an agent's
+// tools: would widen what the next run of that agent is given.
+func TestAttackWritingHarnessConfig(t *testing.T) {
+	t.Parallel()
+	a := newAtkWS(t)
+	def := "---\nname: helper\ndescription: reads\ntools: [file_read]\n---\nRead only.\n"
+	a.write(t, "agents/helper.md", def)
+	a.write(t, "plugin/agents/plug.md", strings.Replace(def, "helper", "plug", 1))
+	widened := strings.Replace(def, "[file_read]", "[file_read, file_write, run]", 1)
+	calls := []map[string]any{
+		{"name": "file_write", "arguments": map[string]any{"path": "agents/helper.md", "content": widened}},
+		{"name": "file_edit", "arguments": map[string]any{"path": "agents/helper.md", "old_string": "[file_read]", "new_string": "[file_read, run]"}},
+		{"name": "file_write", "arguments": map[string]any{"path": "agents/extra.md", "content": strings.Replace(widened, "helper", "extra", 1)}},
+		{"name": "file_write", "arguments": map[string]any{"path": "plugin/agents/plug.md", "content": widened}},
+	}
+	script := filepath.Join(a.base, "script.jsonl")
+	must(t, os.WriteFile(script, []byte(atkJSON(t, map[string]any{"tool_calls": calls})+"\n{\"text\":\"done\"}\n"), 0o644))
+	rec := filepath.Join(t.TempDir(), "rec.jsonl")
+	a.seal(t)
+	r := atkHarness(t, nil, "", "run", "--workspace", a.ws, "--record", rec, "--yes", "--provider", "replay:"+script,
+		"--agents-dir", filepath.Join(a.ws, "agents"), "--plugin", filepath.Join(a.ws, "plugin"), "--quiet")
+	if r.code != 0 {
+		t.Fatalf("run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	want := "denied_path"
+	if !atkWrites() {
+		want = "unpublished"
+	}
+	n := 0
+	for _, l := range readRecord(t, rec) {
+		if l["event"] != "call" {
+			continue
+		}
+		n++
+		if l["status"] != "refused" || l["reason"] != want {
+			t.Errorf("%v %v: %v/%v, want refused/%s", l["entry"], l["args"], l["status"], l["reason"], want)
+		}
+	}
+	if n != len(calls) {
+		t.Fatalf("the record holds %d calls, want %d", n, len(calls))
+	}
+	fileIs(t, filepath.Join(a.ws, "agents/helper.md"), def)
+	fileIs(t, filepath.Join(a.ws, "plugin/agents/plug.md"), strings.Replace(def, "helper", "plug", 1))
+	if _, err := os.Lstat(filepath.Join(a.ws, "agents/extra.md")); err == nil {
+		t.Error("a new agent definition was created through a write tool")
+	}
+	a.checkOutside(t)
+}
