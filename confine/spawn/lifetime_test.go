@@ -183,8 +183,12 @@ func TestSequentialRunsLeaveNothing(t *testing.T) {
 		defer m.Close()
 		opts.Cgroup = m
 		parent = m.Parent()
+	case errors.Is(err, cgroup.ErrNotSupported) && testenv.Shape() == testenv.ShapeCgroupV1:
+		// Declared absent there: the calls still must leave no zombie
+		// and no descriptor.
+		t.Logf("no cgroup v2 (%v): calls run without a leaf", err)
 	case errors.Is(err, cgroup.ErrNotSupported):
-		testenv.Require(t, false, "cgroup v2", testenv.ShapeCgroupV1)
+		testenv.Require(t, false, "cgroup v2 ("+err.Error()+")", testenv.ShapeCgroupV1)
 	default:
 		t.Fatalf("cgroup.Open: %v", err)
 	}
