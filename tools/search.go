@@ -568,7 +568,7 @@ func (c *searchCall) scanFile(j searchJob, bp *[]byte, nts *notes) searchResult 
 		total += int64(n)
 		data := buf[:have+n]
 		eof := n == 0 || total == st.Size
-		if !probed && (len(data) >= binaryProbe || eof) {
+		if !probed { // the first read: a NUL in its first 8 KiB means binary
 			probed = true
 			if bytes.IndexByte(data[:min(len(data), binaryProbe)], 0) >= 0 {
 				r.binary = true
