@@ -423,7 +423,8 @@ func (o *runOutput) CallDone(turn int, c agent.ToolCall, out gate.Outcome, took 
 		printPreview(o.w, out.Result)
 		return
 	}
-	fmt.Fprintf(o.w, "     %s %s: %s\n", strings.ToUpper(string(out.Status)), out.Reason, clean(out.Message))
+	msg := strings.ReplaceAll(strings.TrimRight(clean(out.Message), "\n"), "\n", "\n       | ")
+	fmt.Fprintf(o.w, "     %s %s: %s\n", strings.ToUpper(string(out.Status)), out.Reason, msg)
 }
 
 // Skipped implements agent.Observer.
