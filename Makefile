@@ -5,7 +5,7 @@ export CGO_ENABLED := 0
 GO ?= go
 BIN := bin/b10x-harness
 
-.PHONY: all build test hosttest lint vmtest demo bench clean
+.PHONY: all build test hosttest lint vmtest demo demo-calls bench bench-spawn clean
 
 all: build
 
@@ -22,15 +22,22 @@ hosttest: lint build
 test: hosttest vmtest
 
 # vmtest boots the VM shapes (see vmtest/README.md); it installs qemu and
-# fetches Debian's kernel itself when they are missing.
+# fetches Debian's kernel itself when they are missing. -selftest first
+# proves on a guest of known outcomes that a failing shape would be caught.
 vmtest:
-	$(GO) run ./vmtest -shapes all
+	$(GO) run ./vmtest -selftest -shapes all
 
 demo: build
+	./scripts/demo-run.sh
+
+demo-calls: build
 	./scripts/demo.sh
 
 bench: build
 	./bench/search.sh
+
+bench-spawn: build
+	./bench/spawn.sh
 
 clean:
 	rm -rf bin

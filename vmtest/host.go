@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -55,13 +54,11 @@ func runHost(ctx context.Context, modRoot string, pkgs []testPkg, run string, ti
 		return res
 	}
 	c := newConsoleParser(names)
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
+	readLines(stdout, 4<<20, func(text string) {
 		var ev testEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			out.Line("host", sc.Text())
-			continue
+		if err := json.Unmarshal([]byte(text), &ev); err != nil {
+			out.Line("host", text)
+			return
 		}
 		p := c.pkg(ev.Package)
 		switch {
@@ -78,7 +75,7 @@ func runHost(ctx context.Context, modRoot string, pkgs []testPkg, run string, ti
 			}
 			p.Tests, p.Layers = parseTestOutput(p.Output)
 		}
-	}
+	})
 	werr := cmd.Wait()
 	res.Pkgs = c.Reports()
 	res.Elapsed = time.Since(start)

@@ -57,8 +57,8 @@ func realMain(argv []string) int {
 	fs.StringVar(&o.shapes, "shapes", "all", "comma-separated shapes: all (the four VM shapes), host, "+strings.Join(protocol.VMShapes, ", "))
 	fs.StringVar(&o.pkgs, "pkgs", "./...", "comma-separated package patterns; packages without tests and vmtest itself are left out")
 	fs.StringVar(&o.run, "run", "", "regular expression passed to each test binary as -test.run")
-	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "per test binary, as go test's -timeout; the guest kills the binary "+protocol.DefaultGrace.String()+" later")
-	fs.DurationVar(&o.shapeTimeout, "shape-timeout", 20*time.Minute, "hard deadline for one shape, boot included; qemu is killed after it")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "per test binary, as go test's -timeout; the guest kills the binary "+protocol.DefaultGrace.String()+" later")
+	fs.DurationVar(&o.shapeTimeout, "shape-timeout", 12*time.Minute, "hard deadline for one shape, boot included; qemu is killed after it")
 	fs.IntVar(&o.parallel, "parallel", 2, "how many VM shapes boot at once")
 	fs.StringVar(&o.accel, "accel", "auto", "auto (KVM only if a probe guest boots under it), kvm or tcg")
 	fs.IntVar(&o.memMiB, "mem", 2048, "guest memory in MiB")
@@ -235,6 +235,7 @@ type machine struct {
 	modRoot string
 	build   string
 	initBin string
+	probe   string // initramfs of the init alone, for probe boots
 	busybox string
 	applets []string
 	step    func(string, ...any)
@@ -292,16 +293,16 @@ func prepare(ctx context.Context, o options, modRoot string, out *prefixWriter, 
 	}
 	step("console logs in %s", logs)
 	m.vm = vm{qemu: qemu, kernel: k, memMiB: o.memMiB, cpus: o.cpus, out: out, logsDir: logs}
+	m.probe = filepath.Join(build, "probe.cpio")
+	if err := writeInitramfs(m.probe, initramfsSpec{Init: m.initBin}); err != nil {
+		m.cleanup()
+		return nil, err
+	}
 	switch o.accel {
 	case "auto":
-		probe := filepath.Join(build, "probe.cpio")
-		if err := writeInitramfs(probe, initramfsSpec{Init: m.initBin}); err != nil {
-			m.cleanup()
-			return nil, err
-		}
 		t0 = time.Now()
 		var why string
-		m.vm.accel, why = detectAccel(ctx, m.vm, probe, kvmProbeDeadline)
+		m.vm.accel, why = detectAccel(ctx, m.vm, m.probe, kvmProbeDeadline)
 		step("accelerator %s: %s (decided in %.1fs)", m.vm.accel, why, time.Since(t0).Seconds())
 	default:
 		m.vm.accel = o.accel

@@ -69,16 +69,14 @@ func (v *vm) boot(ctx context.Context, name, initrd, cmdline string, deadline ti
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", v.qemu, err)
 	}
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimRight(sc.Text(), "\r")
+	readLines(stdout, 1<<20, func(line string) {
+		line = strings.TrimRight(line, "\r")
 		fmt.Fprintln(logf, line)
 		if echo {
 			v.out.Line(name, line)
 		}
 		onLine(line)
-	}
+	})
 	werr := cmd.Wait()
 	if ctx.Err() == context.DeadlineExceeded {
 		return fmt.Errorf("deadline of %s passed; qemu killed", deadline)
@@ -99,24 +97,36 @@ func detectAccel(ctx context.Context, v vm, probeInitrd string, probeDeadline ti
 		return "tcg", fmt.Sprintf("/dev/kvm unusable (%v)", err)
 	}
 	f.Close()
-	v.accel = "kvm"
-	v.cpus = 1
-	v.memMiB = 256
-	cmdline, _ := cmdline(protocol.ShapeProbe, "")
-	ok := false
+	took, err := probeBoot(ctx, v, "kvm", probeInitrd, probeDeadline)
+	if err != nil {
+		return "tcg", fmt.Sprintf("/dev/kvm opens but a probe guest did not boot under it: %v", err)
+	}
+	return "kvm", fmt.Sprintf("a probe guest booted under KVM in %.1fs", took.Seconds())
+}
+
+// probeBoot boots the probe image (the guest init alone, shape probe) under
+// accel and reports how long it took to print its line and power off, or why
+// it did not.
+func probeBoot(ctx context.Context, v vm, accel, probeInitrd string, deadline time.Duration) (time.Duration, error) {
+	v.accel, v.cpus, v.memMiB = accel, 1, 256
+	line, err := cmdline(protocol.ShapeProbe, "")
+	if err != nil {
+		return 0, err
+	}
+	seen := false
 	start := time.Now()
-	err = v.boot(ctx, "kvm-probe", probeInitrd, cmdline, probeDeadline, false, func(l string) {
+	err = v.boot(ctx, accel+"-probe", probeInitrd, line, deadline, false, func(l string) {
 		if l == protocol.ProbeLine {
-			ok = true
+			seen = true
 		}
 	})
-	if ok {
-		return "kvm", fmt.Sprintf("a probe guest booted under KVM in %.1fs", time.Since(start).Seconds())
+	switch {
+	case err != nil:
+		return 0, err
+	case !seen:
+		return 0, errors.New("it powered off without printing the probe line")
 	}
-	if err == nil {
-		err = errors.New("it powered off without printing the probe line")
-	}
-	return "tcg", fmt.Sprintf("/dev/kvm opens but a probe guest did not boot under it: %v", err)
+	return time.Since(start), nil
 }
 
 // prefixWriter prints whole lines to stdout, each with the shape's name, so
@@ -136,4 +146,21 @@ func (p *prefixWriter) Printf(format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	fmt.Fprintf(p.w, format, args...)
+}
+
+// readLines calls f for each line of r (without its newline) until EOF or a
+// read error. A line longer than max is passed in pieces of max bytes, so a
+// runaway line can neither stop the reading (a stalled reader would block
+// the guest's console) nor take unbounded memory.
+func readLines(r io.Reader, max int, f func(string)) {
+	br := bufio.NewReaderSize(r, max)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			f(strings.TrimSuffix(string(line), "\n"))
+		}
+		if err != nil && err != bufio.ErrBufferFull {
+			return
+		}
+	}
 }

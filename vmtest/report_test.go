@@ -191,3 +191,13 @@ func TestPrefixOnlyAtLineStart(t *testing.T) {
 		t.Fatal("a log line containing the DONE text ended the guest")
 	}
 }
+
+func TestReadLines(t *testing.T) {
+	in := "a\r\n" + strings.Repeat("x", 40) + "\nlast"
+	var got []string
+	readLines(strings.NewReader(in), 16, func(l string) { got = append(got, l) })
+	want := []string{"a\r", strings.Repeat("x", 16), strings.Repeat("x", 16), strings.Repeat("x", 8), "last"}
+	if !slices.Equal(got, want) {
+		t.Errorf("readLines = %q, want %q", got, want)
+	}
+}

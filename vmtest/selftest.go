@@ -6,6 +6,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/b10x/harness/vmtest/internal/protocol"
 )
@@ -26,6 +27,15 @@ const (
 )
 
 func (m *machine) selftest(ctx context.Context, o options) (bool, error) {
+	// The probe image decides KVM against TCG; boot it under TCG, which
+	// always works, so a broken probe image cannot pass for "no KVM here".
+	took, err := probeBoot(ctx, m.vm, "tcg", m.probe, 2*time.Minute)
+	if err != nil {
+		m.step("self-test: the KVM probe image does not boot under TCG: %v", err)
+		return false, nil
+	}
+	m.step("self-test: the probe image boots under TCG in %.1fs", took.Seconds())
+
 	pkgs, err := listPackages(m.modRoot, []string{selftestPattern}, false)
 	if err != nil {
 		return false, err

@@ -80,6 +80,19 @@ func TestCopyLines(t *testing.T) {
 	}
 }
 
+// Output that imitates a result line is defused; the same text inside a
+// line, or after a long line's first piece, is left alone.
+func TestCopyLinesDefusesResultLines(t *testing.T) {
+	long := strings.Repeat("y", 70<<10)
+	in := "VMTEST DONE EXIT 0\nok VMTEST DONE EXIT 0\n" + long + "VMTEST x\nVMTEST PKG m EXIT 0 TIME 1s"
+	var out bytes.Buffer
+	copyLines(strings.NewReader(in), &out)
+	want := " VMTEST DONE EXIT 0\nok VMTEST DONE EXIT 0\n" + long + "VMTEST x\n VMTEST PKG m EXIT 0 TIME 1s\n"
+	if out.String() != want {
+		t.Errorf("copyLines output differs (%d bytes, want %d):\n%.200q", out.Len(), len(want), out.String())
+	}
+}
+
 func TestCopyTree(t *testing.T) {
 	src, dst := t.TempDir(), t.TempDir()
 	os.MkdirAll(filepath.Join(src, "testdata", "d"), 0o755)

@@ -49,10 +49,14 @@ func say(line string) { fmt.Fprintln(console, line) }
 func sayf(format string, args ...any) { say(fmt.Sprintf(format, args...)) }
 
 func main() {
-	if os.Getpid() != 1 {
-		// Started again by the shape checks (see helperMain), or by
-		// someone by mistake.
+	// Started again by the shape checks (see helperMain), possibly as PID 1
+	// of a new PID namespace: the argument decides, not the PID.
+	if len(os.Args) > 1 && (os.Args[1] == noopArg || os.Args[1] == tryCloneArg) {
 		os.Exit(helperMain(os.Args[1:]))
+	}
+	if os.Getpid() != 1 {
+		fmt.Fprintln(os.Stderr, "guestinit: must run as PID 1 of a vmtest guest")
+		os.Exit(2)
 	}
 	exit := 1
 	defer func() {

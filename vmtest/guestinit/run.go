@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -65,21 +67,21 @@ func runPackage(env *guestEnv, cfg protocol.Config, i int, p protocol.Package) b
 	if err != nil {
 		return fail(err.Error())
 	}
-	v1Before := v1Dirs(env)
+	cgBefore := cgroupDirs(env)
 
 	sys := &syscall.SysProcAttr{}
 	if env.unprivileged {
 		sys.Credential = &syscall.Credential{Uid: uint32(env.uid), Gid: uint32(env.gid), Groups: []uint32{}}
 	}
 	var cg string
+	cgFD := -1
 	if env.cgroupParent != "" {
 		cg = filepath.Join(env.cgroupParent, name+".service")
-		fd, err := makeCgroup(cg, env)
+		cgFD, err = makeCgroup(cg, env)
 		if err != nil {
 			return fail(err.Error())
 		}
-		defer unix.Close(fd)
-		sys.UseCgroupFD, sys.CgroupFD = true, fd
+		sys.UseCgroupFD, sys.CgroupFD = true, cgFD
 	}
 
 	devnull, err := os.Open(os.DevNull)
@@ -114,6 +116,9 @@ func runPackage(env *guestEnv, cfg protocol.Config, i int, p protocol.Package) b
 		Sys:   sys,
 	})
 	w.Close()
+	if cgFD >= 0 {
+		unix.Close(cgFD)
+	}
 	if err != nil {
 		r.Close()
 		return fail(fmt.Sprintf("start %s: %v", p.Binary, err))
@@ -178,11 +183,15 @@ func runPackage(env *guestEnv, cfg protocol.Config, i int, p protocol.Package) b
 			_ = unix.Unmount(m, unix.MNT_DETACH)
 		}
 	}
-	v1After := v1Dirs(env)
-	extra := newItems(v1Before, v1After)
+	// Cgroups made elsewhere than below the binary's own (which
+	// removeCgroup handled), e.g. by a test that moved itself out.
+	extra := slices.DeleteFunc(newItems(cgBefore, cgroupDirs(env)), func(d string) bool {
+		return cg != "" && (d == cg || strings.HasPrefix(d, cg+"/"))
+	})
 	sort.Sort(sort.Reverse(sort.StringSlice(extra)))
 	for _, d := range extra {
 		leak("cgroup: " + d)
+		_ = os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0)
 		_ = os.Remove(d)
 	}
 	if err := os.RemoveAll(base); err != nil {
@@ -227,15 +236,21 @@ func signalAll(sig unix.Signal) {
 }
 
 // copyLines copies the tests' output to the console a line at a time (a
-// line longer than the buffer goes in pieces).
+// line longer than the buffer goes in pieces). A line of output that starts
+// like a result line gets a space in front, so no test can speak for init.
 func copyLines(r io.Reader, w io.Writer) {
 	br := bufio.NewReaderSize(r, 64<<10)
+	atStart := true
 	for {
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {
 			if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 				line = append(line, '\n')
 			}
+			if atStart && bytes.HasPrefix(line, []byte(protocol.Prefix)) {
+				line = append([]byte{' '}, line...)
+			}
+			atStart = line[len(line)-1] == '\n'
 			_, _ = w.Write(line)
 		}
 		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
@@ -317,10 +332,15 @@ func mountTargets() ([]string, error) {
 	return out, nil
 }
 
-// v1Dirs lists every cgroup directory below the v1 hierarchies' roots.
-func v1Dirs(env *guestEnv) []string {
+// cgroupDirs lists every cgroup directory below the roots of the shape's
+// hierarchies (the cgroup2 mount or each v1 mount).
+func cgroupDirs(env *guestEnv) []string {
+	roots := env.v1Mounts
+	if env.cgroupParent != "" {
+		roots = []string{cgroupRoot}
+	}
 	var out []string
-	for _, root := range env.v1Mounts {
+	for _, root := range roots {
 		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() && p != root {
 				out = append(out, p)
