@@ -259,14 +259,26 @@ func isCleanRel(rel string) bool {
 // components.
 func walkPath(root int, w *Workspace, orig, rel string, write bool) (string, error) {
 	pending := strings.Split(rel, "/")
+	// stack holds the canonical components so far; fds[i] is a descriptor
+	// of the directory stack[:i+1] names, so ".." is a pop, not a reopen.
+	// The two have the same length except after a missing component (write
+	// mode) or a final non-directory, after which neither ".." nor another
+	// open can come.
 	var stack []string
-	cur := root
-	closeCur := func() {
-		if cur != root {
-			unix.Close(cur)
+	var fds []int
+	closeAll := func() {
+		for _, fd := range fds {
+			unix.Close(fd)
 		}
+		fds = fds[:0]
 	}
-	defer closeCur()
+	defer closeAll()
+	cur := func() int {
+		if len(fds) == 0 {
+			return root
+		}
+		return fds[len(fds)-1]
+	}
 	links := 0
 	missing := false // write mode: a component did not exist; the rest is lexical
 	denied := func(cause error, why string) error {
@@ -289,19 +301,15 @@ func walkPath(root int, w *Workspace, orig, rel string, write bool) (string, err
 				return "", denied(nil, "leaves the workspace")
 			}
 			stack = stack[:len(stack)-1]
-			fd, err := openat2(root, joinRel(stack), unix.O_PATH|unix.O_DIRECTORY, 0, beneath)
-			if err != nil {
-				return "", fsError(orig, "open", err)
-			}
-			closeCur()
-			cur = fd
+			unix.Close(fds[len(fds)-1])
+			fds = fds[:len(fds)-1]
 			continue
 		}
 		if missing {
 			stack = append(stack, c)
 			continue
 		}
-		fd, err := openat2(cur, c, unix.O_PATH|unix.O_NOFOLLOW, 0, beneath)
+		fd, err := openat2(cur(), c, unix.O_PATH|unix.O_NOFOLLOW, 0, beneath)
 		if err == unix.ENOENT && write {
 			missing = true
 			stack = append(stack, c)
@@ -336,13 +344,11 @@ func walkPath(root int, w *Workspace, orig, rel string, write bool) (string, err
 				}
 				target = r
 				stack = stack[:0]
-				closeCur()
-				cur = root
+				closeAll()
 			}
 			pending = append(strings.Split(target, "/"), pending...)
 		case unix.S_IFDIR:
-			closeCur()
-			cur = fd
+			fds = append(fds, fd)
 			stack = append(stack, c)
 		default:
 			unix.Close(fd)
