@@ -9,8 +9,23 @@ import (
 // offers (without a cgroup), from this process.
 func BenchmarkRunTrue(b *testing.B) {
 	requireSpawn(b)
+	benchRun(b, NewDirect(testOptions()))
+}
+
+// BenchmarkRunTrueBroker is BenchmarkRunTrue through a broker, the way a
+// harness that restricts itself runs calls.
+func BenchmarkRunTrueBroker(b *testing.B) {
+	requireSpawn(b)
+	br, err := StartBroker(BrokerOptions{Require: testOptions().Require})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	benchRun(b, br)
+}
+
+func benchRun(b *testing.B, r Runner) {
 	ws := workspace(b)
-	r := NewDirect(testOptions())
 	s := Spec{Path: lookPath(b, "true"), Argv: []string{"true"}, Dir: ws, Workspace: ws}
 	if _, err := r.Run(context.Background(), s, Stdio{}); err != nil {
 		b.Fatal(err)

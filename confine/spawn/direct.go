@@ -146,9 +146,17 @@ func (d *direct) prepare(s Spec) (*prepared, error) {
 		}
 		p.layers = append(p.layers, confine.LayerCgroupLeaf)
 	} else {
-		for _, l := range []string{confine.LayerCgroupLeaf, confine.LayerPidsLimit, confine.LayerMemoryLimit, confine.LayerCPULimit} {
-			if slices.Contains(req, l) {
-				return nil, &SetupError{Step: "requirements", Err: fmt.Errorf("layer %s is required but this runner has no cgroup manager", l)}
+		for _, l := range []struct {
+			layer string
+			set   bool
+		}{
+			{confine.LayerCgroupLeaf, true},
+			{confine.LayerPidsLimit, s.Limits.PidsMax > 0},
+			{confine.LayerMemoryLimit, s.Limits.MemoryMax > 0},
+			{confine.LayerCPULimit, s.Limits.CPUQuota > 0},
+		} {
+			if l.set && slices.Contains(req, l.layer) {
+				return nil, &SetupError{Step: "requirements", Err: fmt.Errorf("layer %s is required but this runner has no cgroup manager", l.layer)}
 			}
 		}
 	}

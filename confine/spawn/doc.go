@@ -4,13 +4,15 @@
 // # One call
 //
 // Run re-executes the running binary (/proc/self/exe) under the hidden entry
-// point "spawn-helper" (see internal/reexec: main and every TestMain must
-// call reexec.Init first), cloned into new user, PID, mount, IPC and UTS
+// point "spawn-helper", cloned into new user, PID, mount, IPC and UTS
 // namespaces, a new network namespace unless Spec.Net, and, with a cgroup
 // manager, directly into the call's cgroup v2 leaf (CLONE_INTO_CGROUP). The
-// parent computes everything the helper will do (the plan: mounts, Landlock
-// rules, the seccomp program) and passes it through a pipe. The helper, as
-// PID 1 of its namespace, then:
+// helper is dispatched by the init function of this package's
+// internal/helper, before the rest of the binary initialises; the broker's
+// entry point needs internal/reexec's Init, which main and every TestMain
+// must call first. The parent computes everything the helper will do (the
+// plan: mounts, Landlock access masks, the seccomp program) and passes it
+// through a pipe. The helper, as PID 1 of its namespace, then:
 //
 //  1. makes every mount private;
 //  2. assembles the child's view on a fresh tmpfs: read-only binds of /usr,
