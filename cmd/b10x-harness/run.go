@@ -149,6 +149,14 @@ func (c *runCmd) Run(e *env) error {
 	if err != nil {
 		return usageError{err}
 	}
+	// The key is held by the provider now. Nothing the harness starts
+	// (hooks inherit its environment; run calls get a scrubbed one) should
+	// ever see a provider key, whichever provider this run uses.
+	for _, k := range []string{provider.KeyEnv("anthropic"), provider.KeyEnv("openai")} {
+		if err := os.Unsetenv(k); err != nil {
+			return fmt.Errorf("removing %s from the environment: %w", k, err)
+		}
+	}
 
 	kind, _ := surface.ParseKind(c.Surface)
 	s, err := openSession(&c.policyFlags, "run", kind, e)
@@ -310,7 +318,7 @@ func (o *runOutput) Turn(n int, t agent.Turn) {
 			fmt.Fprintf(o.w, "    %s\n", l)
 		}
 	} else {
-		fmt.Fprintln(o.w, " model:")
+		fmt.Fprintln(o.w, " model (no text)")
 	}
 }
 

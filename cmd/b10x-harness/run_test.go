@@ -715,3 +715,40 @@ func rnResults(t *testing.T, prov string, req providertest.Request) map[string]r
 	}
 	return out
 }
+
+// The provider keys are removed from the harness's environment once read:
+// a hook (which inherits that environment) never sees them.
+func TestRunKeysNeverReachHooks(t *testing.T) {
+	dir, ws := rnPrepare(t)
+	// The harness confines its own writes (and its hooks') to the
+	// workspace, so the hook writes its dump there.
+	dump := filepath.Join(ws, "hook-env.txt")
+	hook := filepath.Join(dir, "hook.sh")
+	must(t, os.WriteFile(hook, []byte("#!/bin/sh\nenv >> "+dump+"\nexit 0\n"), 0o755))
+	script := filepath.Join(dir, "s.jsonl")
+	must(t, os.WriteFile(script, []byte(`{"tool_calls": [{"name": "dir_list"}]}`+"\n"), 0o644))
+	fake := providertest.NewAnthropic(t,
+		providertest.AnthropicMessage("", "tool_use", providertest.Call{ID: "t1", Name: "dir_list"}),
+		providertest.AnthropicMessage("ok", "end_turn"))
+	env := []string{"ANTHROPIC_API_KEY=" + rnKey, "OPENAI_API_KEY=" + rnKey + "-openai", "B10X_HOOK_MARK=seen"}
+	for _, args := range [][]string{
+		{"--provider", "replay:" + script},
+		{"--provider", "anthropic", "--model", "m", "--base-url", fake.URL(), "task"},
+	} {
+		must(t, os.WriteFile(dump, nil, 0o644))
+		r := rnHarness(t, env, "", append([]string{"run", "--workspace", ws, "--hook", hook, "--quiet"}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+		b, _ := os.ReadFile(dump)
+		if !strings.Contains(string(b), "B10X_HOOK_MARK=seen") {
+			t.Fatalf("%v: the hook did not run (or got no environment): %q", args, b)
+		}
+		if strings.Contains(string(b), rnKey) || strings.Contains(string(b), "ANTHROPIC_API_KEY") || strings.Contains(string(b), "OPENAI_API_KEY") {
+			t.Errorf("%v: a provider key reached the hook's environment", args)
+		}
+	}
+	if len(fake.Requests()) != 2 || fake.Requests()[0].Header.Get("authorization") != "Bearer "+rnKey {
+		t.Errorf("the provider did not get the key: %d requests", len(fake.Requests()))
+	}
+}
