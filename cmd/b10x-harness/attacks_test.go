@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -202,7 +203,17 @@ func atkCmd(env []string, stdin string, args ...string) *exec.Cmd {
 
 // atkStart is atkHarness for any goroutine: it reports instead of failing.
 func atkStart(env []string, stdin string, args ...string) (atkRun, error) {
+	return atkStartIn(-1, env, stdin, args...)
+}
+
+// atkStartIn is atkStart with the harness started in the cgroup whose
+// directory descriptor is cgroupFD (-1: the test's own).
+func atkStartIn(cgroupFD int, env []string, stdin string, args ...string) (atkRun, error) {
 	cmd := atkCmd(env, stdin, args...)
+	if cgroupFD >= 0 {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = cgroupFD
+	}
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	err := cmd.Run()
@@ -248,8 +259,23 @@ func (a *atkWS) callStdin(t *testing.T, env []string, stdin string, flags []stri
 	return at
 }
 
+// callAlone is call with the harness started alone in a fresh cgroup (see
+// atkAloneCgroup), where it may enable the limit controllers for its leaves.
+func (a *atkWS) callAlone(t *testing.T, flags []string, tool, args string) atkAttempt {
+	t.Helper()
+	at, err := a.tryIn(atkAloneCgroup(t), nil, "", flags, tool, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
 // try is call for any goroutine: it reports instead of failing.
 func (a *atkWS) try(env []string, stdin string, flags []string, tool, args string) (atkAttempt, error) {
+	return a.tryIn(-1, env, stdin, flags, tool, args)
+}
+
+func (a *atkWS) tryIn(cgroupFD int, env []string, stdin string, flags []string, tool, args string) (atkAttempt, error) {
 	rec := filepath.Join(a.base, fmt.Sprintf("record-%d.jsonl", a.n.Add(1)))
 	argv := append([]string{"call", "--workspace", a.ws, "--record", rec}, flags...)
 	argv = append(argv, tool, args)
@@ -257,7 +283,7 @@ func (a *atkWS) try(env []string, stdin string, flags []string, tool, args strin
 	// The record lives beside the workspace; no attack may touch it.
 	defer os.Remove(rec)
 	var err error
-	if at.run, err = atkStart(env, stdin, argv...); err != nil {
+	if at.run, err = atkStartIn(cgroupFD, env, stdin, argv...); err != nil {
 		return at, fmt.Errorf("%s: %w", at.desc, err)
 	}
 	fail := func(format string, args ...any) (atkAttempt, error) {
@@ -385,7 +411,11 @@ var (
 func atkLayer(t *testing.T, name string) bool {
 	t.Helper()
 	atkDoctorOnce.Do(func() {
-		r := atkHarness(t, nil, "", "doctor", "--json")
+		// Started alone in a cgroup, as the limit tests start the harness.
+		r, err := atkStartIn(atkAloneCgroup(t), nil, "", "doctor", "--json")
+		if err != nil {
+			t.Fatal(err)
+		}
 		var d struct {
 			Probe struct {
 				Landlock struct {
@@ -417,6 +447,65 @@ func atkLandlockABI(t *testing.T) int {
 	t.Helper()
 	atkLayer(t, "landlock-child")
 	return atkDoctorABI
+}
+
+// atkAloneCgroup creates an empty cgroup beside the test's own (cgroup v2)
+// and returns a descriptor of it for CLONE_INTO_CGROUP, both removed in
+// t.Cleanup. cgroup v2 lets the harness enable controllers for its leaves
+// only in a cgroup where it is the only process, and the test process
+// shares its own (the VM shapes start each test binary in a delegated
+// cgroup of its own). It returns -1 where there is no cgroup2 mount or the
+// test runs in the hierarchy's root.
+func atkAloneCgroup(t *testing.T) int {
+	t.Helper()
+	mount, self := atkCgroup2(t)
+	if mount == "" || self == "/" {
+		return -1
+	}
+	dir := filepath.Join(mount, filepath.Dir(self), fmt.Sprintf("b10x-attacktest-%d-%d", os.Getpid(), atkCounter.Add(1)))
+	must(t, os.Mkdir(dir, 0o755))
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	must(t, err)
+	t.Cleanup(func() {
+		unix.Close(fd)
+		// The harness removed what it made; the cgroup empties once the
+		// harness has exited.
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			err := os.Remove(dir)
+			if err == nil || errors.Is(err, os.ErrNotExist) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("remove %s: %v", dir, err)
+				return
+			}
+		}
+	})
+	return fd
+}
+
+// atkCgroup2 returns the cgroup2 mount point and this process's cgroup
+// relative to it ("" without a cgroup2 mount).
+func atkCgroup2(t *testing.T) (mount, self string) {
+	t.Helper()
+	cg, err := os.ReadFile("/proc/self/cgroup")
+	must(t, err)
+	for _, l := range strings.Split(string(cg), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok {
+			self = p
+		}
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	must(t, err)
+	for _, l := range strings.Split(string(mi), "\n") {
+		f := strings.Fields(l)
+		for i, x := range f {
+			if x == "-" && i+1 < len(f) && f[i+1] == "cgroup2" && len(f) > 4 && f[3] == "/" {
+				return f[4], self
+			}
+		}
+	}
+	return "", ""
 }
 
 // atkSelf is the test binary's canonical path: the program the run tool
