@@ -389,7 +389,6 @@ func brokerMain() {
 	if opts.Cgroup != nil {
 		_ = opts.Cgroup.Close()
 	}
-	d.masks.close()
 	os.Exit(0)
 }
 

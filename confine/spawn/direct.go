@@ -58,6 +58,10 @@ type direct struct {
 	abiErr    error
 }
 
+// sharedMasks is the process's one scan of /etc (one inotify instance, kept
+// for the life of the process): every Runner of the process uses it.
+var sharedMasks = newEtcMasks(maskedRoot)
+
 const (
 	usernsUnknown int32 = iota
 	usernsWorks
@@ -65,7 +69,7 @@ const (
 )
 
 func newDirect(o Options) *direct {
-	return &direct{opts: o, root: os.Geteuid() == 0, masks: newEtcMasks(maskedRoot)}
+	return &direct{opts: o, root: os.Geteuid() == 0, masks: sharedMasks}
 }
 
 func (d *direct) landlockABI() (int, error) {

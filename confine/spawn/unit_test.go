@@ -305,3 +305,36 @@ func TestLandlockPlan(t *testing.T) {
 		t.Error("ABI 0 accepted")
 	}
 }
+
+// TestBuildViewResolvConf: with the host's network, a resolv.conf linking
+// out of the view brings its target; without, it does not.
+func TestBuildViewResolvConf(t *testing.T) {
+	dir := workspace(t)
+	target := filepath.Join(dir, "run", "stub-resolv.conf")
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(target, []byte("nameserver 127.0.0.53\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "resolv.conf")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	old := resolvConf
+	resolvConf = link
+	defer func() { resolvConf = old }()
+	ws := workspace(t)
+	s := Spec{Path: lookPath(t, "true"), Argv: []string{"true"}, Dir: ws, Workspace: ws}
+	for _, net := range []bool{false, true} {
+		s.Net = net
+		ops, _, err := buildView(s, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := slices.ContainsFunc(ops, func(m helper.Mount) bool { return m.Dst == target && m.Kind == helper.Bind && m.RO })
+		if found != net {
+			t.Errorf("Net %v: resolver target bound = %v", net, found)
+		}
+	}
+}

@@ -121,6 +121,19 @@ func buildView(s Spec, masks []string) ([]helper.Mount, []llRule, error) {
 		}
 	}
 
+	// With the host's network, name resolution must work: a resolv.conf
+	// that links out of the view (systemd-resolved's in /run) gets its
+	// target bound, read-only, at its own path.
+	if s.Net {
+		if target, err := canonical(resolvConf); err == nil && target != resolvConf && !withinAny(target, systemDirs) {
+			if fi, err := os.Stat(target); err == nil && fi.Mode().IsRegular() {
+				if err := viewable("resolver configuration", target); err == nil {
+					add(entry{op: helper.Mount{Kind: helper.Bind, Src: target, Dst: target, RO: true, File: true}, rule: llRead})
+				}
+			}
+		}
+	}
+
 	// Dedupe by destination: a Spec path replaces a system entry; read-write
 	// beats read-only.
 	byDst := map[string]int{}
@@ -231,6 +244,20 @@ func canonical(p string) (string, error) {
 		return "", err
 	}
 	return filepath.Abs(c)
+}
+
+// resolvConf is the resolver configuration, followed out of /etc when the
+// call has the host's network (a variable for the tests).
+var resolvConf = "/etc/resolv.conf"
+
+// withinAny reports whether p is within one of dirs.
+func withinAny(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if within(p, d) {
+			return true
+		}
+	}
+	return false
 }
 
 // within reports whether p is dir or beneath it, component-wise.

@@ -17,13 +17,19 @@ import (
 // corrupt length can never make a reader allocate without bound.
 const MaxWire = 64 << 20
 
-// Encoder appends fields to B.
+// Encoder appends fields to B. The zero value is ready; not safe for
+// concurrent use.
 type Encoder struct{ B []byte }
 
+// U8 appends one byte.
 func (e *Encoder) U8(v uint8)   { e.B = append(e.B, v) }
+// U32 appends v, little-endian.
 func (e *Encoder) U32(v uint32) { e.B = binary.LittleEndian.AppendUint32(e.B, v) }
+// U64 appends v, little-endian.
 func (e *Encoder) U64(v uint64) { e.B = binary.LittleEndian.AppendUint64(e.B, v) }
+// I64 appends v as its two's complement U64.
 func (e *Encoder) I64(v int64)  { e.U64(uint64(v)) }
+// Bool appends 1 or 0.
 func (e *Encoder) Bool(v bool) {
 	if v {
 		e.U8(1)
@@ -31,7 +37,9 @@ func (e *Encoder) Bool(v bool) {
 		e.U8(0)
 	}
 }
+// Str appends the length of s and its bytes.
 func (e *Encoder) Str(s string) { e.U32(uint32(len(s))); e.B = append(e.B, s...) }
+// Strs appends the count of ss and each string.
 func (e *Encoder) Strs(ss []string) {
 	e.U32(uint32(len(ss)))
 	for _, s := range ss {
@@ -48,7 +56,8 @@ func (e *Encoder) Error(err error) {
 }
 
 // Decoder reads fields from B. The first failure is kept in Err; later reads
-// return zero values.
+// return zero values, so a caller checks Err (or End) once at the end. Not
+// safe for concurrent use.
 type Decoder struct {
 	B   []byte
 	Err error
@@ -60,7 +69,7 @@ func (d *Decoder) fail(what string) {
 	}
 }
 
-// Failf records err unless an error is already recorded.
+// Failf records a malformed-message error unless one is recorded already.
 func (d *Decoder) Failf(msg string) {
 	if d.Err == nil {
 		d.Err = errors.New("spawn: malformed message: " + msg)
@@ -80,25 +89,30 @@ func (d *Decoder) take(n int, what string) []byte {
 	return v
 }
 
+// U8 reads one byte.
 func (d *Decoder) U8() uint8 {
 	if v := d.take(1, "u8"); v != nil {
 		return v[0]
 	}
 	return 0
 }
+// U32 reads a little-endian u32.
 func (d *Decoder) U32() uint32 {
 	if v := d.take(4, "u32"); v != nil {
 		return binary.LittleEndian.Uint32(v)
 	}
 	return 0
 }
+// U64 reads a little-endian u64.
 func (d *Decoder) U64() uint64 {
 	if v := d.take(8, "u64"); v != nil {
 		return binary.LittleEndian.Uint64(v)
 	}
 	return 0
 }
+// I64 reads what Encoder.I64 wrote.
 func (d *Decoder) I64() int64 { return int64(d.U64()) }
+// Bool reads a 0 or 1 byte; anything else is malformed.
 func (d *Decoder) Bool() bool {
 	switch d.U8() {
 	case 0:
@@ -110,10 +124,12 @@ func (d *Decoder) Bool() bool {
 		return false
 	}
 }
+// Str reads what Encoder.Str wrote.
 func (d *Decoder) Str() string {
 	n := d.U32()
 	return string(d.take(int(n), "string"))
 }
+// Strs reads what Encoder.Strs wrote.
 func (d *Decoder) Strs() []string {
 	n := d.U32()
 	if d.Err != nil {
@@ -164,6 +180,7 @@ type RemoteError struct {
 	Errno syscall.Errno
 }
 
+// Error returns the text the other process wrote.
 func (e *RemoteError) Error() string { return e.Msg }
 
 // Unwrap returns the errno, or nil.
