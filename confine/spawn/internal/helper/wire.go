@@ -22,13 +22,17 @@ const MaxWire = 64 << 20
 type Encoder struct{ B []byte }
 
 // U8 appends one byte.
-func (e *Encoder) U8(v uint8)   { e.B = append(e.B, v) }
+func (e *Encoder) U8(v uint8) { e.B = append(e.B, v) }
+
 // U32 appends v, little-endian.
 func (e *Encoder) U32(v uint32) { e.B = binary.LittleEndian.AppendUint32(e.B, v) }
+
 // U64 appends v, little-endian.
 func (e *Encoder) U64(v uint64) { e.B = binary.LittleEndian.AppendUint64(e.B, v) }
+
 // I64 appends v as its two's complement U64.
-func (e *Encoder) I64(v int64)  { e.U64(uint64(v)) }
+func (e *Encoder) I64(v int64) { e.U64(uint64(v)) }
+
 // Bool appends 1 or 0.
 func (e *Encoder) Bool(v bool) {
 	if v {
@@ -37,8 +41,10 @@ func (e *Encoder) Bool(v bool) {
 		e.U8(0)
 	}
 }
+
 // Str appends the length of s and its bytes.
 func (e *Encoder) Str(s string) { e.U32(uint32(len(s))); e.B = append(e.B, s...) }
+
 // Strs appends the count of ss and each string.
 func (e *Encoder) Strs(ss []string) {
 	e.U32(uint32(len(ss)))
@@ -96,6 +102,7 @@ func (d *Decoder) U8() uint8 {
 	}
 	return 0
 }
+
 // U32 reads a little-endian u32.
 func (d *Decoder) U32() uint32 {
 	if v := d.take(4, "u32"); v != nil {
@@ -103,6 +110,7 @@ func (d *Decoder) U32() uint32 {
 	}
 	return 0
 }
+
 // U64 reads a little-endian u64.
 func (d *Decoder) U64() uint64 {
 	if v := d.take(8, "u64"); v != nil {
@@ -110,8 +118,10 @@ func (d *Decoder) U64() uint64 {
 	}
 	return 0
 }
+
 // I64 reads what Encoder.I64 wrote.
 func (d *Decoder) I64() int64 { return int64(d.U64()) }
+
 // Bool reads a 0 or 1 byte; anything else is malformed.
 func (d *Decoder) Bool() bool {
 	switch d.U8() {
@@ -124,11 +134,13 @@ func (d *Decoder) Bool() bool {
 		return false
 	}
 }
+
 // Str reads what Encoder.Str wrote.
 func (d *Decoder) Str() string {
 	n := d.U32()
 	return string(d.take(int(n), "string"))
 }
+
 // Strs reads what Encoder.Strs wrote.
 func (d *Decoder) Strs() []string {
 	n := d.U32()
