@@ -447,19 +447,37 @@ func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []b
 		attr.CgroupFD = leaf.FD()
 	}
 	cmd.SysProcAttr = attr
+	// The plan usually fits the pipe: write it now, without blocking, and
+	// leave only a remainder (if any) to a goroutine once the helper reads.
+	rest := blob
+	if rc, err := planW.SyscallConn(); err == nil {
+		_ = rc.Write(func(fd uintptr) bool {
+			if n, err := unix.Write(int(fd), rest); err == nil {
+				rest = rest[n:]
+			}
+			return true
+		})
+	}
+	if len(rest) == 0 {
+		planW.Close()
+	}
 	err = cmd.Start()
 	statusW.Close()
 	planR.Close()
 	if err != nil {
 		statusR.Close()
-		planW.Close()
+		if len(rest) != 0 {
+			planW.Close()
+		}
 		return nil, nil, err
 	}
-	go func() {
-		// A write error means the helper died; its status says why.
-		_, _ = planW.Write(blob)
-		planW.Close()
-	}()
+	if len(rest) != 0 {
+		go func() {
+			// A write error means the helper died; its status says why.
+			_, _ = planW.Write(rest)
+			planW.Close()
+		}()
+	}
 	return cmd, statusR, nil
 }
 

@@ -481,3 +481,29 @@ func TestBadInput(t *testing.T) {
 		t.Logf("%s: %v", what, err)
 	}
 }
+
+// TestLargeEnvironment: a plan larger than a pipe holds (here 300 KiB of
+// environment) still reaches the helper whole.
+func TestLargeEnvironment(t *testing.T) {
+	requireSpawn(t)
+	ws := workspace(t)
+	var env []string
+	for i := 0; i < 300; i++ {
+		env = append(env, "V"+strconv.Itoa(i)+"="+strings.Repeat(string(rune('a'+i%26)), 1024))
+	}
+	s := probeSpec(t, ws, "env")
+	s.Env = env
+	res, out, err := run(t, NewDirect(testOptions()), s)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	line := strings.TrimSpace(string(out.stdout.Bytes()))
+	fields := strings.Split(strings.TrimSuffix(strings.TrimPrefix(line, "env="), ","), ",")
+	if len(fields) != len(env) {
+		t.Fatalf("the child got %d variables, want %d", len(fields), len(env))
+	}
+	last, _ := hex.DecodeString(fields[len(fields)-1])
+	if string(last) != env[len(env)-1] {
+		t.Fatalf("last variable differs")
+	}
+}
