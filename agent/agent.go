@@ -29,15 +29,17 @@ import (
 )
 
 // Request is what a conversation starts from. The zero value is a request with
-// no system prompt, an empty task and no tools; a provider may refuse an empty
-// task.
+// no system prompt, an empty task and no tools; the network providers refuse
+// an empty task, the replay provider ignores the request. Tools are sent as
+// the surface made them; a provider never adds or removes one.
 type Request struct {
 	System string        // the system prompt (a named agent's instructions, or the harness's default)
 	Task   string        // the user's task, the first user message
 	Tools  []surface.Def // the definitions the surface publishes, sent as they are
 }
 
-// ToolCall is one tool call a model made.
+// ToolCall is one tool call a model made. Nothing in it is trusted: the
+// gate decides what Name means and whether Args are acceptable.
 type ToolCall struct {
 	// ID is the provider's identifier of the call, echoed in its result.
 	ID string
@@ -49,7 +51,8 @@ type ToolCall struct {
 	Args json.RawMessage
 }
 
-// Turn is one model response.
+// Turn is one model response. The zero value is a turn with no text and no
+// calls, which ends the run as EndModelStopped.
 type Turn struct {
 	Text  string     // the model's text, if any
 	Calls []ToolCall // tool calls, in the order the model made them
@@ -65,6 +68,8 @@ type Turn struct {
 const StopScriptEnded = "script_ended"
 
 // ToolResult is the outcome of one call, as the loop returns it to the model.
+// Providers put Content in their tool-result form and set their error flag
+// from IsError where the wire format has one.
 type ToolResult struct {
 	CallID  string // ToolCall.ID
 	Name    string // ToolCall.Name
@@ -73,7 +78,9 @@ type ToolResult struct {
 }
 
 // Provider starts conversations with a model. Implementations are in
-// agent/provider.
+// agent/provider and agent/replay; they must be safe for concurrent use
+// (each Conversation need not be). A provider carries turns, nothing else:
+// it must not execute a tool, and it must not put a credential in an error.
 type Provider interface {
 	// Name identifies the provider in transcripts ("anthropic", "openai",
 	// "replay").
@@ -112,7 +119,8 @@ const (
 var ErrRunTimeout = errors.New("the run's time limit passed")
 
 // Config configures Run. The zero value is not usable: Provider and Surface
-// are required. Zero budgets mean no limit.
+// are required (Run ends with EndError without them). Zero budgets mean no
+// limit; the call budget is the gate's (gate.Config.MaxCalls), not Run's.
 type Config struct {
 	Provider Provider         // required
 	Surface  *surface.Surface // required: the only path from a call to the gate
@@ -138,7 +146,8 @@ type Observer interface {
 	Skipped(turn int, c ToolCall, why EndReason)
 }
 
-// CallSummary is one dispatched call in a Summary.
+// CallSummary is one dispatched call in a Summary: the gate's outcome,
+// without the result text.
 type CallSummary struct {
 	Turn    int          `json:"turn"`
 	Seq     int64        `json:"seq"`
@@ -149,7 +158,8 @@ type CallSummary struct {
 	Message string       `json:"message,omitempty"`
 }
 
-// Summary is how a run ended.
+// Summary is how a run ended. Calls holds every call passed to the surface,
+// in order; Skipped counts calls the end overtook before they were passed.
 type Summary struct {
 	EndedBy  EndReason     `json:"ended_by"`
 	Turns    int           `json:"turns"`
@@ -175,10 +185,17 @@ func (s Summary) Count(st gate.Status) int {
 // budget ends it, the context is cancelled or the provider fails. It never
 // returns an error: the Summary says how the run ended, with Err set for
 // EndError. Every call the model makes is passed, in order, through
-// cfg.Surface.Dispatch; Run acts on nothing itself.
+// cfg.Surface.Dispatch; Run acts on nothing itself. When the gate refuses a
+// call with budget_exhausted, the rest of that turn's calls still go to the
+// gate (which refuses and records them) and the run ends with EndMaxCalls.
+// When the context ends (Config.Timeout, or the caller's cancellation)
+// between calls, the remaining calls of the turn are not dispatched.
 //
 // Run does not write the record's run_start or run_end: the caller owns the
-// record and writes Summary.EndedBy.
+// record and writes Summary.EndedBy. Run may be called concurrently with
+// different Configs; one Config's Observer is called from one goroutine.
+// Run does not protect against a provider that lies about its turns: what a
+// call may do is decided by the gate alone.
 func Run(ctx context.Context, cfg Config) Summary {
 	start := time.Now()
 	sum := Summary{}

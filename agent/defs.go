@@ -32,13 +32,16 @@ import (
 // tools may also be written as "- name" lines under "tools:". A definition
 // can only narrow: Allow is intersected with what the parent run admits (by
 // the gate, at its one chokepoint), and Ceiling refuses a ceiling above the
-// parent's. The zero value declares no narrowing and no ceiling.
+// parent's. The zero value declares no narrowing and no ceiling. A Def is a
+// plain value, safe to copy and to share between goroutines once parsed.
+// It does not protect anything by itself: a caller that ignores Allow or
+// Ceiling gets the parent's whole policy.
 type Def struct {
 	Name         string
 	Description  string
 	Tools        []string  // the declared catalogue entries, when HasTools
 	HasTools     bool      // tools: was declared (possibly empty: no tools at all)
-	ApproveUpTo  gate.Risk // the declared ceiling, when HasApproveUpTo
+	ApproveUpTo  gate.Risk // the declared ceiling, when HasCeiling
 	HasCeiling   bool      // approve-up-to: was declared
 	Instructions string    // the body after the front matter
 	File         string    // where it was read from
@@ -339,7 +342,7 @@ func readDefFile(p string) ([]byte, error) {
 	return data, nil
 }
 
-// FindDef returns the definition named name.
+// FindDef returns the definition named name, and false when there is none.
 func FindDef(defs []Def, name string) (Def, bool) {
 	for _, d := range defs {
 		if d.Name == name {

@@ -10,12 +10,14 @@ import (
 )
 
 // Error is a provider failure in one line: what failed, the HTTP status when
-// there was one, and the provider's own message. It never holds the API key.
+// there was one, and the provider's own message. It never holds the API key:
+// the SDKs' API error values keep the request, and so its Authorization
+// header, so they are not kept as Cause.
 type Error struct {
 	Provider string // "anthropic", "openai"
 	Status   int    // HTTP status; 0 for a failure without a response
 	Msg      string // one line
-	Cause    error  // the SDK's error, for errors.Is/As
+	Cause    error  // for a failure without a response: the transport or context error; nil otherwise
 }
 
 func (e *Error) Error() string { return e.Provider + ": " + e.Msg }
@@ -37,7 +39,10 @@ func describe(provider string, err error, status int, apiMsg string, opt Options
 	if detail != "" {
 		detail = ": " + detail
 	}
-	e := &Error{Provider: provider, Status: status, Cause: err}
+	e := &Error{Provider: provider, Status: status}
+	if status == 0 {
+		e.Cause = err
+	}
 	switch {
 	case status == 401:
 		e.Msg = fmt.Sprintf("authentication failed (401): the API key was not accepted; check %s%s", keyEnv, detail)

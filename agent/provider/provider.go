@@ -31,7 +31,9 @@ type Options struct {
 	// BaseURL replaces the provider's public endpoint (an
 	// OpenAI-compatible server, a proxy, a test server). Empty: the
 	// provider's own https endpoint. The environment (ANTHROPIC_BASE_URL,
-	// OPENAI_BASE_URL) is never consulted.
+	// OPENAI_BASE_URL) is never consulted. The endpoint must be trusted: it
+	// receives the key, the task and every tool result. Plain http is
+	// refused for a host that is not loopback when a key is set.
 	BaseURL string
 	// APIKey authenticates. Empty: no key is sent (fine for a local
 	// OpenAI-compatible server; the Anthropic API answers 401).

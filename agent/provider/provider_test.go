@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/b10x/harness/agent"
 	"github.com/b10x/harness/agent/providertest"
@@ -389,6 +392,12 @@ func TestAnthropicErrors(t *testing.T) {
 			}
 			if strings.Contains(msg, "\n") || strings.Contains(msg, testKey) {
 				t.Errorf("error is not one line without the key: %q", msg)
+			}
+			// The SDK's API error keeps the request and its Authorization
+			// header: it must not be reachable from the error.
+			var ae *anthropic.Error
+			if errors.As(sum.Err, &ae) {
+				t.Errorf("the SDK's API error (with the request's headers) is reachable from %v", sum.Err)
 			}
 		})
 	}

@@ -31,7 +31,9 @@ import (
 // out, the run ends too (both with agent.StopScriptEnded). The tool results
 // are not read: the script is the same whatever the gate decides.
 //
-// A Replay is immutable and safe for concurrent use.
+// A Replay is immutable and safe for concurrent use; each Conversation is
+// used by one goroutine. It checks only the script's shape: tool names and
+// arguments are the gate's to judge, exactly as with a real model.
 type Replay struct {
 	file  string
 	turns []agent.Turn
