@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/surface"
@@ -86,6 +87,9 @@ type callCmd struct {
 
 func (c *callCmd) Run(e *env) error {
 	raw := []byte(c.Args)
+	if n := len(e.args); n > 0 && !utf8.ValidString(e.args[n-1]) && strings.ToValidUTF8(e.args[n-1], "\uFFFD") == c.Args {
+		raw = []byte(e.args[n-1]) // as given: the decoder refuses invalid UTF-8
+	}
 	if c.Args == "-" {
 		b, err := io.ReadAll(io.LimitReader(e.stdin, 64<<20))
 		if err != nil {

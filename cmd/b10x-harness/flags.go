@@ -73,18 +73,23 @@ type policyFlags struct {
 	ApproveUpTo   string        `default:"low" enum:"low,medium,high" help:"Highest risk that runs unattended."`
 	Approve       string        `default:"auto" enum:"auto,prompt,deny,all" help:"Who decides calls above the ceiling: auto (ask on /dev/tty when there is one, else deny), prompt (require a terminal), deny, all."`
 	Yes           bool          `help:"Approve every call that asks (the same as --approve all): declares that no person is watching."`
-	WriteScope    []string      `help:"Restrict writes: GLOB=allowed|partial-only|denied; ordered, first match wins." placeholder:"RULE"`
+	WriteScope    []string      `sep:"none" help:"Restrict writes: GLOB=allowed|partial-only|denied; ordered, first match wins." placeholder:"RULE"`
 	ScopeAnnounce string        `default:"stated" enum:"stated,silent" help:"Tell the model the write-scope rules (stated) or keep them silent."`
-	Hook          []string      `help:"A pre-call program (argv, no shell): exit 0 continues, 2 blocks with its stderr, anything else blocks." placeholder:"PROGRAM"`
+	Hook          []string      `sep:"none" help:"A pre-call program (argv, no shell): exit 0 continues, 2 blocks with its stderr, anything else blocks." placeholder:"PROGRAM"`
 	HookTimeout   time.Duration `default:"10s" help:"How long a hook may take before it blocks the call."`
 	MaxCalls      int           `help:"Calls allowed in the run; past it every call is budget_exhausted (0: unlimited)."`
-	AllowProgram  []string      `help:"A program the run tool may start as argv[0] (name resolved through PATH at start, or an absolute path); repeatable." placeholder:"PROGRAM"`
+	AllowProgram  []string      `sep:"none" help:"A program the run tool may start as argv[0] (name resolved through PATH at start, or an absolute path); repeatable." placeholder:"PROGRAM"`
 	limitFlags
 
 	// allow narrows publication for a named agent (nil: no narrowing). It
 	// is set by the run command from the agent's declared tools, never by
 	// a flag.
 	allow []string `kong:"-"`
+
+	// protect names further files or directories the harness reads (agent
+	// definitions); those inside the workspace are protected from write
+	// tools. Set by commands, never by a flag.
+	protect []string `kong:"-"`
 }
 
 // limitFlags are shared by the run tool and exec.
@@ -94,8 +99,8 @@ type limitFlags struct {
 	PidsMax    int64         `default:"512" help:"pids.max of each run call's cgroup."`
 	CPUMax     float64       `help:"CPUs each run call may use (cpu.max), e.g. 1.5; 0: unlimited."`
 	Net        string        `default:"none" enum:"none,host" help:"Network for run calls: none (an empty network namespace) or host."`
-	AllowRead  []string      `help:"An extra path run calls may read." placeholder:"PATH"`
-	AllowWrite []string      `help:"An extra path run calls may write." placeholder:"PATH"`
-	PassEnv    []string      `help:"An environment variable passed to run calls; repeatable." placeholder:"NAME"`
+	AllowRead  []string      `sep:"none" help:"An extra path run calls may read." placeholder:"PATH"`
+	AllowWrite []string      `sep:"none" help:"An extra path run calls may write." placeholder:"PATH"`
+	PassEnv    []string      `sep:"none" help:"An environment variable passed to run calls; repeatable." placeholder:"NAME"`
 	MaxOutput  byteSize      `default:"64KiB" help:"Cap on each of stdout and stderr of a run call (head and tail kept)."`
 }

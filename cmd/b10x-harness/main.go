@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"unicode/utf8"
 
 	"github.com/alecthomas/kong"
 
@@ -53,11 +54,12 @@ type cli struct {
 type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	args           []string // the command line as given, before parsing
 }
 
 func main() {
 	reexec.Init()
-	os.Exit(realMain(os.Args[1:], env{os.Stdin, os.Stdout, os.Stderr}))
+	os.Exit(realMain(os.Args[1:], env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}))
 }
 
 // realMain parses args and runs a subcommand; it returns the exit status.
@@ -69,6 +71,17 @@ func realMain(args []string, e env) (code int) {
 			code = 70
 		}
 	}()
+	// Kong turns invalid UTF-8 in an argument into U+FFFD, which could alias
+	// one name to another. So: no argument may be invalid UTF-8, except the
+	// last one of call (its ARGS_JSON), which callCmd takes byte for byte so
+	// that the gate refuses it as invalid_argument and records the refusal.
+	for i, a := range args {
+		if !utf8.ValidString(a) && (len(args) == 0 || args[0] != "call" || i != len(args)-1) {
+			fmt.Fprintf(e.stderr, "b10x-harness: argument %d (%q) is not valid UTF-8\n", i+1, a)
+			return exitUsage
+		}
+	}
+	e.args = args
 	var c cli
 	exited := -1
 	parser, err := kong.New(&c,

@@ -18,7 +18,7 @@ import (
 func TestMain(m *testing.M) {
 	reexec.Init()
 	if os.Getenv("B10X_TEST_MAIN") == "1" {
-		os.Exit(realMain(os.Args[1:], env{os.Stdin, os.Stdout, os.Stderr}))
+		os.Exit(realMain(os.Args[1:], env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}))
 	}
 	os.Exit(m.Run())
 }

@@ -45,8 +45,8 @@ type runCmd struct {
 	MaxTurns       int           `default:"50" help:"Model turns allowed in the run (0: unlimited)."`
 	RunTimeout     time.Duration `default:"1h" help:"Wall-clock limit for the whole run (0: none). --timeout is the limit of each run tool call."`
 	RequestTimeout time.Duration `default:"10m" help:"Limit on each request to the provider, per attempt."`
-	AgentsDir      []string      `name:"agents-dir" help:"A directory of named agent definitions (*.md with a front matter); repeatable." placeholder:"DIR"`
-	Plugin         []string      `help:"A plugin directory whose agents/ holds named agent definitions; repeatable." placeholder:"DIR"`
+	AgentsDir      []string      `name:"agents-dir" sep:"none" help:"A directory of named agent definitions (*.md with a front matter); repeatable." placeholder:"DIR"`
+	Plugin         []string      `sep:"none" help:"A plugin directory whose agents/ holds named agent definitions; repeatable." placeholder:"DIR"`
 	Agent          string        `help:"Run this named agent: its instructions, and the parent's tools narrowed to its declared tools." placeholder:"NAME"`
 	Quiet          bool          `help:"Print only the final summary."`
 	JSON           bool          `help:"Print one JSON event per line (for CI) instead of the transcript."`
@@ -86,6 +86,8 @@ func (c *runCmd) Run(e *env) error {
 		}
 		dirs = append(dirs, d)
 	}
+	// The harness reads these files: a write tool must not change them.
+	c.protect = append(c.protect, dirs...)
 	var defs []agent.Def
 	if len(dirs) > 0 {
 		if defs, err = agent.LoadDefs(dirs...); err != nil {

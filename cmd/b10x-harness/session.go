@@ -153,6 +153,11 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 			protected = append(protected, rel)
 		}
 	}
+	for _, p := range p.protect {
+		if rel, inside := relInside(ws.Dir(), p); inside {
+			protected = append(protected, rel)
+		}
+	}
 
 	if err := conf.restrict(); err != nil {
 		return nil, err
