@@ -752,3 +752,38 @@ func TestRunKeysNeverReachHooks(t *testing.T) {
 		t.Errorf("the provider did not get the key: %d requests", len(fake.Requests()))
 	}
 }
+
+// Text from a model or a file cannot drive the terminal.
+func TestRunCleanEscapes(t *testing.T) {
+	in := "ok\x1b[2J\x1b]0;title\x07 line\n\ttab \u202eevil\u2066 \u009b bad\xff end"
+	want := "ok\\x1b[2J\\x1b]0;title\\x07 line\n\ttab \\u202eevil\\u2066 \\x9b bad\uFFFD end"
+	if got := clean(in); got != want {
+		t.Errorf("clean = %q, want %q", got, want)
+	}
+	if got := clean("plain \uFFFD text"); got != "plain \uFFFD text" {
+		t.Errorf("a literal U+FFFD changed: %q", got)
+	}
+	if got := argsText(json.RawMessage("{\"path\":\"\\u001b[31mred\"}"), 200); strings.ContainsRune(got, 0x1b) {
+		t.Errorf("argsText let an escape through: %q", got)
+	}
+}
+
+// A run call that takes a while shows a live line on a terminal, erased
+// when the call ends.
+func TestRunProgressLine(t *testing.T) {
+	var errw bytes.Buffer
+	o := &runOutput{w: &bytes.Buffer{}, errw: &errw, progress: progressLive}
+	o.startTicker()
+	time.Sleep(2500 * time.Millisecond)
+	o.stopTicker()
+	s := errw.String()
+	if !strings.Contains(s, "\r     run: still executing, 2s") || !strings.HasSuffix(s, "\r\033[K") {
+		t.Errorf("progress output %q", s)
+	}
+	errw.Reset()
+	o.startTicker()
+	o.stopTicker()
+	if errw.Len() != 0 {
+		t.Errorf("a quick call drew %q", errw.String())
+	}
+}
