@@ -76,7 +76,7 @@ func TestAttackExecProgramNames(t *testing.T) {
 	must(t, err)
 	canon, err := filepath.EvalSymlinks(sh)
 	must(t, err)
-	for _, argv0 := range []string{
+	for _, argv0 := range atkSample([]string{
 		canon,            // the file sh resolved to is not a declared name
 		"/bin/sh",        // nor is another spelling of it
 		"sh ",            // trailing space
@@ -84,7 +84,7 @@ func TestAttackExecProgramNames(t *testing.T) {
 		"Sh",             // case
 		"sub/../sh",      // traversal that lands on the name
 		"/proc/self/exe", // the harness itself
-	} {
+	}, 3) {
 		t.Run(fmt.Sprintf("%q", argv0), func(t *testing.T) {
 			t.Parallel()
 			at := a.call(t, nil, runFlags("sh"), "run", runArgs(t, []string{argv0, "-c", "echo ran > ran"}, nil))
@@ -93,12 +93,12 @@ func TestAttackExecProgramNames(t *testing.T) {
 			}
 		})
 	}
-	for _, c := range []struct{ name, args string }{
+	for _, c := range atkSample([]struct{ name, args string }{
 		{"NUL in argv[0]", `{"argv":["sh\u0000","-c","echo ran > ran"]}`},
 		{"NUL in an argument", `{"argv":["sh","-c","echo ran > ran\u0000"]}`},
 		{"empty argv[0]", `{"argv":[""]}`},
 		{"argv of numbers", `{"argv":[1,2]}`},
-	} {
+	}, 2) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			at := a.call(t, nil, runFlags("sh"), "run", c.args)
@@ -189,7 +189,7 @@ func TestAttackExecCwd(t *testing.T) {
 	a.link(t, filepath.Join(a.base, "outdir"), "absdir")
 	a.seal(t)
 	script := []string{"sh", "-c", "echo ran > ran-here; pwd"}
-	for _, c := range []struct{ cwd, reason, step string }{
+	for _, c := range atkSample([]struct{ cwd, reason, step string }{
 		{"sub/../..", "denied_path", "paths"},
 		{filepath.Join(a.base, "outdir"), "denied_path", "paths"},
 		{"/proc/self/cwd", "denied_path", "paths"},
@@ -198,7 +198,7 @@ func TestAttackExecCwd(t *testing.T) {
 		{"absdir", "denied_path", "paths"},
 		{"hello.txt", "invalid_argument", "arguments"},
 		{"sub\x00/../..", "invalid_argument", "arguments"},
-	} {
+	}, 3) {
 		t.Run(fmt.Sprintf("%q", c.cwd), func(t *testing.T) {
 			t.Parallel()
 			at := a.call(t, nil, runFlags("sh"), "run", runArgs(t, script, map[string]any{"cwd": c.cwd}))
@@ -809,6 +809,27 @@ func TestAttackExecUnixSocketInWorkspace(t *testing.T) {
 		testenv.ShapeHost, testenv.ShapeDebian61, testenv.ShapeCgroupV1, testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
 	if got == "ok" || accepted.Load() != 0 {
 		t.Fatalf("the child reached a listener outside the sandbox through a socket in the workspace: %s", got)
+	}
+}
+
+// TestAttackExecLeavesNoCgroup: a harness started alone in a cgroup makes
+// its cgroups beneath it for a run call; once the call has returned and
+// the harness has exited, nothing of them is left (nothing to sweep).
+func TestAttackExecLeavesNoCgroup(t *testing.T) {
+	t.Parallel()
+	a := newAtkWS(t)
+	fd := atkAloneCgroup(t)
+	if fd < 0 || !atkLayer(t, "cgroup-leaf") {
+		t.Logf("no cgroup2 leaves here: run calls end with their PID namespace")
+		return
+	}
+	at := a.callIn(t, fd, runFlags("sh"), "run", runArgs(t, []string{"sh", "-c", "echo hi"}, nil))
+	if !ranOrUnpublished(t, at) {
+		return
+	}
+	at.want(t, "executed", "")
+	if left := atkSubCgroups(atkAloneDir(t, fd)); len(left) > 0 {
+		t.Fatalf("the harness exited and left its cgroups behind: %v", left)
 	}
 }
 

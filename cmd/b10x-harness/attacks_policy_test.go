@@ -112,7 +112,7 @@ func TestAttackPolicyNeverPublished(t *testing.T) {
 		"run":       map[string]any{"argv": []string{"sh", "-c", "echo ran > ran"}},
 	}
 	fakes := []string{"shell", "file.read", "File_Read", "file_read ", "bash", "exec", "computer", "str_replace_editor", "tool_invoke", "tool_search"}
-	for _, mode := range []string{"off", "auto"} {
+	for _, mode := range atkSample([]string{"off", "auto"}, 2) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			flags := []string{"--confine", mode}
@@ -297,7 +297,7 @@ func TestAttackPolicyHooksFailClosed(t *testing.T) {
 	}
 	allow := sh(`echo '{"decision":"allow","reason":"hook says yes"}'`)
 	a.seal(t)
-	for _, c := range cases {
+	for _, c := range atkSample(cases, 3) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			start := time.Now()

@@ -263,7 +263,13 @@ func (a *atkWS) callStdin(t *testing.T, env []string, stdin string, flags []stri
 // atkAloneCgroup), where it may enable the limit controllers for its leaves.
 func (a *atkWS) callAlone(t *testing.T, flags []string, tool, args string) atkAttempt {
 	t.Helper()
-	at, err := a.tryIn(atkAloneCgroup(t), nil, "", flags, tool, args)
+	return a.callIn(t, atkAloneCgroup(t), flags, tool, args)
+}
+
+// callIn is call with the harness started in the cgroup cgroupFD.
+func (a *atkWS) callIn(t *testing.T, cgroupFD int, flags []string, tool, args string) atkAttempt {
+	t.Helper()
+	at, err := a.tryIn(cgroupFD, nil, "", flags, tool, args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,28 +455,38 @@ func atkLandlockABI(t *testing.T) int {
 	return atkDoctorABI
 }
 
-// atkAloneCgroup creates an empty cgroup beside the test's own (cgroup v2)
-// and returns a descriptor of it for CLONE_INTO_CGROUP, both removed in
-// t.Cleanup. cgroup v2 lets the harness enable controllers for its leaves
-// only in a cgroup where it is the only process, and the test process
-// shares its own (the VM shapes start each test binary in a delegated
-// cgroup of its own). It returns -1 where there is no cgroup2 mount or the
-// test runs in the hierarchy's root.
+// atkAloneCgroup creates an empty cgroup of the test's own (cgroup v2) and
+// returns a descriptor of it for CLONE_INTO_CGROUP, both removed in
+// t.Cleanup. A harness started there is alone in its cgroup: cgroup v2 lets
+// it enable controllers for its leaves only then (the VM shapes start each
+// test binary in a delegated cgroup shared with the test), and no other
+// test's harness sweeps what it leaves. The cgroup is beside the test's
+// own, or beneath the hierarchy's root when the test runs there. It
+// returns -1 where there is no cgroup2 mount.
 func atkAloneCgroup(t *testing.T) int {
 	t.Helper()
 	mount, self := atkCgroup2(t)
-	if mount == "" || self == "/" {
+	if mount == "" {
 		return -1
 	}
-	dir := filepath.Join(mount, filepath.Dir(self), fmt.Sprintf("b10x-attacktest-%d-%d", os.Getpid(), atkCounter.Add(1)))
+	up := filepath.Dir(self)
+	if self == "/" {
+		up = "/"
+	}
+	dir := filepath.Join(mount, up, fmt.Sprintf("b10x-attacktest-%d-%d", os.Getpid(), atkCounter.Add(1)))
 	must(t, os.Mkdir(dir, 0o755))
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	must(t, err)
 	t.Cleanup(func() {
 		unix.Close(fd)
-		// The harness removed what it made; the cgroup empties once the
-		// harness has exited.
+		// Once the harness has exited the cgroup holds no process; what
+		// it left beneath (TestAttackExecLeavesNoCgroup asserts there is
+		// nothing) is removed deepest first.
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			left := atkSubCgroups(dir)
+			for i := len(left) - 1; i >= 0; i-- {
+				os.Remove(left[i])
+			}
 			err := os.Remove(dir)
 			if err == nil || errors.Is(err, os.ErrNotExist) {
 				return
@@ -482,6 +498,44 @@ func atkAloneCgroup(t *testing.T) int {
 		}
 	})
 	return fd
+}
+
+// atkAloneDir is the directory of the cgroup atkAloneCgroup made last for
+// fd (for tests that inspect it).
+func atkAloneDir(t *testing.T, fd int) string {
+	t.Helper()
+	p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	must(t, err)
+	return p
+}
+
+// atkSubCgroups lists the cgroups beneath dir, parents first.
+func atkSubCgroups(dir string) []string {
+	var out []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && p != dir {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+// atkSample returns every item on the host and one in every n in the VM
+// shapes, where each harness start costs seconds of emulated CPU and a
+// test binary has five minutes. The kernel-dependent attacks (Executing)
+// are not sampled.
+func atkSample[T any](items []T, n int) []T {
+	if !testenv.InVM() {
+		return items
+	}
+	var out []T
+	for i, it := range items {
+		if i%n == 0 {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // atkCgroup2 returns the cgroup2 mount point and this process's cgroup

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/b10x/harness/internal/testenv"
 )
 
 // writeRefused asserts a write refused at step with reason, or, where
@@ -87,7 +89,7 @@ func TestAttackWritingLinks(t *testing.T) {
 		{"link to /proc/self/root", "file_write", w("procbase/data2/x")},
 		{"NUL in the path", "file_write", w("ok\x00../../x")},
 	}
-	for _, c := range cases {
+	for _, c := range atkSample(cases, 3) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			at := a.call(t, nil, []string{"--yes"}, c.tool, c.args)
@@ -195,7 +197,7 @@ func TestAttackWritingProtected(t *testing.T) {
 	w := func(path string) string {
 		return atkJSON(t, map[string]any{"path": path, "content": "#!/bin/sh\necho pwned\n"})
 	}
-	for _, c := range []struct {
+	for _, c := range atkSample([]struct {
 		name, tool, args string
 		flags            []string
 	}{
@@ -206,7 +208,7 @@ func TestAttackWritingProtected(t *testing.T) {
 		{"the harness's own configuration", "file_write", w(".b10x/agents/evil.md"), nil},
 		{"a wildcard rule does not name .git", "file_write", w(".git/hooks/pre-commit"), []string{"--write-scope", "**=allowed"}},
 		{"a hook program in the workspace", "file_write", w("hook.sh"), []string{"--hook", filepath.Join(a.ws, "hook.sh")}},
-	} {
+	}, 2) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			at := a.call(t, nil, append([]string{"--yes"}, c.flags...), c.tool, c.args)
@@ -283,7 +285,11 @@ func TestAttackWritingKilled(t *testing.T) {
 	fileIs(t, target, fresh)
 	must(t, os.WriteFile(target, []byte(old), 0o644))
 	counts := map[string]int{}
-	for i := 0; i < 4; i++ {
+	rounds := 4
+	if testenv.InVM() {
+		rounds = 2
+	}
+	for i := 0; i < rounds; i++ {
 		// Kill points spread over 50%..110% of a whole call.
 		cmd := atkCmd(nil, args, "call", "--workspace", a.ws, "--yes", "file_write", "-")
 		must(t, cmd.Start())
