@@ -787,3 +787,24 @@ func TestRunProgressLine(t *testing.T) {
 		t.Errorf("a quick call drew %q", errw.String())
 	}
 }
+
+// --plugin DIR loads DIR/agents/, like --agents-dir.
+func TestRunPluginAgents(t *testing.T) {
+	dir, ws := rnPrepare(t)
+	plugin := filepath.Join(dir, "plugin")
+	must(t, os.MkdirAll(filepath.Join(plugin, "agents"), 0o755))
+	raw, err := os.ReadFile("../../examples/agents/reader.md")
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(plugin, "agents", "reader.md"), raw, 0o644))
+	script := filepath.Join(dir, "s.jsonl")
+	must(t, os.WriteFile(script, []byte(`{"tool_calls": [{"name": "search", "arguments": {"pattern": "x"}}, {"name": "file_read", "arguments": {"path": "greet.go"}}]}`+"\n"), 0o644))
+	rec := filepath.Join(dir, "rec.jsonl")
+	r := rnHarness(t, nil, "", "run", "--provider", "replay:"+script, "--workspace", ws, "--record", rec, "--plugin", plugin, "--agent", "reader", "--quiet")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	got := rnReadRecord(t, rec)
+	if len(got.calls) != 2 || outcomeOf(got.calls[0]) != "unpublished" || outcomeOf(got.calls[1]) != "executed" {
+		t.Errorf("calls %v", got.calls)
+	}
+}
