@@ -27,10 +27,10 @@ import (
 // broker still work; runs started directly cannot mount (the measurement
 // behind the broker); and the child cannot use the harness's own grants.
 func TestBrokerUnderRestrictedHarness(t *testing.T) {
+	requireSpawn(t)
 	if !inChild(t) {
 		return
 	}
-	requireSpawn(t)
 	testenv.Require(t, hasLandlock(t) >= 1, "Landlock", testenv.ShapeNoLandlock)
 	// The harness's temporary directory is the system's (t.TempDir makes
 	// everything there, and its cleanup must still work); the child's view
@@ -186,10 +186,10 @@ func openCgroup(t *testing.T, ctl string) *cgroup.Manager {
 // TestForkBombBounded: a fork bomb stays within pids.max; the harness is
 // unharmed and the figures say so.
 func TestForkBombBounded(t *testing.T) {
+	requireSpawn(t)
 	if !inChildCgroup(t, true) {
 		return
 	}
-	requireSpawn(t)
 	m := openCgroup(t, "pids")
 	opts := testOptions()
 	opts.Cgroup = m
@@ -219,10 +219,10 @@ func TestForkBombBounded(t *testing.T) {
 // TestMemoryBombOOMKilled: a program past memory.max is OOM-killed and the
 // Result says so.
 func TestMemoryBombOOMKilled(t *testing.T) {
+	requireSpawn(t)
 	if !inChildCgroup(t, true) {
 		return
 	}
-	requireSpawn(t)
 	m := openCgroup(t, "memory")
 	opts := testOptions()
 	opts.Cgroup = m

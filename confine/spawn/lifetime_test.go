@@ -171,10 +171,10 @@ func TestHarnessKilledMidCall(t *testing.T) {
 // extra descriptor and (with a cgroup) no leaf. It runs in a re-run child:
 // the cgroup manager may move the process it runs in.
 func TestSequentialRunsLeaveNothing(t *testing.T) {
+	requireSpawn(t)
 	if !inChildCgroup(t, true) {
 		return
 	}
-	requireSpawn(t)
 	opts := testOptions()
 	var parent string
 	m, err := cgroup.Open(cgroup.Options{Name: "b10x-spawn-test"})

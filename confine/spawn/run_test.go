@@ -109,6 +109,7 @@ func TestArgvAndEnvExact(t *testing.T) {
 // TestChildCannotReadSecrets: /etc/shadow, a secret outside the view, the
 // harness's environment through /proc.
 func TestChildCannotReadSecrets(t *testing.T) {
+	rs := runners(t)
 	const key = "sk-test-secret-9876543210"
 	t.Setenv("B10X_TEST_API_KEY", key)
 	secretDir := t.TempDir()
@@ -135,7 +136,7 @@ func TestChildCannotReadSecrets(t *testing.T) {
 		t.Fatalf("%s is world-readable here (%v): the test needs a root-only file", shadow, fi.Mode())
 	}
 	harness := strconv.Itoa(os.Getpid())
-	for name, r := range runners(t) {
+	for name, r := range rs {
 		ws := workspace(t)
 		// The shell tries everything; the probe says how each failed.
 		script := `cat /etc/shadow; cat /etc/gshadow; cat ` + secret + `; cat /proc/` + harness + `/environ; ` +
@@ -505,5 +506,30 @@ func TestLargeEnvironment(t *testing.T) {
 	last, _ := hex.DecodeString(fields[len(fields)-1])
 	if string(last) != env[len(env)-1] {
 		t.Fatalf("last variable differs")
+	}
+}
+
+// TestFailsClosedWithoutNamespaces: where no namespace can be made (the
+// no-userns shape: unprivileged, user namespaces refused), a call fails at
+// its clone step and the program, which would leave a marker, never runs;
+// everywhere else the same call runs.
+func TestFailsClosedWithoutNamespaces(t *testing.T) {
+	ws := workspace(t)
+	marker := filepath.Join(ws, "ran")
+	_, out, err := run(t, NewDirect(testOptions()), shSpec(t, ws, "echo ran > "+marker))
+	_, statErr := os.Stat(marker)
+	if testenv.Shape() == testenv.ShapeNoUserns {
+		var se *SetupError
+		if !errors.As(err, &se) || se.Step != "clone" {
+			t.Fatalf("no namespaces here: got %v, want a SetupError at clone\n%s", err, out)
+		}
+		if statErr == nil {
+			t.Fatal("the program ran without its namespaces")
+		}
+		t.Logf("fails closed: %v", err)
+		return
+	}
+	if err != nil || statErr != nil {
+		t.Fatalf("the call should run here: %v, marker: %v\n%s", err, statErr, out)
 	}
 }
