@@ -50,6 +50,7 @@ func TestSelectPackages(t *testing.T) {
 // The real module: vmtest's own packages are never among the packages
 // under test, and the list is not empty.
 func TestListPackagesOfThisModule(t *testing.T) {
+	t.Parallel()
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -174,6 +175,7 @@ func TestInitramfsLayout(t *testing.T) {
 // moduleFiles in a real git work tree: tracked and untracked-but-not-ignored
 // files are packed; ignored, deleted and oversized ones are not.
 func TestModuleFiles(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatalf("git is needed (the module is a git clone): %v", err)
 	}
@@ -291,6 +293,7 @@ func TestConfigValue(t *testing.T) {
 // extractDeb against a real package built with dpkg-deb: only the picked
 // files come out, with their contents.
 func TestExtractDeb(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("dpkg-deb"); err != nil {
 		t.Fatalf("dpkg-deb is needed to fetch the kernel and is part of every Debian system: %v", err)
 	}
@@ -351,6 +354,7 @@ func TestExtractDeb(t *testing.T) {
 // binary each, a package that does not compile is reported and left out,
 // and the others are built as static binaries.
 func TestBuildTests(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	files := map[string]string{
 		"go.mod":          "module example.com/m\n\ngo 1.26\n",

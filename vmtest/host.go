@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -21,7 +22,7 @@ type testEvent struct {
 
 // runHost runs the packages' tests on this machine with go test, the host
 // shape. B10X_SHAPE is removed from the environment so the tests see "host".
-func runHost(ctx context.Context, modRoot string, pkgs []testPkg, run string, timeout time.Duration, out *prefixWriter) *shapeResult {
+func runHost(ctx context.Context, modRoot string, pkgs []testPkg, run string, timeout time.Duration, quiet bool, out *prefixWriter) *shapeResult {
 	start := time.Now()
 	res := &shapeResult{Shape: "host"}
 	args := []string{"test", "-json", "-count=1", "-timeout", timeout.String()}
@@ -53,27 +54,9 @@ func runHost(ctx context.Context, modRoot string, pkgs []testPkg, run string, ti
 		res.Problems = append(res.Problems, fmt.Sprintf("go test: %v", err))
 		return res
 	}
-	c := newConsoleParser(names)
-	readLines(stdout, 4<<20, func(text string) {
-		var ev testEvent
-		if err := json.Unmarshal([]byte(text), &ev); err != nil {
-			out.Line("host", text)
-			return
-		}
-		p := c.pkg(ev.Package)
-		switch {
-		case ev.Action == "start":
-			p.Started = true
-		case ev.Action == "output":
-			line := strings.TrimRight(ev.Output, "\n")
+	c := parseTestJSON(stdout, names, func(line string) {
+		if !quiet {
 			out.Line("host", line)
-			p.Output = append(p.Output, line)
-		case ev.Test == "" && (ev.Action == "pass" || ev.Action == "fail"):
-			p.Started, p.Reported, p.Elapsed = true, true, time.Duration(ev.Elapsed*float64(time.Second))
-			if ev.Action == "fail" {
-				p.Exit = 1
-			}
-			p.Tests, p.Layers = parseTestOutput(p.Output)
 		}
 	})
 	werr := cmd.Wait()
@@ -92,4 +75,50 @@ func runHost(ctx context.Context, modRoot string, pkgs []testPkg, run string, ti
 		}
 	}
 	return res
+}
+
+// parseTestJSON reads go test -json output into per-package reports,
+// passing each output line (and any line that is not JSON) to echo.
+func parseTestJSON(r io.Reader, names []string, echo func(string)) *consoleParser {
+	c := newConsoleParser(names)
+	// go test -json reports each test's end as an action (test2json strips
+	// the indentation of subtests' result lines, so the -test.v parser
+	// cannot be used on its output); a skip's reason is the test's last
+	// logged message, as in parseTestOutput.
+	lastLog := map[string]string{}
+	readLines(r, 4<<20, func(text string) {
+		var ev testEvent
+		if err := json.Unmarshal([]byte(text), &ev); err != nil {
+			echo(text)
+			return
+		}
+		p := c.pkg(ev.Package)
+		key := ev.Package + "\x00" + ev.Test
+		switch {
+		case ev.Action == "start":
+			p.Started = true
+		case ev.Action == "output":
+			line := strings.TrimRight(ev.Output, "\n")
+			echo(line)
+			p.Output = append(p.Output, line)
+			if m := reLog.FindStringSubmatch(line); m != nil && ev.Test != "" {
+				lastLog[key] = m[1]
+			}
+			if i := strings.Index(line, "LAYERS:"); i >= 0 {
+				p.Layers = append(p.Layers, strings.TrimSpace(line[i:]))
+			}
+		case ev.Test != "" && (ev.Action == "pass" || ev.Action == "fail" || ev.Action == "skip"):
+			r := testResult{Name: ev.Test, Status: strings.ToUpper(ev.Action)}
+			if r.Status == "SKIP" {
+				r.Reason = lastLog[key]
+			}
+			p.Tests = append(p.Tests, r)
+		case ev.Test == "" && (ev.Action == "pass" || ev.Action == "fail"):
+			p.Started, p.Reported, p.Elapsed = true, true, time.Duration(ev.Elapsed*float64(time.Second))
+			if ev.Action == "fail" {
+				p.Exit = 1
+			}
+		}
+	})
+	return c
 }

@@ -200,7 +200,7 @@ func runAll(ctx context.Context, o options) (int, error) {
 	}
 	if hostShape {
 		step("shape host: go test on this machine")
-		results = append(results, runHost(ctx, modRoot, pkgs, o.run, o.timeout, out))
+		results = append(results, runHost(ctx, modRoot, pkgs, o.run, o.timeout, o.quiet, out))
 	}
 
 	if len(results) == 0 {
