@@ -53,9 +53,9 @@ type direct struct {
 	masks  *etcMasks
 	seq    atomic.Uint64
 
-	probeOnce sync.Once
-	abi       int
-	abiErr    error
+	probeMu sync.Mutex
+	probed  bool // abi holds a conclusive probe
+	abi     int
 }
 
 // sharedMasks is the process's one scan of /etc (one inotify instance, kept
@@ -72,12 +72,20 @@ func newDirect(o Options) *direct {
 	return &direct{opts: o, root: os.Geteuid() == 0, masks: sharedMasks}
 }
 
+// landlockABI probes the Landlock ABI once; an inconclusive probe (an
+// error) is not kept, the next call probes again.
 func (d *direct) landlockABI() (int, error) {
-	d.probeOnce.Do(func() {
-		info, err := confine.ProbeLandlock()
-		d.abi, d.abiErr = info.ABI, err
-	})
-	return d.abi, d.abiErr
+	d.probeMu.Lock()
+	defer d.probeMu.Unlock()
+	if d.probed {
+		return d.abi, nil
+	}
+	info, err := confine.ProbeLandlock()
+	if err != nil {
+		return 0, err
+	}
+	d.abi, d.probed = info.ABI, true
+	return d.abi, nil
 }
 
 // prepared is one call, ready to start.
@@ -289,8 +297,9 @@ func (d *direct) start(ctx context.Context, s Spec, p *prepared, stdio Stdio) (R
 	statusR.Close()
 	res.Duration = time.Since(started)
 
-	// The helper's PID namespace is gone with it (its init); a leaf may
-	// still hold processes only if the PID namespace was waived.
+	// The PID namespace died with its init, and everything in it; the leaf
+	// is killed once more and must be empty before it is removed (two locks
+	// on one door: a leaf that does not empty is an error, not a leak).
 	if leaf != nil {
 		_ = leaf.Kill()
 		wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
