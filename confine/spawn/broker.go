@@ -43,6 +43,10 @@ type BrokerOptions struct {
 	Cgroup *cgroup.Manager
 	// Require is passed to the broker's Runner; see Requirements.
 	Require Requirements
+	// RemoveParent makes the broker remove the cgroup parent when it stops
+	// (cgroup.Manager.RemoveParent), for a harness that will have restricted
+	// its own writes with Landlock and so cannot remove it itself.
+	RemoveParent bool
 }
 
 // Broker is a Runner whose calls are started by a separate, unrestricted
@@ -95,6 +99,7 @@ func StartBroker(o BrokerOptions) (*Broker, error) {
 		parent,
 		strings.Join(o.Require.Layers, ","),
 		strings.Join(o.Require.AllowMissing, ","),
+		strconv.FormatBool(o.RemoveParent),
 	)
 	cmd.Env = []string{}
 	cmd.Dir = "/"
@@ -199,6 +204,9 @@ func (b *Broker) Close() error {
 func (b *Broker) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 	if err := s.validate(); err != nil {
 		return Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}, fmt.Errorf("spawn: not started: %w", err)
 	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
@@ -326,9 +334,10 @@ func brokerMain() {
 		fmt.Fprintf(os.Stderr, "b10x-harness: spawn broker: %v\n", err)
 		os.Exit(1)
 	}
-	if len(os.Args) != 5 {
-		fail(fmt.Errorf("want 4 arguments, got %d", len(os.Args)-1))
+	if len(os.Args) != 6 {
+		fail(fmt.Errorf("want 5 arguments, got %d", len(os.Args)-1))
 	}
+	removeParent := os.Args[5] == "true"
 	// The parent-death signal was set before execve; if the parent died
 	// before that, the signal will never come: check the parent instead.
 	if want, err := strconv.Atoi(os.Args[1]); err != nil || os.Getppid() != want {
@@ -387,7 +396,11 @@ func brokerMain() {
 	cancel()
 	wg.Wait()
 	if opts.Cgroup != nil {
-		_ = opts.Cgroup.Close()
+		if removeParent {
+			_ = opts.Cgroup.RemoveParent()
+		} else {
+			_ = opts.Cgroup.Close()
+		}
 	}
 	os.Exit(0)
 }
