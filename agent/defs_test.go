@@ -10,6 +10,7 @@ import (
 
 	"github.com/b10x/harness/agent"
 	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/internal/testenv"
 )
 
 func TestParseDef(t *testing.T) {
@@ -195,6 +196,9 @@ func TestLoadDefs(t *testing.T) {
 }
 
 func TestExampleAgentsLoad(t *testing.T) {
+	_, err := os.Stat("../examples/agents")
+	testenv.Require(t, err == nil, "the repository's examples/ (vmtest copies only package directories)",
+		testenv.ShapeDebian61, testenv.ShapeNoLandlock, testenv.ShapeNoUserns, testenv.ShapeCgroupV1)
 	defs, err := agent.LoadDefs("../examples/agents")
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/b10x/harness/agent/providertest"
 	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/internal/testenv"
 )
 
 const rnKey = "sk-test-rn-KEY-never-in-the-record-42"
@@ -47,15 +48,78 @@ func rnHarness(t *testing.T, env []string, stdin string, args ...string) result 
 	return result{code, so.String(), se.String()}
 }
 
-// rnPrepare builds the demo's fixture with scripts/demo-run.sh --prepare.
+// rnVMShapes are the vmtest shapes: their guests hold only package
+// directories, not the repository's examples/ and scripts/.
+var rnVMShapes = []string{testenv.ShapeDebian61, testenv.ShapeNoLandlock, testenv.ShapeNoUserns, testenv.ShapeCgroupV1}
+
+// rnRepo requires the repository checkout around this package (examples/
+// and scripts/) and the programs the example scripts use.
+func rnRepo(t *testing.T) {
+	t.Helper()
+	_, err1 := os.Stat("../../examples/attacks.jsonl")
+	_, err2 := os.Stat("../../scripts/demo-run.sh")
+	testenv.Require(t, err1 == nil && err2 == nil, "the repository's examples/ and scripts/ (vmtest copies only package directories)", rnVMShapes...)
+	for _, p := range []string{"bash", "make", "echo", "awk"} {
+		_, err := exec.LookPath(p)
+		testenv.Require(t, err == nil, p+" on PATH", rnVMShapes...)
+	}
+}
+
+// rnPrepare builds the demo's fixture with scripts/demo-run.sh --prepare: a
+// copy of examples/workspace with planted links and a secret beside it.
 func rnPrepare(t *testing.T) (dir, ws string) {
 	t.Helper()
+	rnRepo(t)
 	dir = t.TempDir()
 	out, err := exec.Command("bash", "../../scripts/demo-run.sh", "--prepare", dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("demo-run.sh --prepare: %v\n%s", err, out)
 	}
 	return dir, filepath.Join(dir, "workspace")
+}
+
+// rnFixture builds a small workspace without the repository: a Go file, a
+// README, a link out and a secret beside the workspace.
+func rnFixture(t *testing.T) (dir, ws string) {
+	t.Helper()
+	dir = t.TempDir()
+	ws = filepath.Join(dir, "workspace")
+	must(t, os.MkdirAll(ws, 0o755))
+	must(t, os.MkdirAll(filepath.Join(dir, "outside"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "outside", "secret.env"), []byte("TOKEN=do-not-leak\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(ws, "greet.go"), []byte("package greet\n\n// Greet greets.\nfunc Greet() string { return \"Helo\" }\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(ws, "README.md"), []byte("# greet\n\nA tiny module.\n"), 0o644))
+	must(t, os.Symlink("../outside/secret.env", filepath.Join(ws, "link-out")))
+	return dir, ws
+}
+
+// rnCopyTree copies regular files, directories and links from src to dst.
+func rnCopyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		to := filepath.Join(dst, rel)
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(target, to)
+		case fi.IsDir():
+			return os.MkdirAll(to, 0o755)
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(to, b, fi.Mode().Perm())
+		}
+	})
+	must(t, err)
 }
 
 // rnSnapshot maps every path beneath root to its content (or link target).
@@ -374,7 +438,7 @@ func TestRunConfigErrors(t *testing.T) {
 // the terminal; parallel calls are executed in order, recorded, and their
 // refusals flagged is_error.
 func TestRunAnthropicThroughCLI(t *testing.T) {
-	dir, ws := rnPrepare(t)
+	dir, ws := rnFixture(t)
 	fake := providertest.NewAnthropic(t,
 		providertest.AnthropicMessage("Looking.", "tool_use",
 			providertest.Call{ID: "toolu_a", Name: "file_read", Input: map[string]any{"path": "greet.go"}},
@@ -429,7 +493,7 @@ func TestRunAnthropicThroughCLI(t *testing.T) {
 // The OpenAI provider through the CLI with --json: one JSON event per line,
 // and an ERROR text for a malformed-arguments call.
 func TestRunOpenAIJSONThroughCLI(t *testing.T) {
-	dir, ws := rnPrepare(t)
+	dir, ws := rnFixture(t)
 	fake := providertest.NewOpenAI(t,
 		providertest.OpenAIMessage("", "tool_calls",
 			providertest.Call{ID: "c1", Name: "dir_list", Input: map[string]any{}},
@@ -472,7 +536,7 @@ func TestRunOpenAIJSONThroughCLI(t *testing.T) {
 
 // Budgets and failures end the run cleanly, and run_end says which.
 func TestRunEndings(t *testing.T) {
-	dir, ws := rnPrepare(t)
+	dir, ws := rnFixture(t)
 	loop := filepath.Join(dir, "loop.jsonl")
 	var b strings.Builder
 	for range 5 {
@@ -548,7 +612,7 @@ func rnParentSet(t *testing.T, ws string, flags []string) []string {
 // definitions, or the tool_search listing under verbs), and every other
 // catalogue entry is refused as unpublished, by name or through tool_invoke.
 func TestRunNarrowingThroughCLI(t *testing.T) {
-	_, ws := rnPrepare(t)
+	_, ws := rnFixture(t)
 	agents := rnAgents(t, map[string]string{
 		"reads.md":   rnDef("reads", "tools: [file_read, find]\n"),
 		"writer.md":  rnDef("writer", "tools: [file_read, file_write, run]\napprove-up-to: low\n"),
@@ -617,8 +681,8 @@ func TestRunNarrowingThroughCLI(t *testing.T) {
 					fake = providertest.NewOpenAI(t, providertest.OpenAIMessage("", "tool_calls", calls...), providertest.OpenAIMessage("ok", "stop"))
 					base = fake.URL() + "/v1"
 				}
-				wsCopy := t.TempDir()
-				must(t, exec.Command("cp", "-R", ws+"/.", wsCopy).Run())
+				wsCopy := filepath.Join(t.TempDir(), "ws")
+				rnCopyTree(t, ws, wsCopy)
 				rec := filepath.Join(t.TempDir(), "rec.jsonl")
 				env := []string{"ANTHROPIC_API_KEY=" + rnKey, "OPENAI_API_KEY=" + rnKey}
 				args := append([]string{"run", "--provider", prov, "--model", "m", "--base-url", base, "--surface", kind, "--workspace", wsCopy,
@@ -719,7 +783,7 @@ func rnResults(t *testing.T, prov string, req providertest.Request) map[string]r
 // The provider keys are removed from the harness's environment once read:
 // a hook (which inherits that environment) never sees them.
 func TestRunKeysNeverReachHooks(t *testing.T) {
-	dir, ws := rnPrepare(t)
+	dir, ws := rnFixture(t)
 	// The harness confines its own writes (and its hooks') to the
 	// workspace, so the hook writes its dump there.
 	dump := filepath.Join(ws, "hook-env.txt")
@@ -790,12 +854,10 @@ func TestRunProgressLine(t *testing.T) {
 
 // --plugin DIR loads DIR/agents/, like --agents-dir.
 func TestRunPluginAgents(t *testing.T) {
-	dir, ws := rnPrepare(t)
+	dir, ws := rnFixture(t)
 	plugin := filepath.Join(dir, "plugin")
 	must(t, os.MkdirAll(filepath.Join(plugin, "agents"), 0o755))
-	raw, err := os.ReadFile("../../examples/agents/reader.md")
-	must(t, err)
-	must(t, os.WriteFile(filepath.Join(plugin, "agents", "reader.md"), raw, 0o644))
+	must(t, os.WriteFile(filepath.Join(plugin, "agents", "reader.md"), []byte(rnDef("reader", "tools: [file_read, dir_list]\n")), 0o644))
 	script := filepath.Join(dir, "s.jsonl")
 	must(t, os.WriteFile(script, []byte(`{"tool_calls": [{"name": "search", "arguments": {"pattern": "x"}}, {"name": "file_read", "arguments": {"path": "greet.go"}}]}`+"\n"), 0o644))
 	rec := filepath.Join(dir, "rec.jsonl")
