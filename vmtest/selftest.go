@@ -29,15 +29,29 @@ const (
 func (m *machine) selftest(ctx context.Context, o options) (bool, error) {
 	// The probe image decides KVM against TCG; boot it under TCG, which
 	// always works, so a broken probe image cannot pass for "no KVM here".
-	took, err := probeBoot(ctx, m.vm, "tcg", m.probe, 2*time.Minute)
-	if err != nil {
-		m.step("self-test: the KVM probe image does not boot under TCG: %v", err)
-		return false, nil
+	// It boots while the self-test image is built and booted.
+	type probeResult struct {
+		took time.Duration
+		err  error
 	}
-	m.step("self-test: the probe image boots under TCG in %.1fs", took.Seconds())
+	probed := make(chan probeResult, 1)
+	go func() {
+		took, err := probeBoot(ctx, m.vm, "tcg", m.probe, 2*time.Minute)
+		probed <- probeResult{took, err}
+	}()
+	probeOK := func() bool {
+		pr := <-probed
+		if pr.err != nil {
+			m.step("self-test: the KVM probe image does not boot under TCG: %v", pr.err)
+			return false
+		}
+		m.step("self-test: the probe image boots under TCG in %.1fs", pr.took.Seconds())
+		return true
+	}
 
 	pkgs, err := listPackages(m.modRoot, []string{selftestPattern}, false)
 	if err != nil {
+		<-probed
 		return false, err
 	}
 	var names []string
@@ -50,9 +64,11 @@ func (m *machine) selftest(ctx context.Context, o options) (bool, error) {
 	cfg := protocol.Config{TimeoutSeconds: 120, GraceSeconds: selftestGrace, Env: []string{"VMTEST_SELFTEST=1"}}
 	initrd, broken, err := m.image("selftest", pkgs, cfg)
 	if err != nil {
+		<-probed
 		return false, err
 	}
 	if len(broken) > 0 {
+		<-probed
 		return false, fmt.Errorf("self-test packages do not build: %v", broken)
 	}
 	so := o
@@ -61,6 +77,9 @@ func (m *machine) selftest(ctx context.Context, o options) (bool, error) {
 	complaints := checkSelftest(r)
 	for _, c := range complaints {
 		m.step("self-test: %s", c)
+	}
+	if !probeOK() {
+		return false, nil
 	}
 	if len(complaints) == 0 {
 		m.step("self-test passed in %.1fs: pass, fail, all-skip, leak and hang packages each judged as built (log: %s/selftest.log)", r.Elapsed.Seconds(), m.vm.logsDir)
