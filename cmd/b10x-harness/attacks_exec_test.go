@@ -494,6 +494,7 @@ func TestAttackExecMemoryBomb(t *testing.T) {
 	testenv.Require(t, mem, "memory.max for run calls", testenv.ShapeHost, testenv.ShapeCgroupV1)
 	at := a.callAlone(t, flags, "run", runArgs(t, argv, map[string]any{"timeout_s": 60}))
 	at.want(t, "failed", "tool_error")
+	t.Logf("memory bomb outcome: %v", at.meta())
 	if at.meta()["oom_killed"] != true || strings.Contains(at.result()+fmt.Sprint(at.out["message"]), "alloc=done") {
 		t.Fatalf("the memory bomb was not stopped by memory.max: %v\n%v", at.meta(), at.out["message"])
 	}
@@ -819,15 +820,15 @@ func TestAttackExecLeavesNoCgroup(t *testing.T) {
 	t.Parallel()
 	a := newAtkWS(t)
 	fd := atkAloneCgroup(t)
-	if fd < 0 || !atkLayer(t, "cgroup-leaf") {
-		t.Logf("no cgroup2 leaves here: run calls end with their PID namespace")
-		return
-	}
 	at := a.callIn(t, fd, runFlags("sh"), "run", runArgs(t, []string{"sh", "-c", "echo hi"}, nil))
 	if !ranOrUnpublished(t, at) {
 		return
 	}
 	at.want(t, "executed", "")
+	if fd < 0 || !atkLayer(t, "cgroup-leaf") {
+		t.Logf("no cgroup2 leaves here: run calls end with their PID namespace")
+		return
+	}
 	if left := atkSubCgroups(atkAloneDir(t, fd)); len(left) > 0 {
 		t.Fatalf("the harness exited and left its cgroups behind: %v", left)
 	}
