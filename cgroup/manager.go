@@ -513,6 +513,26 @@ func (m *Manager) Close() error {
 	return errors.Join(errs...)
 }
 
+// RemoveParent is Close for a Manager from Attach whose owner cannot remove
+// the parent itself (a harness that has restricted its own writes with
+// Landlock): it closes every leaf, kills and removes any other leaf in the
+// parent, and removes the parent — unless the owner lives in it (Open moved
+// it into PARENT/_harness), in which case the owner's own Close or the next
+// Sweep does that. For a Manager from Open it is Close.
+func (m *Manager) RemoveParent() error {
+	if m.opened {
+		return m.Close()
+	}
+	err := m.Close()
+	if _, serr := os.Lstat(filepath.Join(m.parent, selfLeaf)); serr == nil {
+		return err
+	}
+	if _, serr := os.Lstat(m.parent); errors.Is(serr, os.ErrNotExist) {
+		return err
+	}
+	return errors.Join(err, m.destroy(m.parent))
+}
+
 // teardown undoes setup: kills and removes the parent's leaves, restores
 // this process's cgroup and the base's subtree_control, removes the parent.
 // It tolerates a partial setup.

@@ -146,7 +146,7 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 	if err != nil {
 		return nil, err
 	}
-	broker, err := spawn.StartBroker(spawn.BrokerOptions{Cgroup: mgr, Require: requirements(m)})
+	broker, err := spawn.StartBroker(spawn.BrokerOptions{Cgroup: mgr, Require: requirements(m), RemoveParent: true})
 	if err != nil {
 		if m == confine.Strict {
 			return nil, fmt.Errorf("--confine strict: starting the run broker: %w", err)

@@ -174,7 +174,8 @@ func (b *Broker) Pid() int { return b.cmd.Process.Pid }
 
 // Close stops the broker: calls still running are killed (their trees with
 // them) and answered with an error, the broker closes its cgroup manager
-// (leaving the parent to the harness) and exits. Close waits for that, at
+// (removing the parent too with BrokerOptions.RemoveParent; otherwise leaving
+// it to the harness) and exits. Close waits for that, at
 // most 10s, then kills it. Later calls return nil.
 func (b *Broker) Close() error {
 	b.mu.Lock()
