@@ -36,7 +36,7 @@ func (m *machine) selftest(ctx context.Context, o options) (bool, error) {
 	}
 	probed := make(chan probeResult, 1)
 	go func() {
-		took, err := probeBoot(ctx, m.vm, "tcg", m.probe, 2*time.Minute)
+		took, err := probeBoot(ctx, m.vm, "tcg", m.probe, 4*time.Minute)
 		probed <- probeResult{took, err}
 	}()
 	probeOK := func() bool {
