@@ -273,6 +273,7 @@ func prepare(ctx context.Context, o options, modRoot string, out *prefixWriter, 
 	if err := os.MkdirAll(o.cache, 0o755); err != nil {
 		return nil, fmt.Errorf("create cache %s: %w", o.cache, err)
 	}
+	pruneStaleBuilds(o.cache)
 	build, err := os.MkdirTemp(o.cache, "build-")
 	if err != nil {
 		return nil, fmt.Errorf("create build directory: %w", err)
@@ -438,4 +439,17 @@ func newLogDir(parent string) (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// staleBuild is the age past which a build directory is taken to be left by
+// a run that was killed (a finished run removes its own, unless -keep).
+const staleBuild = 12 * time.Hour
+
+func pruneStaleBuilds(cache string) {
+	dirs, _ := filepath.Glob(filepath.Join(cache, "build-*"))
+	for _, d := range dirs {
+		if st, err := os.Stat(d); err == nil && time.Since(st.ModTime()) > staleBuild {
+			_ = os.RemoveAll(d)
+		}
+	}
 }
