@@ -113,7 +113,7 @@ func KeyEnv(kind string) string {
 func checkBaseURL(s string, key string) error {
 	u, err := url.Parse(s)
 	if err != nil {
-		return fmt.Errorf("--base-url %q: %v", s, err)
+		return fmt.Errorf("--base-url %q: %w", s, err)
 	}
 	if u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return fmt.Errorf("--base-url %q: want an http:// or https:// URL with a host", s)

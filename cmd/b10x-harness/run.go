@@ -71,7 +71,7 @@ func (c *runCmd) Run(e *env) error {
 	if task == "-" {
 		b, err := io.ReadAll(io.LimitReader(e.stdin, 1<<20))
 		if err != nil {
-			return usagef("reading the task from stdin: %v", err)
+			return usagef("reading the task from stdin: %w", err)
 		}
 		task = string(b)
 	}
