@@ -135,7 +135,7 @@ func (c *openaiConv) Next(ctx context.Context, results []agent.ToolResult) (agen
 		id := tc.ID
 		if id == "" {
 			// Some compatible servers omit ids; the tool message still
-			// needs one that matches the assistant message's.
+			// needs one that matches the model's message.
 			return agent.Turn{}, &Error{Provider: "openai", Msg: fmt.Sprintf("tool call %d has no id", i+1)}
 		}
 		name, args := tc.Function.Name, tc.Function.Arguments

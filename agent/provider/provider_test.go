@@ -175,7 +175,7 @@ func TestAnthropicParallelCallsAndErrorFlags(t *testing.T) {
 		t.Errorf("first messages = %s", mustJSON(t, msgs))
 	}
 
-	// The second request carries the assistant turn back and one
+	// The second request carries the model's turn back and one
 	// tool_result per call, in order, with is_error on the refusals.
 	msgs = reqs[1].JSON["messages"].([]any)
 	if len(msgs) != 3 {
@@ -183,7 +183,7 @@ func TestAnthropicParallelCallsAndErrorFlags(t *testing.T) {
 	}
 	asst := msgs[1].(map[string]any)
 	if asst["role"] != "assistant" || !strings.Contains(string(mustJSON(t, asst)), `"toolu_3"`) {
-		t.Errorf("assistant turn not echoed: %s", mustJSON(t, asst))
+		t.Errorf("the model's turn was not sent back: %s", mustJSON(t, asst))
 	}
 	user := msgs[2].(map[string]any)
 	blocks := user["content"].([]any)
@@ -480,7 +480,7 @@ func TestOpenAIParallelCallsMalformedArgumentsAndErrorText(t *testing.T) {
 		t.Fatalf("second request: %d messages, want 6: %s", len(msgs), mustJSON(t, msgs))
 	}
 	if msgs[2].(map[string]any)["role"] != "assistant" || !strings.Contains(string(mustJSON(t, msgs[2])), `{\"path\": \"hello.txt\"`) {
-		t.Errorf("assistant turn not echoed with its raw arguments: %s", mustJSON(t, msgs[2]))
+		t.Errorf("the model's turn was not sent back with its raw arguments: %s", mustJSON(t, msgs[2]))
 	}
 	for i, w := range []struct{ id, prefix string }{
 		{"call_1", "hello from inside"},
