@@ -68,6 +68,18 @@ func stdoutOf(res string) string {
 	return out
 }
 
+// execRefused asserts that exec refused to run its command unconfined:
+// exit 2 (refused to start) or 125 (a confinement step failed before the
+// program), the program's output absent.
+func execRefused(t *testing.T, r atkRun) {
+	t.Helper()
+	if (r.code != exitUsage && r.code != exitSetupError) || r.stdout != "" {
+		t.Fatalf("exec without confined execution: exit %d\nstdout %q\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestAttackExecProgramNames: argv[0] spellings that are not a declared
+// name, and malformed argv, are refused before anything runs.
 func TestAttackExecProgramNames(t *testing.T) {
 	t.Parallel()
 	a := newAtkWS(t)
@@ -270,9 +282,7 @@ func TestAttackExecReadsSecrets(t *testing.T) {
 		t.Parallel()
 		r := atkHarness(t, env, "", "exec", "--workspace", a.ws, "--", "sh", "-c", script)
 		if !atkExecution() {
-			if r.code != exitUsage {
-				t.Fatalf("exec without confined execution: exit %d %s", r.code, r.stderr)
-			}
+			execRefused(t, r)
 			return
 		}
 		check(t, r.stdout+r.stderr)
@@ -333,9 +343,7 @@ func TestAttackExecEnvScrubbed(t *testing.T) {
 		t.Parallel()
 		r := atkHarness(t, env, "", "exec", "--workspace", a.ws, "--pass-env", "KEEP_ME", "--", self, atkProbeArg, "environ")
 		if !atkExecution() {
-			if r.code != exitUsage {
-				t.Fatalf("exec without confined execution: exit %d %s", r.code, r.stderr)
-			}
+			execRefused(t, r)
 			return
 		}
 		if r.code != 0 || strings.Contains(r.stdout+r.stderr, atkSecret) {
@@ -532,7 +540,9 @@ func TestAttackExecOutputFlood(t *testing.T) {
 		produced, _ := at.meta()["stdout_bytes"].(float64)
 		rss, baseRSS := maxRSS(t, at.run.state), maxRSS(t, base.run.state)
 		t.Logf("yes produced %.0f bytes; harness peak RSS %d KiB (a short call: %d KiB); outcome %d bytes", produced, rss>>10, baseRSS>>10, len(at.run.stdout))
-		if produced < 1<<20 {
+		// 32 times the cap at least (the emulated CPU of the VM shapes
+		// manages about 1 MB in the two seconds; this host hundreds).
+		if produced < 32*16<<10 {
 			t.Fatalf("yes produced only %.0f bytes: the flood did not happen", produced)
 		}
 		if len(at.run.stdout) > 256<<10 {
@@ -555,7 +565,7 @@ func TestAttackExecOutputFlood(t *testing.T) {
 		}
 		rss := maxRSS(t, cmd.ProcessState)
 		t.Logf("exec streamed %d bytes; harness peak RSS %d KiB", n.n.Load(), rss>>10)
-		if n.n.Load() < 1<<20 || rss > bound {
+		if n.n.Load() < 32*16<<10 || rss > bound {
 			t.Fatalf("streamed %d bytes with peak RSS %d KiB", n.n.Load(), rss>>10)
 		}
 	})
