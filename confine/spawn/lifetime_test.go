@@ -201,11 +201,11 @@ func TestSequentialRunsLeaveNothing(t *testing.T) {
 	ws := workspace(t)
 	s := Spec{Path: lookPath(t, "true"), Argv: []string{"true"}, Dir: ws, Workspace: ws}
 	// 300 calls per runner here; the VM shapes emulate the CPU (TCG, about
-	// 20 times slower), where 40 calls per runner keep the suite within
+	// 20 times slower), where 30 calls per runner keep the suite within
 	// its deadline and still show a leak (it grows with every call).
 	calls := 300
 	if testenv.InVM() {
-		calls = 40
+		calls = 30
 	}
 	for name, r := range runners {
 		// One call first: lazily opened descriptors (the /etc watch) count

@@ -507,6 +507,9 @@ func inChildCgroup(t *testing.T, ownCgroup bool) bool {
 	}
 	cmd := exec.Command(selfExe(t), "-test.run", "^"+t.Name()+"$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), key+"="+t.Name())
+	// The child dies with this process (a test binary's timeout panic
+	// included), and with it whatever it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if ownCgroup {
 		if dir := siblingCgroup(t); dir != "" {
 			fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -514,7 +517,7 @@ func inChildCgroup(t *testing.T, ownCgroup bool) bool {
 				t.Fatal(err)
 			}
 			defer unix.Close(fd)
-			cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
 		}
 	}
 	out, err := cmd.CombinedOutput()
