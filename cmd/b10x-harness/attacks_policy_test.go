@@ -296,6 +296,8 @@ func TestAttackPolicyHooksFailClosed(t *testing.T) {
 		{"second hook fails after a first allows", sh(`echo '{"decision":"allow"}'`), []string{"--hook", sh("exit 3")}, ""},
 	}
 	allow := sh(`echo '{"decision":"allow","reason":"hook says yes"}'`)
+	u := atkUnique(t)
+	lingering := sh(fmt.Sprintf("sleep 30.%[1]s & sleep 30.%[1]s", u))
 	a.seal(t)
 	for _, c := range atkSample(cases, 3) {
 		t.Run(c.name, func(t *testing.T) {
@@ -314,6 +316,19 @@ func TestAttackPolicyHooksFailClosed(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a timed-out hook leaves nothing running", func(t *testing.T) {
+		t.Parallel()
+		t.Cleanup(func() { atkReap("30." + u) })
+		at := a.call(t, nil, []string{"--confine", "off", "--hook", lingering, "--hook-timeout", "300ms"}, "file_read", read)
+		at.refusedAt(t, "hook_blocked", "hooks")
+		deadline := time.Now().Add(time.Second)
+		for len(atkProcs("30."+u)) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("1 s after the call, the timed-out hook's processes still run: %v", atkProcs("30."+u))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
 	t.Run("allow cannot publish or admit", func(t *testing.T) {
 		t.Parallel()
 		a.call(t, nil, []string{"--hook", allow}, "run", `{"argv":["sh"]}`).refusedAt(t, "unpublished", "published")
