@@ -58,7 +58,7 @@ func realMain(argv []string) int {
 	fs.StringVar(&o.pkgs, "pkgs", "./...", "comma-separated package patterns; packages without tests and vmtest itself are left out")
 	fs.StringVar(&o.run, "run", "", "regular expression passed to each test binary as -test.run")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "per test binary, as go test's -timeout; the guest kills the binary "+protocol.DefaultGrace.String()+" later")
-	fs.DurationVar(&o.shapeTimeout, "shape-timeout", 12*time.Minute, "hard deadline for one shape, boot included; qemu is killed after it")
+	fs.DurationVar(&o.shapeTimeout, "shape-timeout", 25*time.Minute, "hard deadline for one shape, boot included; qemu is killed after it")
 	fs.IntVar(&o.parallel, "parallel", 2, "how many VM shapes boot at once")
 	fs.StringVar(&o.accel, "accel", "auto", "auto (KVM only if a probe guest boots under it), kvm or tcg")
 	fs.IntVar(&o.memMiB, "mem", 2048, "guest memory in MiB")
