@@ -21,7 +21,9 @@ var strictMissing = map[string][]string{
 func TestStrictRefusesNamingEachMissingLayer(t *testing.T) {
 	ws, _ := sampleWorkspace(t)
 	missing, known := strictMissing[testenv.Shape()]
-	r := harness(t, "", "call", "--workspace", ws, "--confine", "strict", "file_read", `{"path":"hello.txt"}`)
+	// Alone in a cgroup of its own, as a CI job's harness is: it can then
+	// enable controllers for its leaves where the host delegates them.
+	r := harnessIn(t, atkAloneCgroup(t), "", "call", "--workspace", ws, "--confine", "strict", "file_read", `{"path":"hello.txt"}`)
 	if !known {
 		// no-userns: as an unprivileged user without user namespaces,
 		// strict must refuse; which layers exactly is asserted below.
@@ -104,7 +106,7 @@ func TestWritesNeedApprovalByDefault(t *testing.T) {
 }
 
 func TestDoctor(t *testing.T) {
-	r := harness(t, "", "doctor", "--json")
+	r := harnessIn(t, atkAloneCgroup(t), "", "doctor", "--json")
 	var d struct {
 		Layers []struct {
 			Layer     string `json:"layer"`

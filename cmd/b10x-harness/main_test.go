@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/b10x/harness/internal/reexec"
@@ -31,7 +32,18 @@ type result struct {
 // harness runs the CLI as a subprocess with args, in dir, with stdin.
 func harness(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
+	return harnessIn(t, -1, stdin, args...)
+}
+
+// harnessIn is harness started in the cgroup whose directory descriptor is
+// cgroupFD (-1: the test's own). A harness alone in its cgroup can enable
+// controllers for its run leaves; one sharing the test's cannot.
+func harnessIn(t *testing.T, cgroupFD int, stdin string, args ...string) result {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
+	if cgroupFD >= 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgroupFD}
+	}
 	cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1")
 	cmd.Stdin = strings.NewReader(stdin)
 	var so, se bytes.Buffer
