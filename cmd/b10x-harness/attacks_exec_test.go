@@ -362,8 +362,12 @@ func TestAttackExecNothingSurvives(t *testing.T) {
 	u0 := atkUnique(t)
 	own := exec.Command("sleep", "1000."+u0)
 	must(t, own.Start())
-	if len(atkProcs("1000."+u0)) != 1 {
-		t.Fatal("the process detector does not see a live sleep")
+	// Right after fork the child may not have exec'd sleep yet (seconds,
+	// under emulation): wait for it.
+	for deadline := time.Now().Add(10 * time.Second); len(atkProcs("1000."+u0)) != 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the process detector does not see a live sleep")
+		}
 	}
 	own.Process.Kill()
 	own.Wait()
