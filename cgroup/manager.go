@@ -364,6 +364,18 @@ func locateDir(dir string) (location, error) {
 // process.
 func (m *Manager) Parent() string { return m.parent }
 
+// Moved reports the cgroup Open moved this process out of (its original,
+// which Close moves it back into), or "" when Open moved nothing. Close
+// then writes that cgroup's cgroup.procs and cgroup.subtree_control and
+// removes the parent beneath it: a caller that restricts its own writes
+// must keep that directory writable.
+func (m *Manager) Moved() string {
+	if m.selfDir == "" {
+		return ""
+	}
+	return m.base
+}
+
 // Controllers returns the controllers leaves get, a subset of pids, memory
 // and cpu in that order; empty when none (limits are then unavailable but
 // leaves still give placement, whole-tree kill and CPU figures).

@@ -26,6 +26,7 @@ type confinement struct {
 	protected    []string // extra protected workspace paths
 	programNames []string
 	tmpDir       string
+	cgroupBase   string       // the cgroup cgroup.Open moved the harness out of, if any
 	restrict     func() error // confines the harness's own writes; called after the record is open
 }
 
@@ -105,9 +106,15 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 		c.tmpDir = tmp
 		s.closers = append(s.closers, func() { os.RemoveAll(tmp) })
 		c.restrict = func() error {
+			write := []string{tmp}
+			if c.cgroupBase != "" {
+				// Open moved the harness aside in a cgroup it was alone in;
+				// Close must move it back and remove the parent there.
+				write = append(write, c.cgroupBase)
+			}
 			applied, err := confine.RestrictSelf(confine.SelfPolicy{
 				Workspace:  ws.Dir(),
-				WritePaths: []string{tmp},
+				WritePaths: write,
 				Devices:    confine.DefaultDevices(),
 			})
 			if err != nil {
@@ -145,6 +152,9 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 	mgr, err := openCgroup(m, plan, s)
 	if err != nil {
 		return nil, err
+	}
+	if mgr != nil {
+		c.cgroupBase = mgr.Moved()
 	}
 	broker, err := spawn.StartBroker(spawn.BrokerOptions{Cgroup: mgr, Require: requirements(m), RemoveParent: true})
 	if err != nil {
