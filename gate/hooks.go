@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -179,7 +180,15 @@ func (g *Gate) runHooks(ctx context.Context, req Request, rec *CallRecord) (hook
 		var stdout, stderr capped
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		cmd.WaitDelay = time.Second
+		// The hook and whatever it starts form one process group, killed
+		// whole at the timeout and after the hook ends: nothing a hook
+		// started outlives its verdict.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 		runErr := cmd.Run()
+		if cmd.Process != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
 		timedOut := hctx.Err() != nil
 		cancel()
 		reason := strings.TrimSpace(strings.ToValidUTF8(stderr.buf.String(), "\uFFFD"))
