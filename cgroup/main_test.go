@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,37 +106,65 @@ func recordPid(pid int) {
 
 var siblingSeq int
 
+// moved records that childCgroup moved the test process down into a child
+// of its own cgroup, so that TestMain can move it back.
+var moved struct {
+	own    string   // the test's original cgroup, delegated to the test user
+	main   string   // own/b10xtest-PID-main, where the test process now runs
+	before []string // own's cgroup.subtree_control before the move
+	tried  bool     // the move was attempted (once per test binary)
+}
+
 // childCgroup returns the cgroup a scenario child should start in: "" (the
 // test's own cgroup) when that is the hierarchy's root, where a child may
 // enable controllers for its leaves. In a non-root cgroup the test process
 // itself would keep the child from doing so (the no-internal-process rule),
-// so the child is started in a fresh sibling of the test's cgroup, removed
-// in t.Cleanup; "" when that cannot be created.
+// so the child is started alone in a fresh cgroup, removed in t.Cleanup:
+//
+//   - a sibling of the test's cgroup, when the test may create one there
+//     (root, as in the debian-6.1 shape);
+//   - otherwise (EACCES or EPERM: an unprivileged test in a delegated
+//     cgroup, as in the no-userns shape, where only its own cgroup is
+//     writable) a child of the test's own cgroup, after moving the test
+//     process once into another child of it, OWN/b10xtest-PID-main, and
+//     enabling the managed controllers in OWN: what a service with
+//     Delegate=yes does with its subtree. TestMain moves the process back
+//     (restoreOwn).
+//
+// "" when none of this can be done; the scenario then reports what it lacks.
 func childCgroup(t *testing.T) string {
+	t.Helper()
 	loc, err := locateSelf("")
 	if err != nil || isRootCgroup(loc.dir) {
 		return ""
 	}
 	siblingSeq++
+	name := fmt.Sprintf("b10xtest-%d-%d", os.Getpid(), siblingSeq)
 	up := filepath.Dir(loc.dir)
-	dir := filepath.Join(up, fmt.Sprintf("b10xtest-%d-%d", os.Getpid(), siblingSeq))
-	if err := unix.Mkdir(dir, 0o755); err != nil {
+	dir := filepath.Join(up, name)
+	err = unix.Mkdir(dir, 0o755)
+	if (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)) && !moved.tried {
+		moved.tried = true
+		if merr := moveIntoOwnChild(loc.dir); merr != nil {
+			t.Logf("children start in the test's own cgroup: create sibling %s: %v; and %v", dir, err, merr)
+			return ""
+		}
+		t.Logf("create sibling %s: %v; the test process moved into %s and children start beside it", dir, err, moved.main)
+		up = moved.own
+		dir = filepath.Join(up, name)
+		err = unix.Mkdir(dir, 0o755)
+	}
+	if err != nil {
 		t.Logf("children start in the test's own cgroup: create %s: %v", dir, err)
 		return ""
 	}
-	// The sibling gets the controllers its parent enables for children;
+	// The new cgroup gets the controllers its parent enables for children;
 	// enable the managed ones there when the parent may (it holds no
 	// process), as a delegating service manager would have.
 	if !isRootCgroup(up) {
 		if procs, err := readPids(filepath.Join(up, "cgroup.procs")); err == nil && len(procs) == 0 {
-			avail, _ := readList(filepath.Join(up, "cgroup.controllers"))
-			on, _ := readList(filepath.Join(up, "cgroup.subtree_control"))
-			for _, c := range managed {
-				if contains(avail, c) && !contains(on, c) {
-					if err := writeFile(filepath.Join(up, "cgroup.subtree_control"), "+"+c); err != nil {
-						t.Logf("enable %s for the test cgroup: %v", c, err)
-					}
-				}
+			if err := enableManaged(up); err != nil {
+				t.Logf("enable controllers for the test cgroup: %v", err)
 			}
 		}
 	}
@@ -145,6 +174,93 @@ func childCgroup(t *testing.T) string {
 		}
 	})
 	return dir
+}
+
+// enableManaged enables in dir's cgroup.subtree_control every managed
+// controller dir offers and does not enable yet.
+func enableManaged(dir string) error {
+	avail, err := readList(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return err
+	}
+	on, err := readList(filepath.Join(dir, "cgroup.subtree_control"))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range managed {
+		if contains(avail, c) && !contains(on, c) {
+			if err := writeFile(filepath.Join(dir, "cgroup.subtree_control"), "+"+c); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// moveIntoOwnChild moves the test process from own into a new child
+// own/b10xtest-PID-main and enables the managed controllers in own, so that
+// own holds no process and its other children get the controllers. It
+// fails, having undone what it did, when own holds other processes (they
+// would keep own from enabling controllers, and a test never moves them)
+// or a step fails.
+func moveIntoOwnChild(own string) (err error) {
+	pid := os.Getpid()
+	procs, err := readPids(filepath.Join(own, "cgroup.procs"))
+	if err != nil {
+		return err
+	}
+	if len(procs) != 1 || procs[0] != pid {
+		return fmt.Errorf("cannot make %s hold no process: it holds %v besides this test process (%d)", own, procs, pid)
+	}
+	before, err := readList(filepath.Join(own, "cgroup.subtree_control"))
+	if err != nil {
+		return err
+	}
+	main := filepath.Join(own, fmt.Sprintf("b10xtest-%d-main", pid))
+	if err := unix.Mkdir(main, 0o755); err != nil {
+		return fmt.Errorf("create %s to move the test process into: %w", main, err)
+	}
+	moved.own, moved.main, moved.before = own, main, before
+	if err := writeFile(filepath.Join(main, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+		moved.own, moved.main = "", ""
+		return errors.Join(fmt.Errorf("move the test process into %s: %w", main, err), rmdirRetry(main))
+	}
+	if err := enableManaged(own); err != nil {
+		return errors.Join(err, restoreOwn())
+	}
+	return nil
+}
+
+// restoreOwn undoes moveIntoOwnChild: it disables in own's
+// cgroup.subtree_control what was enabled since, moves the test process
+// back into own and removes own/b10xtest-PID-main. Nothing to do when the
+// process was not moved. Errors join every step that failed.
+func restoreOwn() error {
+	if moved.main == "" {
+		return nil
+	}
+	var errs []error
+	ctl := filepath.Join(moved.own, "cgroup.subtree_control")
+	on, err := readList(ctl)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, c := range slices.Backward(on) {
+		if !contains(moved.before, c) {
+			if err := writeFile(ctl, "-"+c); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := writeFile(filepath.Join(moved.own, "cgroup.procs"), strconv.Itoa(os.Getpid())); err != nil {
+		errs = append(errs, fmt.Errorf("move the test process back into %s: %w", moved.own, err))
+	} else if err := rmdirRetry(moved.main); err != nil {
+		errs = append(errs, err)
+	} else {
+		moved.own, moved.main = "", ""
+	}
+	return errors.Join(errs...)
 }
 
 // childOpts are the options of one scenario run.
@@ -255,7 +371,9 @@ func waitFor(ctx context.Context, what string, cond func() (bool, error)) error 
 
 // leaked lists harness cgroup directories left by this test process or its
 // children: parents and probe directories named after one of their PIDs
-// beside the test's cgroup, and the sibling test cgroups.
+// in or beside the test's cgroup, and the test cgroups childCgroup made
+// there (siblings, or children of the test's own cgroup, the one the test
+// process was moved into included when moving it back failed).
 func leaked() []string {
 	loc, err := locateSelf("")
 	if err != nil {
@@ -292,6 +410,11 @@ func leaked() []string {
 func TestMain(m *testing.M) {
 	reexec.Init()
 	code := m.Run()
+	// Back into the original cgroup first, so that leaked looks there.
+	if err := restoreOwn(); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: restore the test's cgroup: %v\n", err)
+		code = 1
+	}
 	if l := leaked(); len(l) > 0 {
 		fmt.Fprintf(os.Stderr, "FAIL: cgroup directories left behind by the tests: %s\n", strings.Join(l, ", "))
 		code = 1
