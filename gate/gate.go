@@ -252,7 +252,8 @@ func (g *Gate) Call(ctx context.Context, c Call) Outcome {
 	broken := g.broken
 	g.mu.Unlock()
 
-	rec := CallRecord{Event: "call", Seq: seq, Time: start.UTC(), Surface: c.Surface, Via: c.Via, Entry: c.Name, Args: redact(c.Args)}
+	rec := CallRecord{Event: "call", Seq: seq, Time: start.UTC(), Surface: c.Surface, Via: c.Via, Entry: c.Name, Args: redact(c.Args),
+		Steps: make([]StepVerdict, 0, 8)}
 	out := g.decide(ctx, c, ncalls, broken, &rec)
 	out.Seq, out.Entry = seq, c.Name
 
@@ -337,6 +338,9 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 			return Outcome{Status: Failed, Reason: te.Reason, Message: te.Public}
 		}
 		return refuse(step, te.Reason, te.Public, te.Cause)
+	}
+	if r, ok := prep.(tools.Releaser); ok {
+		defer r.Release()
 	}
 	pass("arguments", "")
 	pass("paths", "")

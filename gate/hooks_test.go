@@ -141,3 +141,32 @@ func FuzzParseHook(f *testing.F) {
 		}
 	})
 }
+
+// TestRefusedReadReleasesItsFile: file_read's Prepare opens the file it
+// resolved, so the read acts on the very file the gate reviewed; a call
+// refused after that (here by the approver a hook asked for) must close it.
+func TestRefusedReadReleasesItsFile(t *testing.T) {
+	a := &countingApprover{}
+	g, dir, _ := newTestGate(t, Config{Approver: a, Hooks: []Hook{sh(`echo '{"decision":"ask"}'`)}})
+	write(t, filepath.Join(dir, "f"), "x")
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	call(g, "file_read", `{"path":"f"}`) // warm up lazily opened descriptors
+	before := fds()
+	for range 20 {
+		if o := call(g, "file_read", `{"path":"f"}`); o.Status != Refused || o.Reason != tools.ReasonApprovalRejected {
+			t.Fatalf("ask on a read: %+v", o)
+		}
+	}
+	if after := fds(); after > before {
+		t.Fatalf("20 refused reads left %d descriptors open", after-before)
+	}
+	if a.n != 21 {
+		t.Fatalf("approver asked %d times, want 21", a.n)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Recorder writes the run record: JSON Lines, one object per event
@@ -59,6 +60,11 @@ const BodyLimit = 1024
 func redact(raw json.RawMessage) any {
 	if len(raw) == 0 {
 		return nil
+	}
+	// No string inside can be longer than the whole text: short valid
+	// arguments are recorded as they are (json.Marshal compacts them).
+	if len(raw) <= BodyLimit && utf8.Valid(raw) && json.Valid(raw) {
+		return raw
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {

@@ -60,23 +60,36 @@ func (FileRead) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
 	if _, err := fileReadSpec.decode(raw, &a); err != nil {
 		return nil, err
 	}
-	rel, err := ws.Resolve(a.Path)
+	rel, f, err := ws.resolveRegular(a.Path)
 	if err != nil {
 		return nil, err
 	}
-	return &fileReadCall{ws: ws, args: a, rel: rel}, nil
+	return &fileReadCall{ws: ws, args: a, rel: rel, f: f}, nil
 }
 
 type fileReadCall struct {
 	ws   *Workspace
 	args FileReadArgs
 	rel  string
+	f    *regularFile // opened by Prepare; nil when Prepare had to walk
 }
 
 func (c *fileReadCall) Args() any       { return c.args }
 func (c *fileReadCall) Writes() []Write { return nil }
 
+// Release implements Releaser: it closes the file Prepare opened.
+func (c *fileReadCall) Release() {
+	if c.f != nil {
+		c.f.close()
+		c.f = nil
+	}
+}
+
 func (c *fileReadCall) Execute(ctx context.Context) (Result, error) {
+	if f := c.f; f != nil {
+		defer c.Release()
+		return readLines(ctx, f, f.st.Size, c.rel, c.args.Offset, c.args.Limit)
+	}
 	var res Result
 	err := c.ws.withRoot(func(root int) error {
 		f, err := openRegular(root, c.rel, "read")
@@ -135,6 +148,12 @@ func openRegular(root int, rel, op string) (*regularFile, error) {
 	if err != nil {
 		return nil, fsError(rel, op, err)
 	}
+	return regularFrom(fd, rel)
+}
+
+// regularFrom takes fd, open for reading, and refuses (closing it) anything
+// but a regular file.
+func regularFrom(fd int, rel string) (*regularFile, error) {
 	f := &regularFile{fd: fd}
 	if err := unix.Fstat(fd, &f.st); err != nil {
 		unix.Close(fd)
@@ -161,7 +180,12 @@ func readLines(ctx context.Context, f io.Reader, sizeHint int64, rel string, off
 		offset = 1
 	}
 	buf := make([]byte, max(512, min(sizeHint, 64<<10)))
+	// Reading from the first line, the text kept is usually the whole
+	// file: size it once instead of growing it line by line.
 	var out []byte
+	if offset == 1 && sizeHint > 0 {
+		out = make([]byte, 0, min(sizeHint, 1<<20))
+	}
 	line := 1        // number of the line at the read position
 	collected := 0   // complete lines kept
 	partial := false // out ends with a line not yet terminated

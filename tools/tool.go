@@ -45,6 +45,14 @@ type Prepared interface {
 	Execute(ctx context.Context) (Result, error)
 }
 
+// Releaser is implemented by a Prepared that holds resources (an open
+// file) from Prepare to Execute. Whoever prepares a call must call Release
+// once it will not, or did not, execute it; Execute releases them itself,
+// and Release after Execute, or twice, does nothing.
+type Releaser interface {
+	Release()
+}
+
 // Write is one path a write tool would change. Path is canonical and
 // workspace-relative (symbolic links resolved), so a write-scope rule
 // matched against it cannot be dodged through a link. Whole is true for a

@@ -209,16 +209,12 @@ func (w *Workspace) resolve(p string, write bool) (string, error) {
 	if write && strings.HasSuffix(p, "/") {
 		return "", Errorf(ReasonInvalidArgument, nil, "path %q ends with '/': name a file", p)
 	}
-	rel := p
-	if strings.HasPrefix(p, "/") {
-		r, ok := w.inRoot(p)
-		if !ok {
-			return "", Errorf(ReasonDeniedPath, nil, "path %q is outside the workspace", p)
-		}
-		rel = r
+	rel, err := w.lexicalRel(p)
+	if err != nil {
+		return "", err
 	}
 	var out string
-	err := w.withRoot(func(root int) error {
+	err = w.withRoot(func(root int) error {
 		// Fast path: a path with no ".", ".." or empty component that the
 		// kernel opens beneath the root without meeting any symbolic link
 		// is its own canonical form.
@@ -234,6 +230,62 @@ func (w *Workspace) resolve(p string, write bool) (string, error) {
 		return err
 	})
 	return out, err
+}
+
+// lexicalRel maps a validated path argument to the root-relative spelling
+// the resolver walks: an absolute path must lie lexically beneath the root.
+func (w *Workspace) lexicalRel(p string) (string, error) {
+	if !strings.HasPrefix(p, "/") {
+		return p, nil
+	}
+	r, ok := w.inRoot(p)
+	if !ok {
+		return "", Errorf(ReasonDeniedPath, nil, "path %q is outside the workspace", p)
+	}
+	return r, nil
+}
+
+// resolveRegular is Resolve for a file about to be read, which it also
+// opens when it can: a clean path the kernel opens beneath the root
+// without meeting a symbolic link is its own canonical form, so one openat2
+// both resolves it and yields the descriptor the read uses (the file read
+// is the very file resolved). The file is nil when that fast path did not
+// apply; the path was then resolved by the walk and the caller opens it.
+func (w *Workspace) resolveRegular(p string) (string, *regularFile, error) {
+	if w == nil || w.root == nil {
+		return "", nil, Errorf(ReasonToolError, errors.New("nil workspace"), "no workspace is open")
+	}
+	if err := checkPathArg(p); err != nil {
+		return "", nil, err
+	}
+	rel, err := w.lexicalRel(p)
+	if err != nil {
+		return "", nil, err
+	}
+	if isCleanRel(rel) {
+		var f *regularFile
+		var ferr error
+		opened := false
+		if err := w.withRoot(func(root int) error {
+			fd, err := openBeneath(root, rel, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+			if err != nil {
+				return nil // the walk below says why, or finds the link's target
+			}
+			opened = true
+			f, ferr = regularFrom(fd, rel)
+			return nil
+		}); err != nil {
+			return "", nil, err
+		}
+		if opened {
+			if ferr != nil {
+				return "", nil, ferr
+			}
+			return rel, f, nil
+		}
+	}
+	rel, err = w.resolve(p, false)
+	return rel, nil, err
 }
 
 // isCleanRel reports whether rel is a relative path with no empty, "." or
