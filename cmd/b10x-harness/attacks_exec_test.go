@@ -1,9 +1,16 @@
 package main
 
 // ATTACKS.md, "Executing": the run tool through `b10x-harness call` and the
-// exec subcommand, under the default --confine auto (and strict where the
-// shape has every layer). Where this shape cannot confine execution, run
-// must be unpublished and exec must refuse: each test asserts that instead.
+// exec subcommand. In the shapes expected to offer every layer
+// (debian-6.1: Landlock, the namespaces, a cgroup v2 leaf with the pids,
+// memory and cpu controllers) every case runs under --confine strict, with
+// the harness started alone in a cgroup of its own as a CI job's is, and a
+// strict refusal there fails the test; each outcome must list the limits
+// among the layers that confined the child. Elsewhere the cases run under
+// the default --confine auto, and TestAttackExecStrictWhereAvailable asserts
+// that strict refuses to start, naming exactly the layers missing. Where
+// this shape cannot confine execution at all, run must be unpublished and
+// exec must refuse: each test asserts that instead.
 //
 // Child-side attacks are /bin/sh scripts (busybox in the VM shapes) or the
 // test binary itself started as the program (atkProbeMain) when they need
@@ -12,6 +19,7 @@ package main
 import (
 	"bytes"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -28,13 +37,121 @@ import (
 	"github.com/b10x/harness/internal/testenv"
 )
 
-// runFlags approve every call and declare the given programs.
-func runFlags(programs ...string) []string {
+// atkStrict reports whether this shape runs the executing section under
+// --confine strict: the shapes expected to offer every layer.
+func atkStrict() bool { return testenv.Shape() == testenv.ShapeDebian61 }
+
+// atkStrictFlags select strict; atkLimitFlags add a cpu limit to the pids
+// and memory limits that are always set (--pids-max and --memory-max have
+// defaults), so that strict applies and reports every limit layer.
+var (
+	atkStrictFlags = []string{"--confine", "strict"}
+	atkLimitFlags  = []string{"--cpu-max", "1"}
+)
+
+// modeFlags are the confinement flags of the executing section in this
+// shape: strict with every limit where atkStrict, else none (auto).
+func modeFlags() []string {
+	if !atkStrict() {
+		return nil
+	}
+	return slices.Concat(atkStrictFlags, atkLimitFlags)
+}
+
+// progFlags approve every call and declare the given programs.
+func progFlags(programs ...string) []string {
 	f := []string{"--yes"}
 	for _, p := range programs {
 		f = append(f, "--allow-program", p)
 	}
 	return f
+}
+
+// runFlags are modeFlags and progFlags.
+func runFlags(programs ...string) []string {
+	return append(modeFlags(), progFlags(programs...)...)
+}
+
+// atkExecCall is one prepared `b10x-harness exec`: strict with every limit
+// and alone in a cgroup where atkStrict, and always with --report.
+type atkExecCall struct {
+	cmd    *exec.Cmd
+	flags  []string // the exec flags before "--"
+	report string
+}
+
+// execPrepare prepares `exec --workspace WS [modeFlags] --report FILE
+// args...`; args hold further flags, "--" and the command.
+func (a *atkWS) execPrepare(t *testing.T, env []string, args ...string) *atkExecCall {
+	t.Helper()
+	e := &atkExecCall{report: filepath.Join(a.base, fmt.Sprintf("exec-report-%d.json", a.n.Add(1)))}
+	t.Cleanup(func() { os.Remove(e.report) })
+	e.flags = modeFlags()
+	if i := slices.Index(args, "--"); i >= 0 {
+		e.flags = append(e.flags, args[:i]...)
+	}
+	argv := slices.Concat([]string{"exec", "--workspace", a.ws}, modeFlags(), []string{"--report", e.report}, args)
+	e.cmd = atkCmd(env, "", argv...)
+	if atkIsStrict(e.flags) {
+		if fd := atkAloneCgroup(t); fd >= 0 {
+			e.cmd.SysProcAttr.UseCgroupFD = true
+			e.cmd.SysProcAttr.CgroupFD = fd
+		}
+	}
+	return e
+}
+
+// check reads the report of a finished exec that ran its command and
+// asserts what confined it: the baseline layers, and under strict the
+// cgroup leaf and every limit, with nothing missing.
+func (e *atkExecCall) check(t *testing.T, r atkRun) {
+	t.Helper()
+	if atkIsStrict(e.flags) && r.code == exitUsage && r.stdout == "" {
+		t.Fatalf("exec --confine strict refused to start in shape %s:\n%s", testenv.Shape(), r.stderr)
+	}
+	b, err := os.ReadFile(e.report)
+	if err != nil {
+		t.Fatalf("exec (exit %d) wrote no report: %v\nstderr %s", r.code, err, r.stderr)
+	}
+	var rep execReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("exec report: %v\n%s", err, b)
+	}
+	if rep.SetupError != "" {
+		t.Fatalf("exec: a confinement step failed: %s", rep.SetupError)
+	}
+	if missing := atkMissingLayers(rep.Layers, e.flags, atkIsStrict(e.flags)); len(missing) > 0 {
+		t.Fatalf("exec's command was confined by %v: %v missing", rep.Layers, missing)
+	}
+	if atkIsStrict(e.flags) && len(rep.Missing) > 0 {
+		t.Fatalf("exec --confine strict ran without %v", rep.Missing)
+	}
+	t.Logf("exec layers (exit %d): %v", rep.Status, rep.Layers)
+}
+
+// exec runs execPrepare's command to its end, and checks its report where
+// this shape confines execution.
+func (a *atkWS) exec(t *testing.T, env []string, args ...string) atkRun {
+	t.Helper()
+	e := a.execPrepare(t, env, args...)
+	var so, se bytes.Buffer
+	e.cmd.Stdout, e.cmd.Stderr = &so, &se
+	err := e.cmd.Run()
+	r := atkRun{stdout: so.String(), stderr: se.String(), state: e.cmd.ProcessState}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("running the harness: %v", err)
+	}
+	if strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, "panic:") {
+		t.Fatalf("a stack trace reached the user:\n%s", r.stderr)
+	}
+	if atkExecution() {
+		e.check(t, r)
+	}
+	return r
 }
 
 // ranOrUnpublished reports whether run is published here; where it is not,
@@ -280,7 +397,7 @@ func TestAttackExecReadsSecrets(t *testing.T) {
 	})
 	t.Run("exec", func(t *testing.T) {
 		t.Parallel()
-		r := atkHarness(t, env, "", "exec", "--workspace", a.ws, "--", "sh", "-c", script)
+		r := a.exec(t, env, "--", "sh", "-c", script)
 		if !atkExecution() {
 			execRefused(t, r)
 			return
@@ -341,7 +458,7 @@ func TestAttackExecEnvScrubbed(t *testing.T) {
 	})
 	t.Run("exec", func(t *testing.T) {
 		t.Parallel()
-		r := atkHarness(t, env, "", "exec", "--workspace", a.ws, "--pass-env", "KEEP_ME", "--", self, atkProbeArg, "environ")
+		r := a.exec(t, env, "--pass-env", "KEEP_ME", "--", self, atkProbeArg, "environ")
 		if !atkExecution() {
 			execRefused(t, r)
 			return
@@ -423,13 +540,10 @@ func TestAttackExecForkBomb(t *testing.T) {
 	}
 	t.Run("strict without pids.max refuses to start", func(t *testing.T) {
 		t.Parallel()
-		if pids {
-			t.Logf("shape %s has pids.max; strict starts (asserted below)", testenv.Shape())
-			return
-		}
+		testenv.Require(t, !pids, "a shape without pids.max", testenv.ShapeDebian61)
 		u := atkUnique(t)
 		r := atkHarness(t, nil, "", append([]string{"call", "--workspace", a.ws, "--confine", "strict", "--pids-max", "64"},
-			append(runFlags("sh"), "run", runArgs(t, bomb(u), map[string]any{"timeout_s": 3}))...)...)
+			append(progFlags("sh"), "run", runArgs(t, bomb(u), map[string]any{"timeout_s": 3}))...)...)
 		if r.code != exitUsage || r.stdout != "" || !strings.Contains(r.stderr, "layer pids-limit missing") {
 			t.Fatalf("exit %d stdout %q stderr %s", r.code, r.stdout, r.stderr)
 		}
@@ -441,7 +555,7 @@ func TestAttackExecForkBomb(t *testing.T) {
 		t.Parallel()
 		testenv.Require(t, pids, "pids.max for run calls", testenv.ShapeHost, testenv.ShapeCgroupV1)
 		u := atkUnique(t)
-		at := a.callAlone(t, append([]string{"--confine", "strict", "--pids-max", "64"}, runFlags("sh")...), "run",
+		at := a.callAlone(t, slices.Concat(atkStrictFlags, atkLimitFlags, []string{"--pids-max", "64"}, progFlags("sh")), "run",
 			runArgs(t, bomb(u), map[string]any{"timeout_s": 3}))
 		// The bomb ends at the timeout, or earlier when the shell gives up
 		// on a failed fork; either way the harness answered.
@@ -496,7 +610,7 @@ func TestAttackExecMemoryBomb(t *testing.T) {
 		ranOrUnpublished(t, a.call(t, nil, runFlags(self), "run", runArgs(t, argv, nil)))
 		return
 	}
-	flags := append([]string{"--confine", "strict", "--memory-max", "64MiB"}, runFlags(self)...)
+	flags := slices.Concat(atkStrictFlags, atkLimitFlags, []string{"--memory-max", "64MiB"}, progFlags(self))
 	if !mem {
 		r := atkHarness(t, nil, "", append([]string{"call", "--workspace", a.ws}, append(flags, "run", runArgs(t, argv, nil))...)...)
 		if r.code != exitUsage || r.stdout != "" || !strings.Contains(r.stderr, "layer memory-limit missing") {
@@ -512,6 +626,105 @@ func TestAttackExecMemoryBomb(t *testing.T) {
 	}
 	if peak, ok := at.meta()["memory_peak_bytes"].(float64); !ok || peak > 80<<20 {
 		t.Fatalf("memory_peak_bytes %v with memory.max 64 MiB", at.meta()["memory_peak_bytes"])
+	}
+}
+
+// TestAttackExecStrictWhereAvailable: --confine strict, for run and for
+// exec, with the harness alone in a cgroup of its own as a CI job's is. In
+// the shapes expected to offer every layer it starts, and the child is
+// confined by every layer with its limits; elsewhere it refuses to start
+// (exit 2, nothing on stdout, the program never run), naming exactly the
+// layers this shape lacks.
+func TestAttackExecStrictWhereAvailable(t *testing.T) {
+	t.Parallel()
+	a := newAtkWS(t)
+	flags := slices.Concat(atkStrictFlags, atkLimitFlags)
+	argv := []string{"sh", "-c", "echo ran >> ran; echo strict-ran"}
+	ran := func() bool {
+		_, err := os.Stat(filepath.Join(a.ws, "ran"))
+		return err == nil
+	}
+	if atkStrict() {
+		at := a.call(t, nil, append(flags, progFlags("sh")...), "run", runArgs(t, argv, nil))
+		at.want(t, "executed", "")
+		t.Logf("LAYERS: %v", at.meta()["layers"])
+		r := a.exec(t, nil, append([]string{"--"}, argv...)...)
+		if r.code != 0 || !strings.Contains(r.stdout, "strict-ran") {
+			t.Fatalf("exec --confine strict: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+		}
+		if !ran() {
+			t.Fatal("the program did not run")
+		}
+		return
+	}
+	missing, known := strictMissing[testenv.Shape()]
+	refused := func(t *testing.T, r atkRun) {
+		t.Helper()
+		if r.code != exitUsage || r.stdout != "" {
+			t.Fatalf("strict started in shape %s (exit %d)\nstdout %s\nstderr %s", testenv.Shape(), r.code, r.stdout, r.stderr)
+		}
+		var named []string
+		for _, l := range strings.Split(r.stderr, "\n") {
+			if rest, ok := strings.CutPrefix(l, "confine strict: layer "); ok {
+				name, _, _ := strings.Cut(rest, " ")
+				named = append(named, name)
+			}
+		}
+		switch {
+		case known && !slices.Equal(named, missing):
+			t.Fatalf("strict named %v, want exactly %v\n%s", named, missing, r.stderr)
+		case !known && !slices.Contains(named, "userns"):
+			// no-userns: unprivileged, without user namespaces.
+			t.Fatalf("strict named %v, want userns among them\n%s", named, r.stderr)
+		}
+		for _, l := range named {
+			if atkLayer(t, l) {
+				t.Errorf("strict named %s missing, but doctor reports it available", l)
+			}
+		}
+		if ran() {
+			t.Fatal("the program ran although strict refused")
+		}
+	}
+	t.Run("run", func(t *testing.T) {
+		t.Parallel()
+		argvCall := slices.Concat([]string{"call", "--workspace", a.ws}, flags, progFlags("sh"), []string{"run", runArgs(t, argv, nil)})
+		r, err := atkStartIn(atkAloneCgroup(t), nil, "", argvCall...)
+		must(t, err)
+		refused(t, r)
+	})
+	t.Run("exec", func(t *testing.T) {
+		t.Parallel()
+		r, err := atkStartIn(atkAloneCgroup(t), nil, "", slices.Concat([]string{"exec", "--workspace", a.ws}, flags, []string{"--"}, argv)...)
+		must(t, err)
+		refused(t, r)
+	})
+}
+
+// TestAttackExecCPULimit: a program that spins under --cpu-max 0.2 gets no
+// more CPU time than the quota allows (what it measured of itself), so the
+// cpu-limit layer the outcome reports is a limit really set.
+func TestAttackExecCPULimit(t *testing.T) {
+	t.Parallel()
+	a := newAtkWS(t)
+	self := atkSelf(t)
+	argv := []string{self, atkProbeArg, "spin", "1500ms"}
+	if !atkExecution() {
+		ranOrUnpublished(t, a.call(t, nil, runFlags(self), "run", runArgs(t, argv, nil)))
+		return
+	}
+	testenv.Require(t, atkLayer(t, "cpu-limit"), "cpu.max for run calls", testenv.ShapeHost, testenv.ShapeCgroupV1)
+	at := a.callAlone(t, slices.Concat(atkStrictFlags, []string{"--cpu-max", "0.2"}, progFlags(self)), "run", runArgs(t, argv, nil))
+	at.want(t, "executed", "")
+	line := strings.TrimSpace(stdoutOf(at.result()))
+	var wall, cpu time.Duration
+	if _, err := fmt.Sscanf(line, "spin=%d,%d", &wall, &cpu); err != nil {
+		t.Fatalf("the spinner printed %q: %v", line, err)
+	}
+	t.Logf("spun %v of wall time under --cpu-max 0.2, using %v of CPU; layers %v", wall, cpu, at.meta()["layers"])
+	// 20% of the wall time spun, plus one period and start-up slack.
+	if limit := wall/5 + 300*time.Millisecond; cpu > limit || cpu <= 0 || wall < 1500*time.Millisecond {
+		t.Fatalf("spinning %v under a 20%% quota used %v of CPU, want (0, %v]", wall, cpu, limit)
 	}
 }
 
@@ -558,7 +771,8 @@ func TestAttackExecOutputFlood(t *testing.T) {
 	})
 	t.Run("exec", func(t *testing.T) {
 		t.Parallel()
-		cmd := atkCmd(nil, "", "exec", "--workspace", a.ws, "--timeout", "2s", "--", "yes")
+		e := a.execPrepare(t, nil, "--timeout", "2s", "--", "yes")
+		cmd := e.cmd
 		var n countingWriter
 		var stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &n, &stderr
@@ -567,6 +781,7 @@ func TestAttackExecOutputFlood(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() != exitTimeout {
 			t.Fatalf("exec of yes: %v %s", err, stderr.String())
 		}
+		e.check(t, atkRun{code: ee.ExitCode(), stderr: stderr.String()})
 		rss := maxRSS(t, cmd.ProcessState)
 		t.Logf("exec streamed %d bytes; harness peak RSS %d KiB", n.n.Load(), rss>>10)
 		if n.n.Load() < 32*16<<10 || rss > bound {
@@ -851,12 +1066,77 @@ func TestAttackExecLeavesNoCgroup(t *testing.T) {
 // TestAttackExecHarnessKilled: the harness is SIGKILLed while a call's tree
 // (with setsid'd and double-forked members) runs: within a second nothing
 // of the tree is left.
+//
+// Under strict (where the shape has it) the harness runs alone in a cgroup
+// of its own, as a CI job's does; once killed, that cgroup must hold no
+// process at all. A next harness cannot start in that cgroup (the killed
+// one enabled controllers for its children there, and cgroup v2 then admits
+// no process), so the sweep of the stale leaf at the next start is shown
+// under auto, with the harness in the test's own cgroup.
 func TestAttackExecHarnessKilled(t *testing.T) {
 	t.Parallel()
 	a := newAtkWS(t)
+	if atkStrict() {
+		t.Run("strict", func(t *testing.T) {
+			t.Parallel()
+			fd := atkAloneCgroup(t)
+			if fd < 0 {
+				t.Fatal("no cgroup of its own for a strict harness")
+			}
+			killMidCall(t, a, fd, runFlags("sh"))
+			events := filepath.Join(atkAloneDir(t, fd), "cgroup.events")
+			for deadline := time.Now().Add(time.Second); ; time.Sleep(10 * time.Millisecond) {
+				b, err := os.ReadFile(events)
+				must(t, err)
+				if bytes.Contains(b, []byte("populated 0")) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("1 s after the tree was gone, the killed harness's cgroup still holds processes: %s\n%v",
+						b, atkSubCgroups(atkAloneDir(t, fd)))
+				}
+			}
+		})
+	}
+	t.Run("auto, then the next start sweeps", func(t *testing.T) {
+		t.Parallel()
+		pid := killMidCall(t, a, -1, progFlags("sh"))
+		if pid == 0 {
+			return
+		}
+		// The killed harness could not remove its cgroup; the next harness
+		// that opens one sweeps it.
+		mount, self := atkCgroup2(t)
+		if mount == "" {
+			t.Logf("no cgroup2 here: the tree died with its PID namespace; no cgroup to sweep")
+			return
+		}
+		stale, _ := filepath.Glob(filepath.Join(mount, self, fmt.Sprintf("b10x-%d-*", pid)))
+		t.Logf("cgroup left by the killed harness: %v", stale)
+		next := a.call(t, nil, progFlags("sh"), "run", runArgs(t, []string{"sh", "-c", "true"}, nil))
+		next.want(t, "executed", "")
+		for _, d := range stale {
+			if _, err := os.Stat(d); err == nil {
+				t.Fatalf("the next harness did not sweep %s", d)
+			}
+		}
+	})
+}
+
+// killMidCall starts `call run` with flags (in the cgroup cgroupFD, -1: the
+// test's own) whose tree holds setsid'd and double-forked sleeps, SIGKILLs
+// the harness once they run, and asserts that within a second nothing of
+// the tree is left. It returns the killed harness's pid, or 0 where run is
+// unpublished (asserted).
+func killMidCall(t *testing.T, a *atkWS, cgroupFD int, flags []string) int {
+	t.Helper()
 	u := atkUnique(t)
 	script := fmt.Sprintf(`setsid sleep 1000.%[1]s & sleep 1000.%[1]s & (setsid sh -c "sleep 1000.%[1]s &" &); echo started; wait`, u)
-	cmd := atkCmd(nil, "", "call", "--workspace", a.ws, "--yes", "--allow-program", "sh", "run", runArgs(t, []string{"sh", "-c", script}, nil))
+	cmd := atkCmd(nil, "", slices.Concat([]string{"call", "--workspace", a.ws}, flags, []string{"run", runArgs(t, []string{"sh", "-c", script}, nil)})...)
+	if cgroupFD >= 0 {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = cgroupFD
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	must(t, cmd.Start())
@@ -865,21 +1145,27 @@ func TestAttackExecHarnessKilled(t *testing.T) {
 		if !strings.Contains(out.String(), `"reason":"unpublished"`) {
 			t.Fatalf("run should be unpublished here: %s", out.String())
 		}
-		return
+		return 0
 	}
 	t.Cleanup(func() { atkReap("1000." + u) })
-	deadline := time.Now().Add(60 * time.Second)
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	deadline := time.NewTimer(60 * time.Second)
+	defer deadline.Stop()
 	for len(atkProcs("1000."+u)) < 3 {
-		if time.Now().After(deadline) {
+		select {
+		case <-exited:
+			t.Fatalf("the harness ended before the tree started: %s", out.String())
+		case <-deadline.C:
 			cmd.Process.Kill()
-			cmd.Wait()
+			<-exited
 			t.Fatalf("the tree never started: %s", out.String())
+		case <-time.After(20 * time.Millisecond):
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	must(t, cmd.Process.Signal(syscall.SIGKILL))
 	killed := time.Now()
-	cmd.Wait()
+	<-exited
 	for {
 		left := atkProcs("1000." + u)
 		if len(left) == 0 {
@@ -891,21 +1177,5 @@ func TestAttackExecHarnessKilled(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-
-	// The killed harness could not remove its cgroup; the next harness
-	// that opens one sweeps it.
-	mount, self := atkCgroup2(t)
-	if mount == "" {
-		t.Logf("no cgroup2 here: the tree died with its PID namespace; no cgroup to sweep")
-		return
-	}
-	stale, _ := filepath.Glob(filepath.Join(mount, self, fmt.Sprintf("b10x-%d-*", cmd.Process.Pid)))
-	t.Logf("cgroup left by the killed harness: %v", stale)
-	next := a.call(t, nil, runFlags("sh"), "run", runArgs(t, []string{"sh", "-c", "true"}, nil))
-	next.want(t, "executed", "")
-	for _, d := range stale {
-		if _, err := os.Stat(d); err == nil {
-			t.Fatalf("the next harness did not sweep %s", d)
-		}
-	}
+	return cmd.Process.Pid
 }

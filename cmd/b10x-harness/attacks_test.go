@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -250,9 +251,16 @@ func (a *atkWS) call(t *testing.T, env []string, flags []string, tool, args stri
 	return a.callStdin(t, env, "", flags, tool, args)
 }
 
+// callStdin is call with stdin. Under --confine strict the harness is
+// started alone in a fresh cgroup (atkAloneCgroup): the only place where
+// cgroup v2 lets it enable the limit controllers strict needs.
 func (a *atkWS) callStdin(t *testing.T, env []string, stdin string, flags []string, tool, args string) atkAttempt {
 	t.Helper()
-	at, err := a.try(env, stdin, flags, tool, args)
+	fd := -1
+	if atkIsStrict(flags) {
+		fd = atkAloneCgroup(t)
+	}
+	at, err := a.tryIn(fd, env, stdin, flags, tool, args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,6 +303,9 @@ func (a *atkWS) tryIn(cgroupFD int, env []string, stdin string, flags []string, 
 	fail := func(format string, args ...any) (atkAttempt, error) {
 		return at, fmt.Errorf(at.desc+": "+format, args...)
 	}
+	if atkIsStrict(flags) && at.run.code == exitUsage && at.run.stdout == "" {
+		return fail("--confine strict refused to start in shape %s:\n%s", testenv.Shape(), at.run.stderr)
+	}
 	if strings.Contains(at.run.stdout, atkSecret) || strings.Contains(at.run.stderr, atkSecret) {
 		return fail("outside content leaked:\nstdout %s\nstderr %s", at.run.stdout, at.run.stderr)
 	}
@@ -333,7 +344,86 @@ func (a *atkWS) tryIn(cgroupFD int, env []string, stdin string, flags []string, 
 	if !known || at.run.code != want {
 		return fail("status %v but exit %d\nstderr %s", at.out["status"], at.run.code, at.run.stderr)
 	}
+	if err := atkCheckConfinement(at, flags); err != nil {
+		return fail("%v", err)
+	}
 	return at, nil
+}
+
+// atkCheckConfinement checks what the record and the outcome say confined
+// the call. Under --confine strict the record's run_start must say strict
+// with nothing missing. Whenever a run child was started (the outcome's
+// meta lists layers), those layers must hold the baseline every run child
+// has, and under strict also the cgroup leaf and each limit the flags set
+// (pids and memory always have one).
+func atkCheckConfinement(at atkAttempt, flags []string) error {
+	strict := atkIsStrict(flags)
+	if strict {
+		conf, _ := at.all[0]["confinement"].(map[string]any)
+		if conf["mode"] != "strict" {
+			return fmt.Errorf("--confine strict, but the record says the session ran under %v: %v", conf["mode"], conf)
+		}
+		if missing, _ := conf["missing"].([]any); len(missing) > 0 {
+			return fmt.Errorf("--confine strict started with missing layers %v", missing)
+		}
+	}
+	raw, ok := at.meta()["layers"]
+	if !ok {
+		return nil // no child was started
+	}
+	var layers []string
+	list, _ := raw.([]any)
+	for _, l := range list {
+		layers = append(layers, fmt.Sprint(l))
+	}
+	if missing := atkMissingLayers(layers, flags, strict); len(missing) > 0 {
+		return fmt.Errorf("the run child was confined by %v: %v missing", layers, missing)
+	}
+	return nil
+}
+
+// atkIsStrict reports whether flags select --confine strict.
+func atkIsStrict(flags []string) bool { return atkFlag(flags, "--confine") == "strict" }
+
+// atkFlag is the value of the last "NAME VALUE" pair in flags ("" when
+// absent).
+func atkFlag(flags []string, name string) string {
+	v := ""
+	for i := 0; i+1 < len(flags); i++ {
+		if flags[i] == name {
+			v = flags[i+1]
+		}
+	}
+	return v
+}
+
+// atkMissingLayers names the layers a run child started with flags must
+// have and layers lacks: the baseline (a Landlock domain, the PID, mount,
+// IPC and UTS namespaces, the network namespace unless --net host, a user
+// namespace when the harness is not root, no_new_privs, seccomp) and, under
+// strict, the cgroup leaf and the pids, memory and (with --cpu-max) cpu
+// limits.
+func atkMissingLayers(layers, flags []string, strict bool) []string {
+	want := []string{"landlock-child", "pidns", "mountns", "ipcns", "utsns", "no-new-privs", "seccomp"}
+	if atkFlag(flags, "--net") != "host" {
+		want = append(want, "netns")
+	}
+	if os.Geteuid() != 0 {
+		want = append(want, "userns")
+	}
+	if strict {
+		want = append(want, "cgroup-leaf", "pids-limit", "memory-limit")
+		if atkFlag(flags, "--cpu-max") != "" {
+			want = append(want, "cpu-limit")
+		}
+	}
+	var missing []string
+	for _, l := range want {
+		if !slices.Contains(layers, l) {
+			missing = append(missing, l)
+		}
+	}
+	return missing
 }
 
 // want asserts the outcome's status and reason (reason "" for executed).
@@ -620,6 +710,7 @@ var atkCounter atomic.Int64
 //
 //	PROG b10x-attack-probe argv ARGS...    print each argument in hex
 //	PROG b10x-attack-probe alloc MIB       allocate and touch MIB MiB
+//	PROG b10x-attack-probe spin DURATION   spin, print wall and CPU time
 //	PROG b10x-attack-probe PROBE...        run each probe, print name=result
 //
 // A probe result is "ok", an errno name, or data. The probe always exits 0
@@ -648,6 +739,26 @@ func atkProbeMain(args []string) int {
 			keep = append(keep, b)
 		}
 		fmt.Println("alloc=done", len(keep))
+		return 0
+	case "spin":
+		// Burn CPU for a wall-clock duration, then print the wall time
+		// and this process's CPU time, in nanoseconds.
+		d, err := time.ParseDuration(args[1])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "probe: spin:", err)
+			return 64
+		}
+		start := time.Now()
+		for n := 0; time.Since(start) < d; n++ {
+		}
+		wall := time.Since(start)
+		var ru unix.Rusage
+		if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+			fmt.Fprintln(os.Stderr, "probe: getrusage:", err)
+			return 64
+		}
+		cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		fmt.Printf("spin=%d,%d\n", int64(wall), int64(cpu))
 		return 0
 	}
 	for _, a := range args {
