@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -133,13 +134,20 @@ func TestScanMasksAndWatch(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("masks %q, want %q", got, want)
 	}
-	if m.fd < 0 {
-		t.Fatal("no inotify watch")
+	if m.fd >= 0 {
+		t.Fatal("the first scan set a watch (a single spawn never uses it)")
+	}
+	// Between the unwatched first scan and the second call: seen, because
+	// the second call scans again, this time watched.
+	mk("late.key", 0o600, false)
+	got, _ = m.get()
+	if !slices.Contains(got, root+"/late.key") || m.fd < 0 || m.scans != 2 {
+		t.Fatalf("second get: %q (watch fd %d, %d scans)", got, m.fd, m.scans)
 	}
 	// Unchanged: the same list without a rescan.
 	again, _ := m.get()
-	if len(again) != len(got) {
-		t.Fatalf("second get: %q", again)
+	if !slices.Equal(again, got) || m.scans != 2 {
+		t.Fatalf("third get: %q after %d scans", again, m.scans)
 	}
 	// A mode change deep in the tree is seen.
 	if err := os.Chmod(filepath.Join(root, "ssl/certs/ca.pem"), 0o600); err != nil {
@@ -337,4 +345,47 @@ func TestBuildViewResolvConf(t *testing.T) {
 			t.Errorf("Net %v: resolver target bound = %v", net, found)
 		}
 	}
+}
+
+// TestScanMasksMatchesWalk checks the scan of the real /etc against an
+// independent walk with the standard library: the same entries are hidden.
+func TestScanMasksMatchesWalk(t *testing.T) {
+	var want []string
+	err := filepath.WalkDir("/etc", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if d != nil && d.IsDir() {
+				want = append(want, p+"/")
+				return fs.SkipDir
+			}
+			return nil
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return nil
+		}
+		m := fi.Mode()
+		switch {
+		case m&fs.ModeSymlink != 0:
+		case m.IsDir():
+			if m.Perm()&0o005 != 0o005 {
+				want = append(want, p+"/")
+				return fs.SkipDir
+			}
+		case m.Perm()&0o004 == 0:
+			want = append(want, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := scanMasks("/etc", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("scan of /etc hides %q, the walk %q", got, want)
+	}
+	t.Logf("%d entries of /etc hidden", len(got))
 }

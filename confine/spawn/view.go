@@ -1,6 +1,8 @@
 package spawn
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -292,11 +294,15 @@ type etcMasks struct {
 	fd    int // inotify descriptor, -1 when none
 	masks []string
 	valid bool
+	scans int // scans made so far
 }
 
 func newEtcMasks(root string) *etcMasks { return &etcMasks{root: root, fd: -1} }
 
-// get returns the current mask list.
+// get returns the current mask list. The first call only scans: a
+// process that spawns once (exec) would pay for a watch on every directory
+// and never use it. From the second call on, the scan is watched and kept
+// until the watch sees a change.
 func (m *etcMasks) get() ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -307,10 +313,13 @@ func (m *etcMasks) get() ([]string, error) {
 		closeFD(m.fd)
 		m.fd = -1
 	}
-	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
-	if err != nil {
-		fd = -1
+	fd := -1
+	if m.scans > 0 {
+		if ifd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC); err == nil {
+			fd = ifd
+		}
 	}
+	m.scans++
 	masks, err := scanMasks(m.root, fd)
 	if err != nil {
 		if fd >= 0 {
@@ -348,19 +357,26 @@ const watchMask = unix.IN_ATTRIB | unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOV
 	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW
 
 // scanMasks walks root, watching each directory (when fd >= 0) before
-// reading it, so that no change after the read goes unnoticed.
+// reading it, so that no change after the read goes unnoticed. Each
+// directory is opened once (never through a link) and its entries are
+// examined relative to that descriptor: one fstatat per entry that is not
+// a symbolic link, nothing more.
 func scanMasks(root string, fd int) ([]string, error) {
-	fi, err := os.Lstat(root)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+	var st unix.Stat_t
+	if err := unix.Lstat(root, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, nil
+		}
 		return nil, fmt.Errorf("spawn: scan %s: %w", root, err)
 	}
-	if !fi.IsDir() {
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return nil, nil
 	}
+	if st.Mode&0o005 != 0o005 {
+		return []string{root + "/"}, nil
+	}
 	var masks []string
+	buf := make([]byte, 32<<10)
 	var walk func(dir string) error
 	walk = func(dir string) error {
 		if fd >= 0 {
@@ -368,55 +384,104 @@ func scanMasks(root string, fd int) ([]string, error) {
 				return fmt.Errorf("spawn: watch %s: %w", dir, err)
 			}
 		}
-		f, err := os.Open(dir)
+		dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
-			// Unreadable to the harness itself: hide it.
+			// Unreadable to the harness itself (or swapped for a link
+			// since it was examined): hide it.
 			masks = append(masks, dir+"/")
 			return nil
 		}
-		names, err := f.Readdirnames(-1)
-		f.Close()
+		ents, err := readDirents(dfd, buf)
 		if err != nil {
+			unix.Close(dfd)
 			masks = append(masks, dir+"/")
 			return nil
 		}
-		slices.Sort(names)
-		for _, name := range names {
-			p := dir + "/" + name
-			var st unix.Stat_t
-			if err := unix.Lstat(p, &st); err != nil {
+		slices.SortFunc(ents, func(a, b dirent) int { return strings.Compare(a.name, b.name) })
+		var subdirs []string
+		for _, e := range ents {
+			if e.typ == unix.DT_LNK {
+				// A link is resolved in the view, where its target is
+				// masked or absent.
+				continue
+			}
+			p := dir + "/" + e.name
+			if err := unix.Fstatat(dfd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 				if errors.Is(err, unix.ENOENT) {
 					continue
 				}
+				unix.Close(dfd)
 				return fmt.Errorf("spawn: scan %s: %w", p, err)
 			}
 			switch st.Mode & unix.S_IFMT {
 			case unix.S_IFLNK:
-				// A link is resolved in the view, where its target is
-				// masked or absent.
 			case unix.S_IFDIR:
 				if st.Mode&0o005 != 0o005 {
 					masks = append(masks, p+"/")
 					continue
 				}
-				if err := walk(p); err != nil {
-					return err
-				}
+				subdirs = append(subdirs, p)
 			default:
 				if st.Mode&0o004 == 0 {
 					masks = append(masks, p)
 				}
 			}
 		}
+		unix.Close(dfd)
+		for _, d := range subdirs {
+			if err := walk(d); err != nil {
+				return err
+			}
+		}
 		return nil
-	}
-	if fi.Mode().Perm()&0o005 != 0o005 {
-		return []string{root + "/"}, nil
 	}
 	if err := walk(root); err != nil {
 		return nil, err
 	}
+	slices.Sort(masks)
 	return masks, nil
+}
+
+// dirent is one directory entry: its name and the type getdents reported
+// (DT_UNKNOWN on file systems that do not say).
+type dirent struct {
+	name string
+	typ  uint8
+}
+
+// readDirents reads every entry of the open directory dfd but "." and "..".
+func readDirents(dfd int, buf []byte) ([]dirent, error) {
+	var out []dirent
+	for {
+		n, err := unix.Getdents(dfd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return out, nil
+		}
+		for b := buf[:n]; len(b) > 0; {
+			// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name.
+			if len(b) < 19 {
+				return nil, errors.New("short dirent")
+			}
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			if reclen < 19 || reclen > len(b) {
+				return nil, errors.New("bad dirent length")
+			}
+			name := b[19:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			if s := string(name); s != "." && s != ".." {
+				out = append(out, dirent{name: s, typ: b[18]})
+			}
+			b = b[reclen:]
+		}
+	}
 }
 
 func closeFD(fd int) { _ = unix.Close(fd) }
