@@ -710,7 +710,7 @@ var atkCounter atomic.Int64
 //
 //	PROG b10x-attack-probe argv ARGS...    print each argument in hex
 //	PROG b10x-attack-probe alloc MIB       allocate and touch MIB MiB
-//	PROG b10x-attack-probe spin DURATION   spin, print wall and CPU time
+//	PROG b10x-attack-probe spin DURATION   spin, print its wall and CPU time
 //	PROG b10x-attack-probe PROBE...        run each probe, print name=result
 //
 // A probe result is "ok", an errno name, or data. The probe always exits 0
@@ -741,23 +741,32 @@ func atkProbeMain(args []string) int {
 		fmt.Println("alloc=done", len(keep))
 		return 0
 	case "spin":
-		// Burn CPU for a wall-clock duration, then print the wall time
-		// and this process's CPU time, in nanoseconds.
+		// Burn CPU on two threads for a wall-clock duration, then print
+		// the wall time and the CPU time this process used meanwhile (its
+		// start-up, before the spin, not counted), in nanoseconds.
 		d, err := time.ParseDuration(args[1])
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "probe: spin:", err)
 			return 64
 		}
-		start := time.Now()
-		for n := 0; time.Since(start) < d; n++ {
+		cpuTime := func() time.Duration {
+			var ru unix.Rusage
+			if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+				fmt.Fprintln(os.Stderr, "probe: getrusage:", err)
+				os.Exit(64)
+			}
+			return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 		}
-		wall := time.Since(start)
-		var ru unix.Rusage
-		if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-			fmt.Fprintln(os.Stderr, "probe: getrusage:", err)
-			return 64
+		cpu0, start := cpuTime(), time.Now()
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				for n := 0; time.Since(start) < d; n++ {
+				}
+			})
 		}
-		cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		wg.Wait()
+		wall, cpu := time.Since(start), cpuTime()-cpu0
 		fmt.Printf("spin=%d,%d\n", int64(wall), int64(cpu))
 		return 0
 	}
