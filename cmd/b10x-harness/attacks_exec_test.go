@@ -1099,6 +1099,9 @@ func TestAttackExecHarnessKilled(t *testing.T) {
 						b, atkSubCgroups(atkAloneDir(t, fd)))
 				}
 			}
+			// For the record: what a next harness started there meets.
+			_, err := atkStartIn(fd, nil, "", "call", "--workspace", a.ws, "file_read", `{"path":"hello.txt"}`)
+			t.Logf("a next harness started in the killed one's cgroup: %v; left there: %v", err, atkSubCgroups(atkAloneDir(t, fd)))
 		})
 	}
 	t.Run("auto, then the next start sweeps", func(t *testing.T) {
