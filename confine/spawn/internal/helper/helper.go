@@ -8,8 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // init runs the helper as soon as this package is initialised, when the
@@ -50,7 +48,7 @@ func Main() {
 	// Every step below, up to execve, must run on this one thread: the
 	// capability, no_new_privs, seccomp and Landlock state are per thread.
 	runtime.LockOSThread()
-	if _, _, e := unix.RawSyscall(unix.SYS_FCNTL, StatusFD, unix.F_SETFD, unix.FD_CLOEXEC); e != 0 {
+	if _, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, StatusFD, syscall.F_SETFD, syscall.FD_CLOEXEC); e != 0 {
 		os.Exit(ExitSetup)
 	}
 	p, err := readPlan()
@@ -132,10 +130,10 @@ func apply(p *Plan) (layers uint32, step string, err error) {
 	}
 	// Every descriptor but 0-2 closes at execve: the status pipe (which
 	// must stay open until then) and anything the runtime opened.
-	if _, _, e := unix.RawSyscall(unix.SYS_CLOSE_RANGE, StatusFD, ^uintptr(0), unix.CLOSE_RANGE_CLOEXEC); e != 0 {
+	if _, _, e := syscall.RawSyscall(sysCloseRangeNr, StatusFD, ^uintptr(0), closeRangeCloexec); e != 0 {
 		return 0, "close descriptors", opErr("close_range", "CLOEXEC", e)
 	}
-	if err := sysPrctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+	if err := sysPrctl(prSetNoNewPrivs, 1, 0, 0, 0); err != nil {
 		return 0, "no_new_privs", opErr("prctl", "PR_SET_NO_NEW_PRIVS", err)
 	}
 	layers |= LayerNoNewPrivs
@@ -157,8 +155,8 @@ func apply(p *Plan) (layers uint32, step string, err error) {
 // buildRoot assembles the view on a tmpfs at newRootBase and makes it the
 // root. It returns the failed step's name with the error.
 func buildRoot(p *Plan) (string, error) {
-	if err := sysMount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		if errors.Is(err, unix.EPERM) {
+	if err := sysMount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
+		if errors.Is(err, syscall.EPERM) {
 			err = opErr("mount", "/, MS_REC|MS_PRIVATE", &hintError{err, "the spawning process may not mount: it is Landlock-restricted or lacks CAP_SYS_ADMIN; start a Broker before restricting the harness"})
 		}
 		return "make mounts private", err
@@ -179,24 +177,24 @@ func buildRoot(p *Plan) (string, error) {
 		if m.Kind != Bind {
 			continue
 		}
-		fd, err := sysOpenTree(m.Src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		fd, err := sysOpenTree(m.Src, openTreeClone|openTreeCloexec|atRecursive)
 		if err != nil {
 			return "bind " + m.Dst, opErr("open_tree", m.Src, err)
 		}
 		trees[i] = fd
-		attr := uint64(unix.MOUNT_ATTR_NOSUID)
+		attr := uint64(mountAttrNosuid)
 		if !m.Dev {
-			attr |= unix.MOUNT_ATTR_NODEV
+			attr |= mountAttrNodev
 		}
 		if m.RO {
-			attr |= unix.MOUNT_ATTR_RDONLY
+			attr |= mountAttrRdonly
 		}
-		if err := sysMountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+		if err := sysMountSetattr(fd, "", atEmptyPath|atRecursive, attr); err != nil {
 			return "bind " + m.Dst, opErr("mount_setattr", m.Src, err)
 		}
 	}
 	base := newRootBase
-	if err := sysMount("tmpfs", base, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755"); err != nil {
+	if err := sysMount("tmpfs", base, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=0755"); err != nil {
 		return "new root", opErr("mount tmpfs", base, err)
 	}
 	var roMounts []string
@@ -214,21 +212,21 @@ func buildRoot(p *Plan) (string, error) {
 			}
 		case Tmpfs:
 			if err = mountPoint(base, m.Dst, true); err == nil {
-				err = opErr("mount tmpfs", m.Dst, sysMount("tmpfs", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, m.Data))
+				err = opErr("mount tmpfs", m.Dst, sysMount("tmpfs", dst, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, m.Data))
 			}
 			if m.RO {
 				roMounts = append(roMounts, dst)
 			}
 		case Proc:
 			if err = mountPoint(base, m.Dst, true); err == nil {
-				err = opErr("mount proc", m.Dst, sysMount("proc", dst, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""))
+				err = opErr("mount proc", m.Dst, sysMount("proc", dst, "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, ""))
 			}
 		case MaskFile:
-			err = opErr("bind /dev/null", m.Dst, sysMount("/dev/null", dst, "", unix.MS_BIND, ""))
+			err = opErr("bind /dev/null", m.Dst, sysMount("/dev/null", dst, "", syscall.MS_BIND, ""))
 		case MaskDir:
-			flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC)
+			flags := uintptr(syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_NOEXEC)
 			if m.RO {
-				flags |= unix.MS_RDONLY
+				flags |= syscall.MS_RDONLY
 			}
 			err = opErr("mount tmpfs", m.Dst, sysMount("tmpfs", dst, "tmpfs", flags, "mode=0755,size=4k"))
 		default:
@@ -240,7 +238,7 @@ func buildRoot(p *Plan) (string, error) {
 	}
 	roMounts = append(roMounts, base)
 	for i := len(roMounts) - 1; i >= 0; i-- {
-		if err := sysMountSetattr(unix.AT_FDCWD, roMounts[i], 0, unix.MOUNT_ATTR_RDONLY); err != nil {
+		if err := sysMountSetattr(atFDCWDInt, roMounts[i], 0, mountAttrRdonly); err != nil {
 			return "read-only " + strings.TrimPrefix(roMounts[i], base), opErr("mount_setattr", roMounts[i], err)
 		}
 	}
@@ -252,7 +250,7 @@ func buildRoot(p *Plan) (string, error) {
 	if err := sysPivotRoot(".", "."); err != nil {
 		return "pivot_root", opErr("pivot_root", base, err)
 	}
-	if err := sysUmount(".", unix.MNT_DETACH); err != nil {
+	if err := sysUmount(".", syscall.MNT_DETACH); err != nil {
 		return "pivot_root", opErr("umount2", "old root", err)
 	}
 	if err := sysChdir("/"); err != nil {
@@ -308,7 +306,7 @@ func mountPoint(base, rel string, dir bool) error {
 		err = sysMkdir(path, 0o755)
 	} else {
 		var fd int
-		fd, err = sysOpen(path, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+		fd, err = sysOpen(path, syscall.O_CREAT|syscall.O_EXCL|syscall.O_WRONLY|syscall.O_CLOEXEC, 0o644)
 		if err == nil {
 			sysClose(fd)
 		}
@@ -317,7 +315,7 @@ func mountPoint(base, rel string, dir bool) error {
 		return nil
 	}
 	if mode, serr := sysLstatMode(path); serr == nil {
-		if (mode&unix.S_IFMT == unix.S_IFDIR) == dir {
+		if (mode&syscall.S_IFMT == syscall.S_IFDIR) == dir {
 			return nil
 		}
 		return errors.New("mount point " + rel + " exists and is of another kind")
@@ -328,19 +326,19 @@ func mountPoint(base, rel string, dir bool) error {
 // loopbackUp brings lo up in the fresh network namespace, so programs that
 // talk to themselves over 127.0.0.1 work; nothing else is reachable.
 func loopbackUp() error {
-	fd, _, e := unix.RawSyscall(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	fd, _, e := syscall.RawSyscall(syscall.SYS_SOCKET, syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
 	if e != 0 {
 		return opErr("socket", "AF_INET", e)
 	}
 	defer sysClose(int(fd))
 	var ifr [40]byte // struct ifreq: name[16], then the flags (short)
 	copy(ifr[:], "lo")
-	if _, _, e := unix.RawSyscall(unix.SYS_IOCTL, fd, unix.SIOCGIFFLAGS, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 {
+	if _, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, fd, syscall.SIOCGIFFLAGS, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 {
 		return opErr("ioctl SIOCGIFFLAGS", "lo", e)
 	}
-	flags := binary.NativeEndian.Uint16(ifr[16:]) | unix.IFF_UP
+	flags := binary.NativeEndian.Uint16(ifr[16:]) | syscall.IFF_UP
 	binary.NativeEndian.PutUint16(ifr[16:], flags)
-	if _, _, e := unix.RawSyscall(unix.SYS_IOCTL, fd, unix.SIOCSIFFLAGS, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 {
+	if _, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, fd, syscall.SIOCSIFFLAGS, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 {
 		return opErr("ioctl SIOCSIFFLAGS", "lo", e)
 	}
 	return nil
@@ -351,20 +349,20 @@ func loopbackUp() error {
 // can gain no capability. Used when there is no user namespace.
 func dropCapabilities() error {
 	for c := uintptr(0); c < 64; c++ {
-		err := sysPrctl(unix.PR_CAPBSET_DROP, c, 0, 0, 0)
-		if errors.Is(err, unix.EINVAL) {
+		err := sysPrctl(syscall.PR_CAPBSET_DROP, c, 0, 0, 0)
+		if errors.Is(err, syscall.EINVAL) {
 			break
 		}
 		if err != nil {
 			return opErr("prctl PR_CAPBSET_DROP", "capability", err)
 		}
 	}
-	if err := sysPrctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+	if err := sysPrctl(prCapAmbient, prCapAmbientClearAll, 0, 0, 0); err != nil && !errors.Is(err, syscall.EINVAL) {
 		return opErr("prctl", "PR_CAP_AMBIENT_CLEAR_ALL", err)
 	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if _, _, e := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
+	hdr := capUserHeader{version: linuxCapabilityVersion3}
+	var data [2]capUserData
+	if _, _, e := syscall.RawSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
 		return opErr("capset", "0", e)
 	}
 	return nil
@@ -377,13 +375,13 @@ func loadSeccomp(raw []byte) error {
 	if n == 0 || n > 4096 {
 		return errors.New("seccomp program of a bad size")
 	}
-	prog := make([]unix.SockFilter, n)
+	prog := make([]syscall.SockFilter, n)
 	for i := range prog {
 		b := raw[8*i:]
-		prog[i] = unix.SockFilter{Code: binary.LittleEndian.Uint16(b), Jt: b[2], Jf: b[3], K: binary.LittleEndian.Uint32(b[4:])}
+		prog[i] = syscall.SockFilter{Code: binary.LittleEndian.Uint16(b), Jt: b[2], Jf: b[3], K: binary.LittleEndian.Uint32(b[4:])}
 	}
-	fprog := unix.SockFprog{Len: uint16(n), Filter: &prog[0]}
-	if _, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); e != 0 {
+	fprog := syscall.SockFprog{Len: uint16(n), Filter: &prog[0]}
+	if _, _, e := syscall.RawSyscall(sysSeccomp, seccompSetModeFilter, 0, uintptr(unsafe.Pointer(&fprog))); e != 0 {
 		return opErr("seccomp", "SET_MODE_FILTER", e)
 	}
 	runtime.KeepAlive(prog)
@@ -400,7 +398,7 @@ func landlock(p *Plan) error {
 	}
 	defer sysClose(rs)
 	for _, r := range p.Rules {
-		fd, err := sysOpen(r.Path, unix.O_PATH|unix.O_CLOEXEC, 0)
+		fd, err := sysOpen(r.Path, oPath|syscall.O_CLOEXEC, 0)
 		if err != nil {
 			return opErr("open O_PATH", r.Path, err)
 		}

@@ -3,8 +3,6 @@ package helper
 import (
 	"syscall"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // Raw system calls for the helper. They bypass the Go scheduler's syscall
@@ -20,7 +18,7 @@ func errnoErr(e syscall.Errno) error {
 	return e
 }
 
-func ptr(s string) (*byte, error) { return unix.BytePtrFromString(s) }
+func ptr(s string) (*byte, error) { return syscall.BytePtrFromString(s) }
 
 // cstr returns a pointer to s as a C string, or nil for "" when nullable.
 func cstr(s string, nullable bool) (unsafe.Pointer, error) {
@@ -48,7 +46,7 @@ func sysMount(source, target, fstype string, flags uintptr, data string) error {
 	if err != nil {
 		return err
 	}
-	_, _, e := unix.RawSyscall6(unix.SYS_MOUNT, uintptr(src), uintptr(dst), uintptr(fs), flags, uintptr(dt), 0)
+	_, _, e := syscall.RawSyscall6(syscall.SYS_MOUNT, uintptr(src), uintptr(dst), uintptr(fs), flags, uintptr(dt), 0)
 	return errnoErr(e)
 }
 
@@ -57,7 +55,7 @@ func sysOpenTree(path string, flags uintptr) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	fd, _, e := unix.RawSyscall(unix.SYS_OPEN_TREE, atFDCWD, uintptr(unsafe.Pointer(p)), flags)
+	fd, _, e := syscall.RawSyscall(sysOpenTreeNr, atFDCWD, uintptr(unsafe.Pointer(p)), flags)
 	if e != 0 {
 		return -1, e
 	}
@@ -70,8 +68,8 @@ func sysMountSetattr(fd int, path string, flags uintptr, attr uint64) error {
 	if err != nil {
 		return err
 	}
-	a := unix.MountAttr{Attr_set: attr}
-	_, _, e := unix.RawSyscall6(unix.SYS_MOUNT_SETATTR, uintptr(fd), uintptr(unsafe.Pointer(p)), flags, uintptr(unsafe.Pointer(&a)), unsafe.Sizeof(a), 0)
+	a := mountAttr{attrSet: attr}
+	_, _, e := syscall.RawSyscall6(sysMountSetattrNr, uintptr(fd), uintptr(unsafe.Pointer(p)), flags, uintptr(unsafe.Pointer(&a)), unsafe.Sizeof(a), 0)
 	return errnoErr(e)
 }
 
@@ -81,7 +79,7 @@ func sysMoveMount(fromFD int, to string) error {
 	if err != nil {
 		return err
 	}
-	_, _, e := unix.RawSyscall6(unix.SYS_MOVE_MOUNT, uintptr(fromFD), uintptr(unsafe.Pointer(empty)), atFDCWD, uintptr(unsafe.Pointer(p)), unix.MOVE_MOUNT_F_EMPTY_PATH, 0)
+	_, _, e := syscall.RawSyscall6(sysMoveMountNr, uintptr(fromFD), uintptr(unsafe.Pointer(empty)), atFDCWD, uintptr(unsafe.Pointer(p)), moveMountFEmptyPath, 0)
 	return errnoErr(e)
 }
 
@@ -90,7 +88,7 @@ func sysPath1(trap uintptr, path string, a2, a3 uintptr) (uintptr, error) {
 	if err != nil {
 		return 0, err
 	}
-	r, _, e := unix.RawSyscall(trap, uintptr(unsafe.Pointer(p)), a2, a3)
+	r, _, e := syscall.RawSyscall(trap, uintptr(unsafe.Pointer(p)), a2, a3)
 	return r, errnoErr(e)
 }
 
@@ -99,7 +97,7 @@ func sysMkdir(path string, mode uint32) error {
 	if err != nil {
 		return err
 	}
-	_, _, e := unix.RawSyscall(unix.SYS_MKDIRAT, atFDCWD, uintptr(unsafe.Pointer(p)), uintptr(mode))
+	_, _, e := syscall.RawSyscall(syscall.SYS_MKDIRAT, atFDCWD, uintptr(unsafe.Pointer(p)), uintptr(mode))
 	return errnoErr(e)
 }
 
@@ -112,7 +110,7 @@ func sysSymlink(target, path string) error {
 	if err != nil {
 		return err
 	}
-	_, _, e := unix.RawSyscall(unix.SYS_SYMLINKAT, uintptr(unsafe.Pointer(t)), atFDCWD, uintptr(unsafe.Pointer(p)))
+	_, _, e := syscall.RawSyscall(syscall.SYS_SYMLINKAT, uintptr(unsafe.Pointer(t)), atFDCWD, uintptr(unsafe.Pointer(p)))
 	return errnoErr(e)
 }
 
@@ -121,7 +119,7 @@ func sysOpen(path string, flags int, mode uint32) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	fd, _, e := unix.RawSyscall6(unix.SYS_OPENAT, atFDCWD, uintptr(unsafe.Pointer(p)), uintptr(flags), uintptr(mode), 0, 0)
+	fd, _, e := syscall.RawSyscall6(syscall.SYS_OPENAT, atFDCWD, uintptr(unsafe.Pointer(p)), uintptr(flags), uintptr(mode), 0, 0)
 	if e != 0 {
 		return -1, e
 	}
@@ -133,15 +131,15 @@ func sysLstatMode(path string) (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
-	var st unix.Stat_t
-	_, _, e := unix.RawSyscall6(unix.SYS_NEWFSTATAT, atFDCWD, uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(&st)), unix.AT_SYMLINK_NOFOLLOW, 0, 0)
+	var st syscall.Stat_t
+	_, _, e := syscall.RawSyscall6(sysFstatat, atFDCWD, uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(&st)), atSymlinkNofollow, 0, 0)
 	return st.Mode, errnoErr(e)
 }
 
-func sysClose(fd int) { unix.RawSyscall(unix.SYS_CLOSE, uintptr(fd), 0, 0) }
+func sysClose(fd int) { syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0) }
 
 func sysChdir(path string) error {
-	_, err := sysPath1(unix.SYS_CHDIR, path, 0, 0)
+	_, err := sysPath1(syscall.SYS_CHDIR, path, 0, 0)
 	return err
 }
 
@@ -154,12 +152,12 @@ func sysPivotRoot(newRoot, putOld string) error {
 	if err != nil {
 		return err
 	}
-	_, _, e := unix.RawSyscall(unix.SYS_PIVOT_ROOT, uintptr(unsafe.Pointer(n)), uintptr(unsafe.Pointer(o)), 0)
+	_, _, e := syscall.RawSyscall(syscall.SYS_PIVOT_ROOT, uintptr(unsafe.Pointer(n)), uintptr(unsafe.Pointer(o)), 0)
 	return errnoErr(e)
 }
 
 func sysUmount(path string, flags uintptr) error {
-	_, err := sysPath1(unix.SYS_UMOUNT2, path, flags, 0)
+	_, err := sysPath1(syscall.SYS_UMOUNT2, path, flags, 0)
 	return err
 }
 
@@ -169,19 +167,19 @@ func sysSethostname(name string) error {
 	if len(b) > 0 {
 		p = unsafe.Pointer(&b[0])
 	}
-	_, _, e := unix.RawSyscall(unix.SYS_SETHOSTNAME, uintptr(p), uintptr(len(b)), 0)
+	_, _, e := syscall.RawSyscall(syscall.SYS_SETHOSTNAME, uintptr(p), uintptr(len(b)), 0)
 	return errnoErr(e)
 }
 
 func sysPrctl(option, a2, a3, a4, a5 uintptr) error {
-	_, _, e := unix.RawSyscall6(unix.SYS_PRCTL, option, a2, a3, a4, a5, 0)
+	_, _, e := syscall.RawSyscall6(syscall.SYS_PRCTL, option, a2, a3, a4, a5, 0)
 	return errnoErr(e)
 }
 
 func sysRead(fd int, b []byte) (int, error) {
 	for {
-		n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-		if e == unix.EINTR {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		if e == syscall.EINTR {
 			continue
 		}
 		if e != 0 {
@@ -193,8 +191,8 @@ func sysRead(fd int, b []byte) (int, error) {
 
 func sysWriteAll(fd int, b []byte) error {
 	for len(b) > 0 {
-		n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-		if e == unix.EINTR {
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		if e == syscall.EINTR {
 			continue
 		}
 		if e != 0 {
@@ -209,14 +207,14 @@ func sysWriteAll(fd int, b []byte) error {
 const landlockRulePathBeneath = 1
 
 func sysLandlockCreate(fs, scoped uint64) (int, error) {
-	attr := unix.LandlockRulesetAttr{Handled_access_fs: fs, Scoped: scoped}
+	attr := landlockRulesetAttr{handledAccessFS: fs, scoped: scoped}
 	// The kernel takes a prefix of the structure: the fields up to the
 	// last one in use (a newer field must be zero or absent).
-	size := unsafe.Offsetof(attr.Handled_access_net)
+	size := unsafe.Offsetof(attr.handledAccessNet)
 	if scoped != 0 {
-		size = unsafe.Offsetof(attr.Quiet_access_fs)
+		size = unsafe.Sizeof(attr)
 	}
-	fd, _, e := unix.RawSyscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
+	fd, _, e := syscall.RawSyscall(sysLandlockCreateRulesetNr, uintptr(unsafe.Pointer(&attr)), size, 0)
 	if e != 0 {
 		return -1, e
 	}
@@ -224,15 +222,15 @@ func sysLandlockCreate(fs, scoped uint64) (int, error) {
 }
 
 func sysLandlockAddPath(ruleset, parent int, access uint64) error {
-	attr := unix.LandlockPathBeneathAttr{Allowed_access: access, Parent_fd: int32(parent)}
-	_, _, e := unix.RawSyscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(ruleset), landlockRulePathBeneath, uintptr(unsafe.Pointer(&attr)), 0, 0, 0)
+	attr := landlockPathBeneathAttr{allowedAccess: access, parentFD: int32(parent)}
+	_, _, e := syscall.RawSyscall6(sysLandlockAddRuleNr, uintptr(ruleset), landlockRulePathBeneath, uintptr(unsafe.Pointer(&attr)), 0, 0, 0)
 	return errnoErr(e)
 }
 
 func sysLandlockRestrict(ruleset int) error {
-	_, _, e := unix.RawSyscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), 0, 0)
+	_, _, e := syscall.RawSyscall(sysLandlockRestrictSelfNr, uintptr(ruleset), 0, 0)
 	return errnoErr(e)
 }
 
 // atFDCWD is AT_FDCWD (-100) as a system call argument.
-var atFDCWD = func() uintptr { fd := unix.AT_FDCWD; return uintptr(fd) }()
+var atFDCWD = func() uintptr { fd := atFDCWDInt; return uintptr(fd) }()

@@ -1,0 +1,85 @@
+package helper
+
+import "syscall"
+
+// The helper imports the standard library only, not golang.org/x/sys.
+// It runs from this package's init, and Go initialises the packages of a
+// binary in import-path order among those whose imports are initialised:
+// an import that sorts late ("golang.org/...") would hold the helper back
+// until every ready package sorting before it (provider SDKs, telemetry,
+// seccomp tables) had initialised too, which measured ~7 ms of CPU per
+// spawn (docs/decisions/0034). What syscall lacks is defined here, from
+// the kernel's UAPI headers.
+
+// System calls numbered from 424 on are the same on every architecture.
+const (
+	sysOpenTreeNr              = 428
+	sysMoveMountNr             = 429
+	sysCloseRangeNr            = 436
+	sysMountSetattrNr          = 442
+	sysLandlockCreateRulesetNr = 444
+	sysLandlockAddRuleNr       = 445
+	sysLandlockRestrictSelfNr  = 446
+)
+
+const (
+	atFDCWDInt        = -0x64  // AT_FDCWD
+	atSymlinkNofollow = 0x100  // AT_SYMLINK_NOFOLLOW
+	atEmptyPath       = 0x1000 // AT_EMPTY_PATH
+	atRecursive       = 0x8000 // AT_RECURSIVE
+
+	oPath = 0x200000 // O_PATH
+
+	prSetNoNewPrivs      = 38 // PR_SET_NO_NEW_PRIVS
+	prCapAmbient         = 47 // PR_CAP_AMBIENT
+	prCapAmbientClearAll = 4  // PR_CAP_AMBIENT_CLEAR_ALL
+
+	openTreeClone   = 1                 // OPEN_TREE_CLONE
+	openTreeCloexec = syscall.O_CLOEXEC // OPEN_TREE_CLOEXEC
+
+	mountAttrRdonly = 0x1 // MOUNT_ATTR_RDONLY
+	mountAttrNosuid = 0x2 // MOUNT_ATTR_NOSUID
+	mountAttrNodev  = 0x4 // MOUNT_ATTR_NODEV
+
+	moveMountFEmptyPath = 0x4    // MOVE_MOUNT_F_EMPTY_PATH
+	closeRangeCloexec   = 1 << 2 // CLOSE_RANGE_CLOEXEC
+
+	seccompSetModeFilter = 1 // SECCOMP_SET_MODE_FILTER
+
+	linuxCapabilityVersion3 = 0x20080522 // _LINUX_CAPABILITY_VERSION_3
+)
+
+// mountAttr is struct mount_attr.
+type mountAttr struct {
+	attrSet     uint64
+	attrClr     uint64
+	propagation uint64
+	usernsFD    uint64
+}
+
+// landlockRulesetAttr is struct landlock_ruleset_attr up to the scoped
+// field (Landlock ABI 6); the kernel is told how much of it is passed.
+type landlockRulesetAttr struct {
+	handledAccessFS  uint64
+	handledAccessNet uint64
+	scoped           uint64
+}
+
+// landlockPathBeneathAttr is struct landlock_path_beneath_attr. The kernel's
+// is packed (12 bytes) and read as such; Go pads this one to 16.
+type landlockPathBeneathAttr struct {
+	allowedAccess uint64
+	parentFD      int32
+}
+
+// capUserHeader and capUserData are the capset(2) structures.
+type capUserHeader struct {
+	version uint32
+	pid     int32
+}
+
+type capUserData struct {
+	effective   uint32
+	permitted   uint32
+	inheritable uint32
+}

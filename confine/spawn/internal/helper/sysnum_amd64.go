@@ -1,0 +1,6 @@
+package helper
+
+const (
+	sysFstatat = 262 // newfstatat
+	sysSeccomp = 317
+)

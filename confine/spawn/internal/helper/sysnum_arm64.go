@@ -1,0 +1,8 @@
+package helper
+
+import "syscall"
+
+const (
+	sysFstatat = syscall.SYS_FSTATAT
+	sysSeccomp = syscall.SYS_SECCOMP
+)
