@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -17,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/b10x/harness/confine/internal/probechild"
 	"github.com/b10x/harness/internal/reexec"
 )
 
@@ -24,83 +23,14 @@ import (
 // that imports this package must call reexec.Init first in main/TestMain.
 const probeEntry = "confine-probe"
 
-func init() { reexec.Register(probeEntry, probeChildMain) }
+func init() { reexec.Register(probeEntry, probechild.Main) }
 
 // probeTimeout bounds one probe child. Children are tiny; only a host under
 // heavy load comes near it, and then the finding is Inconclusive.
 const probeTimeout = 20 * time.Second
 
 // childResult is what a probe child prints on stdout, one JSON object.
-type childResult struct {
-	OK     bool   `json:"ok"`
-	Step   string `json:"step,omitempty"`  // the step that failed
-	Errno  int    `json:"errno,omitempty"` // its errno, 0 when not a syscall failure
-	Detail string `json:"detail"`
-}
-
-// probeChildMain runs in the re-executed child. Arguments:
-//
-//	ns NAME PARENT_INODE   report whether /proc/self/ns/NAME differs from the parent's
-//	seccomp                set no_new_privs, install an allow-all filter, report each step
-//
-// It always exits 0 after printing its result, or 2 on bad arguments (a bug).
-func probeChildMain() {
-	args := os.Args[1:]
-	var res childResult
-	switch {
-	case len(args) == 3 && args[0] == "ns":
-		res = childNamespace(args[1], args[2])
-	case len(args) == 1 && args[0] == "seccomp":
-		res = childSeccomp()
-	case len(args) > 1 && args[0] == "nsall":
-		res = childAllNamespaces(args[1:])
-	default:
-		fmt.Fprintf(os.Stderr, "confine probe: bug: bad arguments %q\n", args)
-		os.Exit(2)
-	}
-	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
-		fmt.Fprintf(os.Stderr, "confine probe: write result: %v\n", err)
-		os.Exit(2)
-	}
-	os.Exit(0)
-}
-
-func childNamespace(proc, parentIno string) childResult {
-	var st unix.Stat_t
-	if err := unix.Stat("/proc/self/ns/"+proc, &st); err != nil {
-		return childResult{Step: "stat /proc/self/ns/" + proc, Errno: errnoOf(err), Detail: err.Error()}
-	}
-	if strconv.FormatUint(st.Ino, 10) == parentIno {
-		return childResult{Step: "compare", Detail: fmt.Sprintf("child still in the parent's %s namespace (inode %d)", proc, st.Ino)}
-	}
-	d := fmt.Sprintf("created (inode %d)", st.Ino)
-	if proc == "pid" {
-		if pid := os.Getpid(); pid != 1 {
-			return childResult{Step: "getpid", Detail: fmt.Sprintf("new pid namespace but the child is pid %d, not 1", pid)}
-		}
-		d += ", child is pid 1"
-	}
-	return childResult{OK: true, Detail: d}
-}
-
-// childAllNamespaces checks, in a child cloned with every namespace flag at
-// once, that each NAME=PARENT_INODE namespace is new. It reports the first
-// that is not.
-func childAllNamespaces(pairs []string) childResult {
-	var details []string
-	for _, p := range pairs {
-		name, ino, ok := strings.Cut(p, "=")
-		if !ok {
-			return childResult{Step: "arguments", Detail: "bad pair " + p}
-		}
-		r := childNamespace(name, ino)
-		if !r.OK {
-			return r
-		}
-		details = append(details, name+" "+r.Detail)
-	}
-	return childResult{OK: true, Detail: strings.Join(details, "; ")}
-}
+type childResult = probechild.Result
 
 // probeAllNamespaces creates every namespace kind in one child, the common
 // case where all are available: one process instead of one per kind. It
@@ -133,31 +63,6 @@ func probeAllNamespaces(root bool) ([]Finding, bool) {
 	return out, true
 }
 
-// childSeccomp does what the run helper will do, on one locked thread: set
-// no_new_privs, then install a filter. The filter allows everything; it only
-// proves the kernel accepts a filter. The thread is never unlocked, so the
-// runtime retires it.
-func childSeccomp() childResult {
-	runtime.LockOSThread()
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return childResult{Step: "prctl(PR_SET_NO_NEW_PRIVS)", Errno: errnoOf(err), Detail: err.Error()}
-	}
-	v, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
-	if err != nil || v != 1 {
-		return childResult{Step: "prctl(PR_GET_NO_NEW_PRIVS)", Errno: errnoOf(err), Detail: fmt.Sprintf("reads back %d (%v)", v, err)}
-	}
-	filter := []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW}}
-	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&prog))); e != 0 {
-		return childResult{Step: "seccomp(SET_MODE_FILTER)", Errno: int(e), Detail: e.Error()}
-	}
-	mode, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0)
-	if err != nil || mode != unix.SECCOMP_MODE_FILTER {
-		return childResult{Step: "prctl(PR_GET_SECCOMP)", Errno: errnoOf(err), Detail: fmt.Sprintf("mode %d after installing a filter (%v)", mode, err)}
-	}
-	return childResult{OK: true, Detail: "no_new_privs set; filter installed (seccomp mode 2)"}
-}
-
 func errnoOf(err error) int {
 	var e syscall.Errno
 	if errors.As(err, &e) {
@@ -177,6 +82,20 @@ func (e *startError) Unwrap() error { return e.err }
 // A failure to start is a *startError (the caller classifies it); any later
 // failure makes the probe inconclusive.
 func runProbeChild(attr *syscall.SysProcAttr, args ...string) (childResult, error) {
+	// Go's syscall package leaks the two descriptors of its id-map pipe
+	// when clone fails with UidMappings or GidMappings set. A kernel that
+	// refuses user namespaces refuses them with or without maps, so ask it
+	// first without: a refusal then leaks nothing.
+	if attr.Cloneflags&unix.CLONE_NEWUSER != 0 && (attr.UidMappings != nil || attr.GidMappings != nil) {
+		bare := *attr
+		bare.UidMappings, bare.GidMappings = nil, nil
+		if _, err := runProbeChild(&bare, args...); err != nil {
+			var se *startError
+			if errors.As(err, &se) {
+				return childResult{}, err
+			}
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
 	cmd := reexec.Command(probeEntry, args...)

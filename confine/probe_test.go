@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/b10x/harness/confine/internal/probechild"
 	"github.com/b10x/harness/internal/reexec"
 	"github.com/b10x/harness/internal/testenv"
 )
@@ -290,5 +291,14 @@ func TestCloneRefusal(t *testing.T) {
 		if got := cloneRefusal(tc.err); got != tc.want {
 			t.Errorf("cloneRefusal(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestProbeChildArgv0: the probe child package recognises the argv[0] the
+// probe starts it under, so it answers from its init, before the rest of
+// the binary initialises.
+func TestProbeChildArgv0(t *testing.T) {
+	if got := reexec.Command(probeEntry).Args[0]; got != probechild.Argv0 {
+		t.Fatalf("reexec.Command(%q).Args[0] = %q, probechild.Argv0 = %q", probeEntry, got, probechild.Argv0)
 	}
 }

@@ -1,0 +1,3 @@
+package probechild
+
+const sysSeccomp = 317

@@ -1,0 +1,5 @@
+package probechild
+
+import "syscall"
+
+const sysSeccomp = syscall.SYS_SECCOMP
