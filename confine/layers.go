@@ -74,6 +74,9 @@ func (r Report) Layers() []Layer {
 }
 
 func (r Report) layer(name string) Layer {
+	if r.NotProbed != "" && name != LayerLandlockSelf {
+		return Layer{Name: name, Detail: "not probed: " + r.NotProbed}
+	}
 	l := Layer{Name: name, Required: true}
 	switch name {
 	case LayerLandlockSelf, LayerLandlockChild:
@@ -316,6 +319,9 @@ func (r Report) Plan(m Mode) (Plan, error) {
 	}
 	if m == Strict && len(p.Missing) > 0 {
 		return Plan{}, &StrictError{Missing: p.Missing}
+	}
+	if m == Strict && r.NotProbed != "" {
+		return Plan{}, fmt.Errorf("confine: strict needs every layer probed; this report probed only the harness's own (%s)", r.NotProbed)
 	}
 	usable := func(name string) bool { l := byName[name]; return l.Available || !l.Required }
 

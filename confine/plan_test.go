@@ -534,3 +534,37 @@ func TestControllerDetailFromCgroup(t *testing.T) {
 		t.Errorf("cpu layer %+v", cpu)
 	}
 }
+
+// TestProbeSelfPlans: a report that probed only the harness's own layer
+// publishes confined writes where Landlock works, never confined execution,
+// lists nothing it did not probe as missing, and cannot plan strict.
+func TestProbeSelfPlans(t *testing.T) {
+	r := ProbeSelf("no program declared")
+	p, err := r.Plan(Auto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.ConfinedExecution || p.ResourceLimits || p.WholeTreeKill != "" {
+		t.Fatalf("execution planned without a probe: %+v", p)
+	}
+	for _, l := range p.Missing {
+		if l.Name != LayerLandlockSelf {
+			t.Errorf("unprobed layer listed missing: %+v", l)
+		}
+	}
+	landlock := r.Landlock.OK() && r.Landlock.ABI >= 1
+	if p.ConfinedWorkspace != landlock || slices.Contains(p.Enforced, LayerLandlockSelf) != landlock {
+		t.Fatalf("Landlock %v but plan %+v", landlock, p)
+	}
+	if len(p.Enforced) > 1 {
+		t.Fatalf("enforced beyond the harness's own layer: %q", p.Enforced)
+	}
+	for _, l := range r.Layers() {
+		if l.Name != LayerLandlockSelf && (l.Available || l.Required || !strings.Contains(l.Detail, "not probed: no program declared")) {
+			t.Errorf("layer %+v", l)
+		}
+	}
+	if _, err := r.Plan(Strict); err == nil {
+		t.Fatal("strict planned from a partial probe")
+	}
+}

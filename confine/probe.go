@@ -84,6 +84,12 @@ type Report struct {
 	Namespaces []NamespaceFinding `json:"namespaces"`
 	Seccomp    SeccompReport      `json:"seccomp"`
 	Cgroup     CgroupReport       `json:"cgroup"`
+
+	// NotProbed, when set, says why only the harness's own layer was
+	// probed (ProbeSelf): every other layer is reported "not probed",
+	// neither available nor required, and the report plans no confined
+	// execution and no strict mode.
+	NotProbed string `json:"not_probed,omitempty"`
 }
 
 // LandlockReport is the Landlock part of a Report: the finding, the ABI and
@@ -212,6 +218,18 @@ func Probe() Report {
 		r.Namespaces = append(r.Namespaces, NamespaceFinding{Name: ns.name, Finding: nsFindings[i]})
 	}
 	return r
+}
+
+// ProbeSelf probes only what the harness needs to confine its own writes:
+// its privilege and Landlock. It is for a session that will start no
+// program (no run tool), where creating namespaces and seccomp filters in
+// probe children would only cost time. why says so in every other layer's
+// detail; see Report.NotProbed.
+func ProbeSelf(why string) Report {
+	if why == "" {
+		why = "not needed"
+	}
+	return Report{Privilege: probePrivilege(), Landlock: probeLandlockReport(), NotProbed: why}
 }
 
 // The cache of conclusive findings, keyed by item.

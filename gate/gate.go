@@ -138,10 +138,16 @@ func New(cfg Config) (*Gate, error) {
 }
 
 func (g *Gate) availability(e Entry) string {
+	h := g.cfg.Host
+	if e.Needs == ConfinedExecution && h.Programs == 0 {
+		// The spec's rule, whatever the host: an empty program set
+		// publishes no run tool (and a session without one configures no
+		// implementation for it).
+		return "no program is allowed (--allow-program)"
+	}
 	if _, ok := g.tools[e.Name]; !ok {
 		return "no implementation was configured"
 	}
-	h := g.cfg.Host
 	switch e.Needs {
 	case ConfinedWorkspace:
 		if !h.ConfinedWorkspace {

@@ -38,11 +38,16 @@ type confinementRecord struct {
 	WholeTreeKill string           `json:"whole_tree_kill,omitempty"`
 	Self          *confine.Applied `json:"self,omitempty"`
 	SelfError     string           `json:"self_error,omitempty"`
+	NotProbed     string           `json:"not_probed,omitempty"` // why only the harness's own layer was probed
 }
 
 // planConfinement probes the host and applies --confine. Strict on a host
 // that lacks a layer is a configuration error (exit 2) naming each layer.
-func planConfinement(mode string) (confine.Mode, confine.Report, confine.Plan, error) {
+// Without execution (no program declared) auto probes only the harness's
+// own layer: nothing it would learn about namespaces, seccomp or cgroups
+// could publish anything, and those probes are most of a short call's
+// start-up. Strict always probes everything.
+func planConfinement(mode string, execution bool) (confine.Mode, confine.Report, confine.Plan, error) {
 	m, err := confine.ParseMode(mode)
 	if err != nil {
 		return 0, confine.Report{}, confine.Plan{}, usageError{err}
@@ -52,7 +57,12 @@ func planConfinement(mode string) (confine.Mode, confine.Report, confine.Plan, e
 		plan, err := confine.Report{}.Plan(m)
 		return m, confine.Report{}, plan, err
 	}
-	rep := confine.Probe()
+	var rep confine.Report
+	if m == confine.Auto && !execution {
+		rep = confine.ProbeSelf("no program is declared (--allow-program), so run is not published")
+	} else {
+		rep = confine.Probe()
+	}
 	plan, err := rep.Plan(m)
 	if err != nil {
 		var se *confine.StrictError
@@ -67,12 +77,12 @@ func planConfinement(mode string) (confine.Mode, confine.Report, confine.Plan, e
 // confineSession probes the host, applies --confine and decides which tools
 // can exist.
 func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confinement, error) {
-	m, rep, plan, err := planConfinement(p.Confine)
+	m, rep, plan, err := planConfinement(p.Confine, len(p.AllowProgram) > 0)
 	if err != nil {
 		return nil, err
 	}
 	c := &confinement{mode: m, report: rep, plan: plan, tools: tools.ReadTools(), restrict: func() error { return nil }}
-	c.record = confinementRecord{Mode: m.String(), Enforced: plan.Enforced, Missing: plan.Missing, WholeTreeKill: plan.WholeTreeKill}
+	c.record = confinementRecord{Mode: m.String(), Enforced: plan.Enforced, Missing: plan.Missing, WholeTreeKill: plan.WholeTreeKill, NotProbed: rep.NotProbed}
 	if m == confine.Off {
 		c.host.WorkspaceWhy = "--confine off"
 		c.host.ExecutionWhy = "--confine off"
@@ -139,6 +149,9 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 	}
 	c.programNames = progs.Names()
 	c.host.Programs = len(progs)
+	if rep.NotProbed != "" {
+		return c, nil // no program: the gate says why run is unpublished
+	}
 	if !plan.ConfinedExecution {
 		c.host.ExecutionWhy = "this host cannot confine run calls (see `b10x-harness doctor`)"
 		return c, nil
