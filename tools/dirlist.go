@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,7 +27,7 @@ type DirListArgs struct {
 // concurrent use.
 type DirList struct{}
 
-var dirListSpec = mustArgSpec(DirListArgs{})
+var dirListSpec = sync.OnceValue(func() *argSpec { return mustArgSpec(DirListArgs{}) })
 
 // Name implements Tool.
 func (DirList) Name() string { return "dir_list" }
@@ -39,12 +40,12 @@ func (DirList) Description() string {
 }
 
 // Schema implements Tool.
-func (DirList) Schema() json.RawMessage { return dirListSpec.schema }
+func (DirList) Schema() json.RawMessage { return dirListSpec().schema }
 
 // Prepare implements Tool.
 func (DirList) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
 	var a DirListArgs
-	if _, err := dirListSpec.decode(raw, &a); err != nil {
+	if _, err := dirListSpec().decode(raw, &a); err != nil {
 		return nil, err
 	}
 	rel, err := resolveOptional(ws, a.Path)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -34,7 +35,7 @@ type FileEditArgs struct {
 // value is ready to use; it holds no state and is safe for concurrent use.
 type FileEdit struct{}
 
-var fileEditSpec = mustArgSpec(FileEditArgs{})
+var fileEditSpec = sync.OnceValue(func() *argSpec { return mustArgSpec(FileEditArgs{}) })
 
 // Name implements Tool.
 func (FileEdit) Name() string { return "file_edit" }
@@ -47,12 +48,12 @@ func (FileEdit) Description() string {
 }
 
 // Schema implements Tool.
-func (FileEdit) Schema() json.RawMessage { return fileEditSpec.schema }
+func (FileEdit) Schema() json.RawMessage { return fileEditSpec().schema }
 
 // Prepare implements Tool.
 func (FileEdit) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
 	var a FileEditArgs
-	if _, err := fileEditSpec.decode(raw, &a); err != nil {
+	if _, err := fileEditSpec().decode(raw, &a); err != nil {
 		return nil, err
 	}
 	if a.OldString == "" {

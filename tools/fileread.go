@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -39,7 +40,7 @@ type FileReadArgs struct {
 // for concurrent use.
 type FileRead struct{}
 
-var fileReadSpec = mustArgSpec(FileReadArgs{})
+var fileReadSpec = sync.OnceValue(func() *argSpec { return mustArgSpec(FileReadArgs{}) })
 
 // Name implements Tool.
 func (FileRead) Name() string { return "file_read" }
@@ -52,12 +53,12 @@ func (FileRead) Description() string {
 }
 
 // Schema implements Tool.
-func (FileRead) Schema() json.RawMessage { return fileReadSpec.schema }
+func (FileRead) Schema() json.RawMessage { return fileReadSpec().schema }
 
 // Prepare implements Tool.
 func (FileRead) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
 	var a FileReadArgs
-	if _, err := fileReadSpec.decode(raw, &a); err != nil {
+	if _, err := fileReadSpec().decode(raw, &a); err != nil {
 		return nil, err
 	}
 	rel, f, err := ws.resolveRegular(a.Path)

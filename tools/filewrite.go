@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -64,7 +65,7 @@ type FileWriteArgs struct {
 // safe for concurrent use.
 type FileWrite struct{}
 
-var fileWriteSpec = mustArgSpec(FileWriteArgs{})
+var fileWriteSpec = sync.OnceValue(func() *argSpec { return mustArgSpec(FileWriteArgs{}) })
 
 // Name implements Tool.
 func (FileWrite) Name() string { return "file_write" }
@@ -77,12 +78,12 @@ func (FileWrite) Description() string {
 }
 
 // Schema implements Tool.
-func (FileWrite) Schema() json.RawMessage { return fileWriteSpec.schema }
+func (FileWrite) Schema() json.RawMessage { return fileWriteSpec().schema }
 
 // Prepare implements Tool.
 func (FileWrite) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
 	var a FileWriteArgs
-	if _, err := fileWriteSpec.decode(raw, &a); err != nil {
+	if _, err := fileWriteSpec().decode(raw, &a); err != nil {
 		return nil, err
 	}
 	rel, err := ws.ResolveForWrite(a.Path)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/bmatcuk/doublestar/v4"
@@ -31,7 +32,7 @@ type FindArgs struct {
 // state and is safe for concurrent use.
 type Find struct{}
 
-var findSpec = mustArgSpec(FindArgs{})
+var findSpec = sync.OnceValue(func() *argSpec { return mustArgSpec(FindArgs{}) })
 
 // Name implements Tool.
 func (Find) Name() string { return "find" }
@@ -44,12 +45,12 @@ func (Find) Description() string {
 }
 
 // Schema implements Tool.
-func (Find) Schema() json.RawMessage { return findSpec.schema }
+func (Find) Schema() json.RawMessage { return findSpec().schema }
 
 // Prepare implements Tool.
 func (Find) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
 	var a FindArgs
-	if _, err := findSpec.decode(raw, &a); err != nil {
+	if _, err := findSpec().decode(raw, &a); err != nil {
 		return nil, err
 	}
 	if a.Pattern == "" {

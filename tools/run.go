@@ -130,13 +130,13 @@ func (t *runTool) Description() string {
 		strings.Join(names, ", ") + ". The result gives the exit status, stdout and stderr (each capped, head and tail kept)."
 }
 
-var runSpec = mustArgSpec(RunArgs{})
+var runSpec = sync.OnceValue(func() *argSpec { return mustArgSpec(RunArgs{}) })
 
-func (t *runTool) Schema() json.RawMessage { return runSpec.schema }
+func (t *runTool) Schema() json.RawMessage { return runSpec().schema }
 
 func (t *runTool) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
 	var a RunArgs
-	if _, err := runSpec.decode(raw, &a); err != nil {
+	if _, err := runSpec().decode(raw, &a); err != nil {
 		return nil, err
 	}
 	if len(a.Argv) == 0 {

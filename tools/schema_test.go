@@ -182,7 +182,7 @@ func TestStrictDecode(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var a FileReadArgs
-		_, err := fileReadSpec.decode(json.RawMessage(tc.raw), &a)
+		_, err := fileReadSpec().decode(json.RawMessage(tc.raw), &a)
 		if tc.ok {
 			if err != nil {
 				t.Errorf("%s: %v", tc.raw, err)
@@ -200,10 +200,10 @@ func TestStrictDecode(t *testing.T) {
 	}
 	// Booleans are strict too.
 	var e FileEditArgs
-	if _, err := fileEditSpec.decode(json.RawMessage(`{"path":"a","old_string":"x","new_string":"y","replace_all":"yes"}`), &e); reasonOf(err) != ReasonInvalidArgument {
+	if _, err := fileEditSpec().decode(json.RawMessage(`{"path":"a","old_string":"x","new_string":"y","replace_all":"yes"}`), &e); reasonOf(err) != ReasonInvalidArgument {
 		t.Errorf("replace_all string: %v", err)
 	}
-	if _, err := fileEditSpec.decode(json.RawMessage(`{"path":"a","old_string":"x","new_string":"","replace_all":true}`), &e); err != nil || !e.ReplaceAll || e.NewString != "" {
+	if _, err := fileEditSpec().decode(json.RawMessage(`{"path":"a","old_string":"x","new_string":"","replace_all":true}`), &e); err != nil || !e.ReplaceAll || e.NewString != "" {
 		t.Errorf("valid edit: %+v %v", e, err)
 	}
 }

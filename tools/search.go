@@ -52,7 +52,7 @@ type SearchArgs struct {
 // candidate line only, and no allocation is made per line.
 type Search struct{}
 
-var searchSpec = mustArgSpec(SearchArgs{})
+var searchSpec = sync.OnceValue(func() *argSpec { return mustArgSpec(SearchArgs{}) })
 
 // Name implements Tool.
 func (Search) Name() string { return "search" }
@@ -66,12 +66,12 @@ func (Search) Description() string {
 }
 
 // Schema implements Tool.
-func (Search) Schema() json.RawMessage { return searchSpec.schema }
+func (Search) Schema() json.RawMessage { return searchSpec().schema }
 
 // Prepare implements Tool.
 func (Search) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
 	var a SearchArgs
-	if _, err := searchSpec.decode(raw, &a); err != nil {
+	if _, err := searchSpec().decode(raw, &a); err != nil {
 		return nil, err
 	}
 	if a.Pattern == "" {
