@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -93,7 +92,25 @@ func (e *DefError) Error() string {
 // MaxDefSize is the largest agent definition file read.
 const MaxDefSize = 1 << 20
 
-var defNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+// validDefName reports whether s is an agent name: 1 to 64 bytes of
+// [a-z0-9_.-], the first a letter or digit. (As a regular expression,
+// ^[a-z0-9][a-z0-9_.-]{0,63}$, whose 63-fold repetition cost 2.3 ms and
+// 733 allocations of every start to compile.)
+func validDefName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // ParseDef parses one agent definition. file names it in errors. The parser
 // is strict: the file must start with a "---" line; keys are name and
@@ -168,7 +185,7 @@ func ParseDef(file string, data []byte) (Def, error) {
 			if err != nil {
 				return fail(n, "name: %v", err)
 			}
-			if !defNameRE.MatchString(v) {
+			if !validDefName(v) {
 				return fail(n, "name %q: want lower-case letters, digits, '.', '_' or '-' (at most 64, starting with a letter or digit)", v)
 			}
 			d.Name, d.Line = v, n
