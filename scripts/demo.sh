@@ -12,7 +12,7 @@ ws="$demo/workspace"
 mkdir -p "$ws/src" "$demo/outside"
 printf 'package main\n\nfunc main() { println("hello") }\n' > "$ws/src/main.go"
 printf 'TOKEN=do-not-leak\n' > "$demo/outside/secret.env"
-ln -s ../outside/secret.env "$ws/src/link-out"
+ln -s ../../outside/secret.env "$ws/src/link-out" # from src/, two levels up: outside the root
 record="$demo/run.jsonl"
 
 echo "== tools --surface flat (what a model would see)"
