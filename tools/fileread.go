@@ -181,10 +181,10 @@ func readLines(ctx context.Context, f io.Reader, sizeHint int64, rel string, off
 		offset = 1
 	}
 	buf := make([]byte, max(512, min(sizeHint, 64<<10)))
-	// Reading from the first line, the text kept is usually the whole
-	// file: size it once instead of growing it line by line.
+	// Reading the whole file, the text kept is the file: size it once
+	// instead of growing it line by line.
 	var out []byte
-	if offset == 1 && sizeHint > 0 {
+	if offset == 1 && limit == 0 && sizeHint > 0 {
 		out = make([]byte, 0, min(sizeHint, 1<<20))
 	}
 	line := 1        // number of the line at the read position
