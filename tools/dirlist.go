@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/internal/dirent"
 )
 
 // DirListArgs are dir_list's arguments.
@@ -83,11 +85,11 @@ func (c *dirListCall) Execute(ctx context.Context) (Result, error) {
 			return fsError(c.rel, "open directory", err)
 		}
 		defer unix.Close(fd)
-		ents, err := readDirFd(fd, make([]byte, 32<<10))
+		ents, err := dirent.Read(fd, make([]byte, 32<<10))
 		if err != nil {
 			return fsError(c.rel, "read directory", err)
 		}
-		slices.SortFunc(ents, func(a, b dirEntry) int { return strings.Compare(a.name, b.name) })
+		slices.SortFunc(ents, func(a, b dirEntry) int { return strings.Compare(a.Name, b.Name) })
 		var b strings.Builder
 		counts := map[string]int{}
 		for _, e := range ents {
@@ -95,10 +97,10 @@ func (c *dirListCall) Execute(ctx context.Context) (Result, error) {
 				return ctxError(err, "listing "+quote(c.rel))
 			}
 			var st unix.Stat_t
-			if err := unix.Fstatat(fd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if err := unix.Fstatat(fd, e.Name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 				continue // vanished since it was listed
 			}
-			name := e.name
+			name := e.Name
 			switch st.Mode & unix.S_IFMT {
 			case unix.S_IFREG:
 				counts["file"]++

@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/internal/dirent"
 )
 
 // maxWalkDepth bounds how deep search and find descend; each level holds
@@ -20,53 +21,16 @@ const maxWalkDepth = 256
 const maxNotes = 10
 
 // dirEntry is one name read from a directory, with the kernel's d_type.
-type dirEntry struct {
-	name string
-	typ  uint8
-}
-
-// readDirFd reads every entry but "." and ".." of the directory open (not
-// O_PATH) at fd, in the order the kernel returns them.
-func readDirFd(fd int, buf []byte) ([]dirEntry, error) {
-	var out []dirEntry
-	for {
-		n, err := unix.Getdents(fd, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if n <= 0 {
-			return out, nil
-		}
-		// struct linux_dirent64 { u64 ino; s64 off; u16 reclen; u8 type; char name[]; }
-		for off := 0; off+19 <= n; {
-			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
-			if reclen < 19 || off+reclen > n {
-				return nil, fmt.Errorf("getdents: malformed record")
-			}
-			name := buf[off+19 : off+reclen]
-			if i := slices.Index(name, 0); i >= 0 {
-				name = name[:i]
-			}
-			typ := buf[off+18]
-			off += reclen
-			if s := string(name); s != "." && s != ".." {
-				out = append(out, dirEntry{name: s, typ: typ})
-			}
-		}
-	}
-}
+type dirEntry = dirent.Entry
 
 // entryType returns the d_type of name inside dirfd, asking the kernel
 // (without following a link) when getdents said DT_UNKNOWN.
 func entryType(dirfd int, e dirEntry) uint8 {
-	if e.typ != unix.DT_UNKNOWN {
-		return e.typ
+	if e.Type != unix.DT_UNKNOWN {
+		return e.Type
 	}
 	var st unix.Stat_t
-	if err := unix.Fstatat(dirfd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := unix.Fstatat(dirfd, e.Name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return unix.DT_UNKNOWN
 	}
 	return modeType(st.Mode)
@@ -196,27 +160,27 @@ func (wk *walker) stop() bool {
 
 func (wk *walker) walkDir(d *walkDir, depth int) {
 	defer d.release()
-	ents, err := readDirFd(d.fd, wk.buf)
+	ents, err := dirent.Read(d.fd, wk.buf)
 	if err != nil {
 		wk.notes.add(d.rel, "cannot read the directory: "+errnoText(err))
 		return
 	}
-	slices.SortFunc(ents, func(a, b dirEntry) int { return strings.Compare(a.name, b.name) })
+	slices.SortFunc(ents, func(a, b dirEntry) int { return strings.Compare(a.Name, b.Name) })
 	for _, e := range ents {
 		if wk.stop() {
 			return
 		}
 		typ := entryType(d.fd, e)
-		rel := childRel(d.rel, e.name)
-		wk.visit(walkEntry{dir: d, name: e.name, rel: rel, typ: typ})
-		if typ != unix.DT_DIR || e.name == ".git" {
+		rel := childRel(d.rel, e.Name)
+		wk.visit(walkEntry{dir: d, name: e.Name, rel: rel, typ: typ})
+		if typ != unix.DT_DIR || e.Name == ".git" {
 			continue
 		}
 		if depth+1 >= maxWalkDepth {
 			wk.notes.add(rel, fmt.Sprintf("deeper than %d levels", maxWalkDepth))
 			continue
 		}
-		sfd, err := openBeneath(d.fd, e.name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		sfd, err := openBeneath(d.fd, e.Name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 		if err != nil {
 			wk.notes.add(rel, openNote(err))
 			continue

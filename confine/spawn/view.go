@@ -1,8 +1,6 @@
 package spawn
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/b10x/harness/confine/spawn/internal/helper"
+	"github.com/b10x/harness/internal/dirent"
 	"golang.org/x/sys/unix"
 )
 
@@ -391,22 +390,22 @@ func scanMasks(root string, fd int) ([]string, error) {
 			masks = append(masks, dir+"/")
 			return nil
 		}
-		ents, err := readDirents(dfd, buf)
+		ents, err := dirent.Read(dfd, buf)
 		if err != nil {
 			unix.Close(dfd)
 			masks = append(masks, dir+"/")
 			return nil
 		}
-		slices.SortFunc(ents, func(a, b dirent) int { return strings.Compare(a.name, b.name) })
+		slices.SortFunc(ents, func(a, b dirent.Entry) int { return strings.Compare(a.Name, b.Name) })
 		var subdirs []string
 		for _, e := range ents {
-			if e.typ == unix.DT_LNK {
+			if e.Type == unix.DT_LNK {
 				// A link is resolved in the view, where its target is
 				// masked or absent.
 				continue
 			}
-			p := dir + "/" + e.name
-			if err := unix.Fstatat(dfd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			p := dir + "/" + e.Name
+			if err := unix.Fstatat(dfd, e.Name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 				if errors.Is(err, unix.ENOENT) {
 					continue
 				}
@@ -440,48 +439,6 @@ func scanMasks(root string, fd int) ([]string, error) {
 	}
 	slices.Sort(masks)
 	return masks, nil
-}
-
-// dirent is one directory entry: its name and the type getdents reported
-// (DT_UNKNOWN on file systems that do not say).
-type dirent struct {
-	name string
-	typ  uint8
-}
-
-// readDirents reads every entry of the open directory dfd but "." and "..".
-func readDirents(dfd int, buf []byte) ([]dirent, error) {
-	var out []dirent
-	for {
-		n, err := unix.Getdents(dfd, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if n <= 0 {
-			return out, nil
-		}
-		for b := buf[:n]; len(b) > 0; {
-			// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name.
-			if len(b) < 19 {
-				return nil, errors.New("short dirent")
-			}
-			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
-			if reclen < 19 || reclen > len(b) {
-				return nil, errors.New("bad dirent length")
-			}
-			name := b[19:reclen]
-			if i := bytes.IndexByte(name, 0); i >= 0 {
-				name = name[:i]
-			}
-			if s := string(name); s != "." && s != ".." {
-				out = append(out, dirent{name: s, typ: b[18]})
-			}
-			b = b[reclen:]
-		}
-	}
 }
 
 func closeFD(fd int) { _ = unix.Close(fd) }
