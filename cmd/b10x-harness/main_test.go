@@ -45,6 +45,13 @@ func harnessIn(t *testing.T, cgroupFD int, stdin string, args ...string) result 
 		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgroupFD}
 	}
 	cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1")
+	return runHarnessCmd(t, cmd, stdin)
+}
+
+// runHarnessCmd runs a prepared harness command with stdin and returns its
+// exit code and output; a Go stack trace on stderr fails the test.
+func runHarnessCmd(t *testing.T, cmd *exec.Cmd, stdin string) result {
+	t.Helper()
 	cmd.Stdin = strings.NewReader(stdin)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se

@@ -32,20 +32,7 @@ func rnHarness(t *testing.T, env []string, stdin string, args ...string) result 
 	}
 	cmd.Env = append(cmd.Env, "B10X_TEST_MAIN=1")
 	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var so, se bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("running harness: %v", err)
-	}
-	if strings.Contains(se.String(), "goroutine ") || strings.Contains(se.String(), "panic:") {
-		t.Fatalf("a stack trace reached the user:\n%s", se.String())
-	}
-	return result{code, so.String(), se.String()}
+	return runHarnessCmd(t, cmd, stdin)
 }
 
 // rnVMShapes are the vmtest shapes: their guests hold only package
