@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/b10x/harness/confine"
+	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/gate"
 )
 
@@ -27,6 +28,8 @@ type doctorReport struct {
 	Probe  confine.Report `json:"probe"`
 	Layers []confine.Row  `json:"layers"`
 	Modes  []modeReport   `json:"modes"`
+	// Helper is what each run call's helper is executed from.
+	Helper string `json:"run_helper"`
 }
 
 // publication says which entries a plan lets the gate publish, assuming at
@@ -57,7 +60,7 @@ func publication(plan confine.Plan) ([]string, map[string]string) {
 
 func (c *doctorCmd) Run(e *env) error {
 	rep := confine.Probe()
-	d := doctorReport{Probe: rep, Layers: rep.Table()}
+	d := doctorReport{Probe: rep, Layers: rep.Table(), Helper: spawn.HelperSource()}
 	strictOK := false
 	for _, m := range []confine.Mode{confine.Strict, confine.Auto, confine.Off} {
 		plan, err := rep.Plan(m)
@@ -98,6 +101,7 @@ func (c *doctorCmd) Run(e *env) error {
 				remedies = append(remedies, r)
 			}
 		}
+		fmt.Fprintf(e.stdout, "\nrun helper: %s\n", d.Helper)
 		if len(remedies) > 0 {
 			fmt.Fprintln(e.stdout, "\nHow to get what is missing:")
 			for _, r := range remedies {

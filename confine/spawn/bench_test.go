@@ -2,14 +2,35 @@ package spawn
 
 import (
 	"context"
+	"os/exec"
 	"testing"
 )
 
+// The spawn benchmarks time one confined call of /bin/true from a process
+// that has already started (a session's run calls), against bubblewrap
+// spawning the same program with every namespace, side by side:
+//
+//	go test ./confine/spawn -run '^$' -bench True -benchtime 60x
+//
+// Build with make first (make helper) so BenchmarkRunTrue uses the embedded
+// helper image; BenchmarkRunTrueSelf re-executes the test binary instead.
+
 // BenchmarkRunTrue spawns /bin/true end to end under every layer this host
-// offers (without a cgroup), from this process.
+// offers (without a cgroup), from this process, with the helper the harness
+// uses (the embedded image when this binary has a usable one).
 func BenchmarkRunTrue(b *testing.B) {
 	requireSpawn(b)
+	b.Log("helper: ", HelperSource())
 	benchRun(b, NewDirect(testOptions()))
+}
+
+// BenchmarkRunTrueSelf is BenchmarkRunTrue with the test binary itself
+// re-executed as the helper.
+func BenchmarkRunTrueSelf(b *testing.B) {
+	requireSpawn(b)
+	d := newDirect(testOptions())
+	d.selfHelper = true
+	benchRun(b, d)
 }
 
 // BenchmarkRunTrueBroker is BenchmarkRunTrue through a broker, the way a
@@ -22,6 +43,21 @@ func BenchmarkRunTrueBroker(b *testing.B) {
 	}
 	defer br.Close()
 	benchRun(b, br)
+}
+
+// BenchmarkBwrapTrue is the reference: bubblewrap (Debian's package) with
+// every namespace, started from this process as a session would.
+func BenchmarkBwrapTrue(b *testing.B) {
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		b.Fatal("bubblewrap is the reference here: apt-get install bubblewrap")
+	}
+	args := []string{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent", lookPath(b, "true")}
+	for i := 0; i < b.N; i++ {
+		if out, err := exec.Command(bwrap, args...).CombinedOutput(); err != nil {
+			b.Fatalf("bwrap: %v: %s", err, out)
+		}
+	}
 }
 
 func benchRun(b *testing.B, r Runner) {

@@ -53,6 +53,10 @@ type direct struct {
 	masks  *etcMasks
 	seq    atomic.Uint64
 
+	// selfHelper makes calls re-execute this binary as the helper even
+	// when an embedded image is usable (tests and benchmarks compare both).
+	selfHelper bool
+
 	probeMu sync.Mutex
 	probed  bool // abi holds a conclusive probe
 	abi     int
@@ -425,6 +429,9 @@ func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []b
 		return nil, nil, fmt.Errorf("plan pipe: %w", err)
 	}
 	cmd := reexec.Command(helperEntry)
+	if !d.selfHelper {
+		cmd.Path = currentHelper().path
+	}
 	cmd.Env = helperEnv
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{statusW, planR}

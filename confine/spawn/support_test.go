@@ -452,7 +452,9 @@ func runners(t *testing.T) map[string]Runner {
 			t.Errorf("broker Close: %v", err)
 		}
 	})
-	return map[string]Runner{"direct": NewDirect(testOptions()), "broker": b}
+	self := newDirect(testOptions())
+	self.selfHelper = true
+	return map[string]Runner{"direct": NewDirect(testOptions()), "broker": b, "direct, self as helper": self}
 }
 
 // processesWith lists the pids whose command line holds arg as one of its
