@@ -4,7 +4,9 @@
 # `b10x-harness exec --confine auto -- /bin/true` with every layer this host
 # offers (Landlock, user/pid/mount/net/ipc/uts namespaces, no_new_privs,
 # seccomp, a cgroup leaf with cgroup.kill where cgroup2 allows one). Target:
-# our median at most 0.8x bubblewrap's. Installs hyperfine and bubblewrap
+# our median at most 0.8x bubblewrap's. Then the per-call cost from a
+# started process (a session's run calls), against bubblewrap started from
+# the same process, in one go test run. Installs hyperfine and bubblewrap
 # when they are missing. Figures are recorded in docs/BENCHMARKS.md.
 #
 #   bench/spawn.sh                  # 50 runs each, 5 warm-ups
@@ -39,3 +41,13 @@ hyperfine --warmup 5 --runs "${RUNS:-50}" -N \
 	-n 'bare /bin/true' '/bin/true' \
 	-n 'bwrap --unshare-all' 'bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent /bin/true' \
 	-n 'b10x-harness exec --confine auto' "$bin exec --workspace $ws --confine auto -- /bin/true"
+
+# The same spawn from a process that has already started, as a session's
+# run calls are: go test's benchmarks, side by side in one run, with the
+# embedded helper image (make build put it in), with the binary itself
+# re-executed as the helper, through the broker, and bubblewrap started
+# from the same process.
+echo
+echo "per call, from a started process ($(cut -d' ' -f1-3 /proc/loadavg)):"
+CGO_ENABLED=0 go test ./confine/spawn -run '^$' -bench 'True' -benchtime "${RUNS:-50}x" -count "${COUNT:-3}" |
+	grep -E '^Benchmark'
