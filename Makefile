@@ -5,23 +5,29 @@ export CGO_ENABLED := 0
 GO ?= go
 BIN := bin/b10x-harness
 
-# The run helper as a small program of its own, embedded into every binary
-# built after it (the harness, test binaries, the VM's test binaries); see
-# confine/spawn/internal/helperimage/bin/README.md and decision 0043.
+# The run helper as a small program of its own (decision 0043): built first,
+# embedded into every binary built after it, and used only by binaries whose
+# link stamps in its SHA-256 (HELPER_LDFLAGS): the harness, the host test
+# binaries, the VM's test binaries. A binary built without make re-executes
+# itself as the helper instead.
 HELPER_ARCH := $(shell $(GO) env GOARCH)
 HELPER := confine/spawn/internal/helperimage/bin/helper-$(HELPER_ARCH)
+HELPER_LDFLAGS = -X=github.com/b10x/harness/confine/spawn/internal/helperimage.stamp=$(shell sha256sum $(HELPER) | cut -d' ' -f1)
 
-.PHONY: all build helper test hosttest lint vmtest vmtest-ci demo demo-calls bench bench-spawn clean
+.PHONY: all build helper helper-ldflags test hosttest lint vmtest vmtest-ci demo demo-calls bench bench-spawn clean
 
 all: build
 
 helper:
 	$(GO) build -trimpath -ldflags='-s -w' -o $(HELPER) ./confine/spawn/internal/helperbin
-	$(GO) run ./confine/spawn/internal/helperimage/sum > $(HELPER).sum.tmp
-	mv $(HELPER).sum.tmp $(HELPER).sum
+
+# helper-ldflags prints the linker flags that stamp the image in, for
+# scripts that build test binaries themselves (bench/spawn.sh).
+helper-ldflags: helper
+	@echo '$(HELPER_LDFLAGS)'
 
 build: helper
-	$(GO) build -o $(BIN) ./cmd/b10x-harness
+	$(GO) build -ldflags='$(HELPER_LDFLAGS)' -o $(BIN) ./cmd/b10x-harness
 
 lint:
 	$(GO) vet ./...
@@ -29,7 +35,7 @@ lint:
 
 hosttest: lint build
 	@./$(BIN) doctor | grep -q '^run helper: *embedded helper image' || { echo "make: $(BIN) does not use its embedded helper image:"; ./$(BIN) doctor | grep '^run helper'; exit 1; }
-	$(GO) test -count=1 ./...
+	B10X_REQUIRE_HELPER_IMAGE=1 $(GO) test -ldflags='$(HELPER_LDFLAGS)' -count=1 ./...
 
 test: hosttest vmtest-ci
 
@@ -37,7 +43,7 @@ test: hosttest vmtest-ci
 # fetches Debian's kernel itself when they are missing. -selftest first
 # proves on a guest of known outcomes that a failing shape would be caught.
 vmtest: helper
-	$(GO) run ./vmtest -selftest -shapes all
+	$(GO) run ./vmtest -ldflags='$(HELPER_LDFLAGS)' -selftest -shapes all
 
 # vmtest-ci is what `make test` (and so CI) runs: every VM shape
 # (debian-6.1, no-landlock, no-userns, cgroup-v1) with every package that
@@ -45,7 +51,7 @@ vmtest: helper
 VM_CI_SHAPES := debian-6.1,no-landlock,no-userns,cgroup-v1
 VM_CI_PKGS := ./confine/...,./cgroup/...,./gate/...,./surface/...,./tools/...,./agent/...,./cmd/...
 vmtest-ci: helper
-	$(GO) run ./vmtest -selftest -shapes $(VM_CI_SHAPES) -pkgs $(VM_CI_PKGS)
+	$(GO) run ./vmtest -ldflags='$(HELPER_LDFLAGS)' -selftest -shapes $(VM_CI_SHAPES) -pkgs $(VM_CI_PKGS)
 
 demo: build
 	./scripts/demo-run.sh
@@ -60,4 +66,4 @@ bench-spawn: build
 	./bench/spawn.sh
 
 clean:
-	rm -rf bin $(HELPER) $(HELPER).sum
+	rm -rf bin confine/spawn/internal/helperimage/bin/helper-*

@@ -49,5 +49,5 @@ hyperfine --warmup 5 --runs "${RUNS:-50}" -N \
 # from the same process.
 echo
 echo "per call, from a started process ($(cut -d' ' -f1-3 /proc/loadavg)):"
-CGO_ENABLED=0 go test ./confine/spawn -run '^$' -bench 'True' -benchtime "${RUNS:-50}x" -count "${COUNT:-3}" |
+CGO_ENABLED=0 go test -ldflags="$(make -s helper-ldflags)" ./confine/spawn -run '^$' -bench 'True' -benchtime "${RUNS:-50}x" -count "${COUNT:-3}" |
 	grep -E '^Benchmark'

@@ -104,7 +104,7 @@ func binaryName(rel string) string {
 // not compile; those are returned with the compiler's output and left out
 // (Binary stays ""), and the rest are built. The error is for failures that
 // are not a package's own (the output directory, the go command).
-func buildTests(modRoot, outDir string, pkgs []testPkg) (broken map[string]string, err error) {
+func buildTests(modRoot, outDir, ldflags string, pkgs []testPkg) (broken map[string]string, err error) {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", outDir, err)
 	}
@@ -128,13 +128,13 @@ func buildTests(modRoot, outDir string, pkgs []testPkg) (broken map[string]strin
 	}
 	for b, batch := range batches {
 		dir := filepath.Join(outDir, fmt.Sprintf("batch%d", b))
-		if out, err := goTestC(modRoot, dir, pkgs, batch); err != nil {
+		if out, err := goTestC(modRoot, dir, ldflags, pkgs, batch); err != nil {
 			if len(batch) == 1 {
 				broken[pkgs[batch[0]].ImportPath] = out
 				continue
 			}
 			for _, i := range batch {
-				if out, err := goTestC(modRoot, dir, pkgs, []int{i}); err != nil {
+				if out, err := goTestC(modRoot, dir, ldflags, pkgs, []int{i}); err != nil {
 					broken[pkgs[i].ImportPath] = out
 				}
 			}
@@ -155,16 +155,17 @@ func buildTests(modRoot, outDir string, pkgs []testPkg) (broken map[string]strin
 	return broken, nil
 }
 
-// goTestC builds the test binaries of pkgs[idx...] into dir and returns the
-// go command's output when it fails.
-func goTestC(modRoot, dir string, pkgs []testPkg, idx []int) (string, error) {
+// goTestC builds the test binaries of pkgs[idx...] into dir, with ldflags
+// added to the linker's flags, and returns the go command's output when it
+// fails.
+func goTestC(modRoot, dir, ldflags string, pkgs []testPkg, idx []int) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("create %s: %w", dir, err)
 	}
 	// -s -w drops the symbol table and DWARF: a third of the size, and
 	// every byte is copied into the guest's RAM. Go's stack traces come from
 	// its own tables and stay whole.
-	args := []string{"test", "-c", "-vet=off", "-ldflags=-s -w", "-o", dir + "/"}
+	args := []string{"test", "-c", "-vet=off", "-ldflags=" + strings.TrimSpace("-s -w "+ldflags), "-o", dir + "/"}
 	for _, i := range idx {
 		args = append(args, pkgs[i].ImportPath)
 	}

@@ -378,7 +378,7 @@ func TestBuildTests(t *testing.T) {
 	if len(pkgs) != 3 {
 		t.Fatalf("listed %d packages, want 3", len(pkgs))
 	}
-	broken, err := buildTests(root, filepath.Join(root, "out"), pkgs)
+	broken, err := buildTests(root, filepath.Join(root, "out"), "", pkgs)
 	if err != nil {
 		t.Fatal(err)
 	}

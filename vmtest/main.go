@@ -45,6 +45,7 @@ type options struct {
 	quiet        bool
 	keep         bool
 	selftest     bool
+	ldflags      string
 }
 
 func main() {
@@ -68,6 +69,7 @@ func realMain(argv []string) int {
 	fs.BoolVar(&o.quiet, "q", false, "do not stream the guests' consoles; print only the summary")
 	fs.BoolVar(&o.selftest, "selftest", false, "first boot a guest with packages built to pass, fail, skip, leak and hang, and stop unless vmtest judges each correctly")
 	fs.BoolVar(&o.keep, "keep", false, "keep the build directory (test binaries, initramfs) and print its path")
+	fs.StringVar(&o.ldflags, "ldflags", "", "more linker flags for the test binaries (make passes the helper image's stamp, -X=...)")
 	if err := fs.Parse(argv); err != nil {
 		return 2
 	}
@@ -240,6 +242,7 @@ type machine struct {
 	applets []string
 	step    func(string, ...any)
 	keep    bool
+	ldflags string // more linker flags for the test binaries
 }
 
 func (m *machine) cleanup() {
@@ -278,7 +281,7 @@ func prepare(ctx context.Context, o options, modRoot string, out *prefixWriter, 
 	if err != nil {
 		return nil, fmt.Errorf("create build directory: %w", err)
 	}
-	m := &machine{modRoot: modRoot, build: build, busybox: bb, applets: applets, step: step, keep: o.keep}
+	m := &machine{modRoot: modRoot, build: build, busybox: bb, applets: applets, step: step, keep: o.keep, ldflags: o.ldflags}
 	if o.keep {
 		step("keeping the build directory %s", build)
 	}
@@ -317,7 +320,7 @@ func prepare(ctx context.Context, o options, modRoot string, out *prefixWriter, 
 // do not compile, with the compiler's output; they are not in the image.
 func (m *machine) image(name string, pkgs []testPkg, cfg protocol.Config) (string, map[string]string, error) {
 	t0 := time.Now()
-	broken, err := buildTests(m.modRoot, filepath.Join(m.build, name), pkgs)
+	broken, err := buildTests(m.modRoot, filepath.Join(m.build, name), m.ldflags, pkgs)
 	if err != nil {
 		return "", nil, err
 	}

@@ -754,7 +754,10 @@ func TestAttackExecOutputFlood(t *testing.T) {
 	const bound = 96 << 20
 	t.Run("run", func(t *testing.T) {
 		t.Parallel()
-		base := a.call(t, nil, runFlags("yes"), "run", runArgs(t, []string{"yes", "short"}, map[string]any{"timeout_s": 1}))
+		// The baseline call must get its program started before its
+		// timeout: in the VM shapes (emulated CPUs, tests in parallel) a
+		// call's setup alone has taken more than a second.
+		base := a.call(t, nil, runFlags("yes"), "run", runArgs(t, []string{"yes", "short"}, map[string]any{"timeout_s": 3}))
 		at := a.call(t, nil, append(runFlags("yes"), "--max-output", "16KiB"), "run", runArgs(t, []string{"yes"}, map[string]any{"timeout_s": 2}))
 		at.want(t, "failed", "timeout")
 		produced, _ := at.meta()["stdout_bytes"].(float64)

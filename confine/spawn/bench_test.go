@@ -10,10 +10,11 @@ import (
 // that has already started (a session's run calls), against bubblewrap
 // spawning the same program with every namespace, side by side:
 //
-//	go test ./confine/spawn -run '^$' -bench True -benchtime 60x
+//	go test -ldflags="$(make -s helper-ldflags)" ./confine/spawn -run '^$' -bench True -benchtime 40x
 //
-// Build with make first (make helper) so BenchmarkRunTrue uses the embedded
-// helper image; BenchmarkRunTrueSelf re-executes the test binary instead.
+// The -ldflags stamp the helper image in (make builds it), so that
+// BenchmarkRunTrue uses it as the harness does; BenchmarkRunTrueSelf
+// re-executes the test binary instead.
 
 // BenchmarkRunTrue spawns /bin/true end to end under every layer this host
 // offers (without a cgroup), from this process, with the helper the harness
@@ -29,7 +30,7 @@ func BenchmarkRunTrue(b *testing.B) {
 func BenchmarkRunTrueSelf(b *testing.B) {
 	requireSpawn(b)
 	d := newDirect(testOptions())
-	d.selfHelper = true
+	d.helper = &helperExe{why: "benchmark: this binary re-executed"}
 	benchRun(b, d)
 }
 

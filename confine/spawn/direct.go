@@ -53,9 +53,10 @@ type direct struct {
 	masks  *etcMasks
 	seq    atomic.Uint64
 
-	// selfHelper makes calls re-execute this binary as the helper even
-	// when an embedded image is usable (tests and benchmarks compare both).
-	selfHelper bool
+	// helper, when set, replaces the process's helper (currentHelper):
+	// tests and benchmarks run calls with this binary as the helper, or
+	// with an image of their own.
+	helper *helperExe
 
 	probeMu sync.Mutex
 	probed  bool // abi holds a conclusive probe
@@ -221,6 +222,11 @@ func absentReason(l string) string {
 
 // Run implements Runner.
 func (d *direct) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
+	if d.helper == nil {
+		// The first call of a process loads the helper image into its memfd
+		// on another thread while this one plans the call (the /etc scan).
+		helperWarm.Do(func() { go currentHelper() })
+	}
 	p, err := d.prepare(s)
 	if err != nil {
 		return Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}, err
@@ -383,9 +389,34 @@ func orderLayers(ls []string) []string {
 // startHelper starts the helper in its namespaces (retrying once without a
 // user namespace when running as root and the kernel refuses one, unless
 // one is required) and hands it the plan.
+// helperExe is what this runner's calls execute as their helper.
+func (d *direct) helperExe() *helperExe {
+	if d.helper != nil {
+		return d.helper
+	}
+	return currentHelper()
+}
+
 func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte) (*exec.Cmd, *os.File, error) {
+	h := d.helperExe()
 	for {
-		cmd, statusR, err := d.startOnce(p, leaf, stdio, blob)
+		var image *os.File
+		if h.use() {
+			image = h.file
+		}
+		cmd, statusR, err := d.startOnce(p, leaf, stdio, blob, image)
+		if err != nil && image != nil {
+			// The image could not be started. Before reading anything
+			// into the error (a refused user namespace, below), start this
+			// binary instead: if that works, the image was the cause, and
+			// it is not used again.
+			imageErr := err
+			cmd, statusR, err = d.startOnce(p, leaf, stdio, blob, nil)
+			if err == nil {
+				why := imageErr.Error()
+				h.failed.CompareAndSwap(nil, &why)
+			}
+		}
 		if err == nil {
 			if p.useUser {
 				d.userns.CompareAndSwap(usernsUnknown, usernsWorks)
@@ -417,7 +448,9 @@ func usernsRefused(err error) bool {
 	return errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EUSERS) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EACCES)
 }
 
-func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte) (*exec.Cmd, *os.File, error) {
+// startOnce starts one helper: the sealed image when image is not nil,
+// else this binary.
+func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte, image *os.File) (*exec.Cmd, *os.File, error) {
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
 		return nil, nil, fmt.Errorf("status pipe: %w", err)
@@ -429,12 +462,13 @@ func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []b
 		return nil, nil, fmt.Errorf("plan pipe: %w", err)
 	}
 	cmd := reexec.Command(helperEntry)
-	if !d.selfHelper {
-		cmd.Path = currentHelper().path
-	}
 	cmd.Env = helperEnv
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{statusW, planR}
+	if image != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, image) // imageFD
+		cmd.Path = imagePath
+	}
 	if stdio.Stdin != nil {
 		cmd.Stdin = stdio.Stdin
 	}

@@ -7,59 +7,91 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
+	"github.com/b10x/harness/confine/spawn/internal/helper"
 	"github.com/b10x/harness/confine/spawn/internal/helperimage"
-	"github.com/b10x/harness/internal/reexec"
 	"golang.org/x/sys/unix"
 )
 
-// helperExe is what each call's helper is executed from.
+// helperExe is what calls' helpers are executed from: the sealed memfd of
+// the embedded image, or (file nil) this binary re-executed.
 type helperExe struct {
-	path  string // /proc/self/fd/N of the sealed image, or reexec.Self
-	image int    // the image's size in bytes; 0 when this binary is used
-	why   string // why this binary is used
+	file *os.File // the sealed image; nil: this binary
+	size int64
+	why  string // why this binary is used when file is nil
+	// failed holds why executing the image failed once; from then on this
+	// binary is re-executed instead.
+	failed atomic.Pointer[string]
 }
 
-// helperMemfdMin is the lowest descriptor the image's memfd may have: above
-// the descriptors the helper's ExtraFiles take (3 and 4), so the child's
-// dup2 of them can never replace the file it is about to execute.
-const helperMemfdMin = 10
+// imageFD is the image's descriptor number in the child: it is passed as
+// the ExtraFiles entry after the status and plan pipes, so Go's own
+// descriptor shuffle between clone and execve places it there, and the
+// child executes /proc/self/fd/5. (A descriptor of the parent's, named by
+// its own number, could be overwritten by that shuffle before execve.)
+const imageFD = helper.PlanFD + 1
 
-// currentHelper is decided once per process, at the first call.
-var currentHelper = sync.OnceValue(loadHelper)
+var imagePath = "/proc/self/fd/" + strconv.Itoa(imageFD)
 
-func loadHelper() helperExe {
-	img, size, why := helperimage.Image()
+// use reports whether calls should execute the image.
+func (h *helperExe) use() bool { return h.file != nil && h.failed.Load() == nil }
+
+// source says what calls' helpers are executed from.
+func (h *helperExe) source() string {
+	if h.file == nil {
+		return "this binary, re-executed: " + h.why
+	}
+	if f := h.failed.Load(); f != nil {
+		return "this binary, re-executed: executing the embedded helper image failed: " + *f
+	}
+	return fmt.Sprintf("embedded helper image (%.1f MB, from a sealed memfd)", float64(h.size)/(1<<20))
+}
+
+// currentHelper is decided once per process, at the first call;
+// helperWarm starts deciding it at the start of that call.
+var (
+	currentHelper = sync.OnceValue(loadHelper)
+	helperWarm    sync.Once
+)
+
+func loadHelper() *helperExe {
+	img, size, sum, why := helperimage.Image()
 	if img == nil {
-		return helperExe{path: reexec.Self, why: why}
+		return &helperExe{why: why}
 	}
-	fd, err := sealedMemfd("b10x-spawn-helper", img, size)
+	f, err := sealedMemfd("b10x-spawn-helper", img, size)
 	if err != nil {
-		return helperExe{path: reexec.Self, why: "helper image: " + err.Error()}
+		return &helperExe{why: "helper image: " + err.Error()}
 	}
-	return helperExe{path: "/proc/self/fd/" + strconv.Itoa(fd), image: int(size)}
+	if err := helperimage.Check(f, size, sum); err != nil {
+		f.Close()
+		return &helperExe{why: err.Error()}
+	}
+	return &helperExe{file: f, size: size}
 }
 
 const wantSeals = unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
 
-// sealedMemfd returns a close-on-exec descriptor of an executable memfd
-// holding the size bytes r yields, sealed against every change, at helperMemfdMin or above. The
-// seals are read back, not assumed: a helper image that could still be
-// written would let whoever can reach the descriptor change the code that
-// confines the next call.
-func sealedMemfd(name string, r io.Reader, size int64) (int, error) {
+// sealedMemfd returns a close-on-exec, executable memfd holding the size
+// bytes r yields, sealed against every change: its contents, its size, its
+// mode (F_SEAL_EXEC, where the kernel has it) and its seals. The seals are
+// read back, not assumed: an image that could still be written would let
+// whoever reaches the descriptor change the code that confines the next
+// call.
+func sealedMemfd(name string, r io.Reader, size int64) (*os.File, error) {
 	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_EXEC)
 	if errors.Is(err, unix.EINVAL) {
 		// Kernels before 6.3 know no MFD_EXEC; their memfds are executable.
 		fd, err = unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	}
 	if err != nil {
-		return -1, fmt.Errorf("memfd_create: %w", err)
+		return nil, fmt.Errorf("memfd_create: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), name)
-	defer f.Close() // the descriptor returned is a duplicate
-	fail := func(what string, err error) (int, error) {
-		return -1, fmt.Errorf("%s: %w", what, err)
+	fail := func(what string, err error) (*os.File, error) {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if err := unix.Ftruncate(fd, size); err != nil {
 		return fail("size", err)
@@ -70,16 +102,6 @@ func sealedMemfd(name string, r io.Reader, size int64) (int, error) {
 	}
 	if err != nil {
 		return fail("write", err)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, wantSeals); err != nil {
-		return fail("seal", err)
-	}
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	if err != nil {
-		return fail("read seals", err)
-	}
-	if seals&wantSeals != wantSeals {
-		return fail("seal", fmt.Errorf("seals %#x, want %#x", seals, wantSeals))
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -92,19 +114,24 @@ func sealedMemfd(name string, r io.Reader, size int64) (int, error) {
 		// vm.memfd_noexec made it MFD_NOEXEC_SEAL.
 		return fail("exec", errors.New("memfds are not executable here (vm.memfd_noexec)"))
 	}
-	hi, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, helperMemfdMin)
-	if err != nil {
-		return fail("dup", err)
+	// F_SEAL_EXEC (6.3) keeps the execute bits; older kernels refuse the
+	// unknown seal with EINVAL and have no way to seal the mode.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_EXEC); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fail("seal", err)
 	}
-	return hi, nil
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, wantSeals); err != nil {
+		return fail("seal", err)
+	}
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil {
+		return fail("read seals", err)
+	}
+	if seals&wantSeals != wantSeals {
+		return fail("seal", fmt.Errorf("seals %#x, want %#x", seals, wantSeals))
+	}
+	return f, nil
 }
 
-// HelperSource says what each run call's helper is executed from: the
-// embedded helper image, or this binary and why.
-func HelperSource() string {
-	h := currentHelper()
-	if h.image > 0 {
-		return fmt.Sprintf("embedded helper image (%.1f MB, from a sealed memfd)", float64(h.image)/(1<<20))
-	}
-	return "this binary, re-executed: " + h.why
-}
+// HelperSource says what each run call's helper is executed from in this
+// process: the embedded helper image, or this binary and why.
+func HelperSource() string { return currentHelper().source() }

@@ -1,50 +1,68 @@
 package spawn
 
 import (
+	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn/internal/helperimage"
+	"github.com/b10x/harness/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
-// TestSealedMemfd: the helper image's memfd runs as a program and nobody
-// can change it afterwards, not through its descriptor, not through
-// /proc/self/fd, not by resizing.
-func TestSealedMemfd(t *testing.T) {
-	// The image is this test binary (/bin/true may be busybox, which
-	// dispatches on its name); started with no test to run, it exits 0.
-	img, err := os.ReadFile(selfExe(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+// selfImage seals this test binary into a memfd: a valid helper image (the
+// helper package's init runs the helper when argv[0] says so) that exists
+// whether or not make embedded one.
+func selfImage(t *testing.T) *os.File {
+	t.Helper()
 	f, err := os.Open(selfExe(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	fd, err := sealedMemfd("b10x-test-image", f, int64(len(img)))
+	st, err := f.Stat()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(fd)
-	if fd < helperMemfdMin {
-		t.Errorf("memfd is descriptor %d, want at least %d", fd, helperMemfdMin)
+	m, err := sealedMemfd("b10x-test-image", f, st.Size())
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// TestSealedMemfd: the image's memfd runs as a program and nobody can
+// change it afterwards: not through its descriptor, not through a reopened
+// /proc/self/fd, not by resizing it, changing its mode or its seals.
+func TestSealedMemfd(t *testing.T) {
+	img, err := os.ReadFile(selfExe(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := selfImage(t)
+	fd := int(m.Fd())
 	if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC == 0 {
 		t.Errorf("memfd flags %#x, %v: want close-on-exec", flags, err)
 	}
-	path := "/proc/self/fd/" + strconv.Itoa(fd)
-	if out, err := exec.Command(path, "-test.run=^$").CombinedOutput(); err != nil {
+	// Executed the way calls execute it: passed as an ExtraFiles entry,
+	// named by its number in the child. With no test to run it exits 0.
+	cmd := exec.Command("/proc/self/fd/3", "-test.run=^$")
+	cmd.ExtraFiles = []*os.File{m}
+	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("executing the sealed memfd: %v %s", err, out)
 	}
 	if _, err := unix.Pwrite(fd, []byte("x"), 0); !errors.Is(err, unix.EPERM) {
 		t.Errorf("pwrite on the memfd: %v, want EPERM", err)
 	}
+	path := "/proc/self/fd/" + strconv.Itoa(fd)
 	if rw, err := os.OpenFile(path, os.O_RDWR, 0); err == nil {
 		_, werr := rw.WriteAt([]byte("x"), 0)
 		rw.Close()
@@ -61,6 +79,19 @@ func TestSealedMemfd(t *testing.T) {
 		// F_SEAL_SEAL makes any further F_ADD_SEALS fail, even of nothing.
 		t.Errorf("F_ADD_SEALS accepted after F_SEAL_SEAL")
 	}
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// F_SEAL_EXEC exists from Linux 6.3: every shape but debian-6.1 has it.
+	if testenv.Shape() != testenv.ShapeDebian61 {
+		if seals&unix.F_SEAL_EXEC == 0 {
+			t.Errorf("seals %#x lack F_SEAL_EXEC", seals)
+		}
+		if err := unix.Fchmod(fd, 0o644); !errors.Is(err, unix.EPERM) {
+			t.Errorf("fchmod of the sealed memfd: %v, want EPERM", err)
+		}
+	}
 	got, err := os.ReadFile(path)
 	if err != nil || string(got) != string(img) {
 		t.Errorf("memfd holds %d bytes (%v), want the %d written", len(got), err, len(img))
@@ -70,31 +101,121 @@ func TestSealedMemfd(t *testing.T) {
 // TestSealedMemfdShortImage: an image shorter than announced is an error,
 // not a truncated program.
 func TestSealedMemfdShortImage(t *testing.T) {
-	fd, err := sealedMemfd("b10x-test-image", strings.NewReader("abc"), 10)
+	f, err := sealedMemfd("b10x-test-image", strings.NewReader("abc"), 10)
 	if err == nil {
-		unix.Close(fd)
+		f.Close()
 		t.Fatal("a 3-byte image announced as 10 was accepted")
 	}
 }
 
-// TestHelperSourceFollowsTheImage: with a usable embedded image (make
-// builds one before the tests), each call's helper is executed from its
+// TestImageSurvivesDescriptorShuffle: the image is executed whatever
+// numbers the call's own descriptors have. Between clone and execve Go
+// moves descriptors to numbers above the highest one passed; an image named
+// by its number in the parent was overwritten when the call's stdout and
+// stderr sat just below it (the child then tried to execute a pipe).
+func TestImageSurvivesDescriptorShuffle(t *testing.T) {
+	requireSpawn(t)
+	// Push the image's descriptor up, then free the numbers below it and
+	// put the call's stdout and stderr just under it: the descriptors the
+	// call opens itself (its pipes, stdin's /dev/null) take the free ones
+	// below, so every descriptor passed to the child is below the image's,
+	// and the first one Go moves lands on the image's number.
+	var pad []*os.File
+	for i := 0; i < 10; i++ {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pad = append(pad, f)
+	}
+	m := selfImage(t)
+	n := int(m.Fd())
+	for _, f := range pad {
+		f.Close()
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var outs []*os.File
+	for _, at := range []int{n - 1, n - 2} {
+		if err := unix.Dup3(int(w.Fd()), at, unix.O_CLOEXEC); err != nil {
+			t.Fatalf("dup3 to %d: %v", at, err)
+		}
+		outs = append(outs, os.NewFile(uintptr(at), "out"))
+	}
+	w.Close()
+	d := newDirect(testOptions())
+	d.helper = &helperExe{file: m, size: 1}
+	ws := workspace(t)
+	res, err := d.Run(context.Background(), shSpec(t, ws, "echo from-the-image"), Stdio{Stdout: outs[0], Stderr: outs[1]})
+	for _, f := range outs {
+		f.Close()
+	}
+	got, _ := io.ReadAll(r)
+	if err != nil || res.ExitCode != 0 || string(got) != "from-the-image\n" {
+		t.Fatalf("call with stdout at %d and stderr at %d, image at %d: %v %+v %q", n-1, n-2, n, err, res, got)
+	}
+	if f := d.helper.failed.Load(); f != nil {
+		t.Fatalf("the image was not executed (fell back to this binary): %s", *f)
+	}
+}
+
+// TestImageStartFailureFallsBack: an image that cannot be executed makes
+// the call start this binary as its helper instead, and nothing else: in
+// particular the failure is not taken for a refused user namespace, which
+// would drop that layer from every later call.
+func TestImageStartFailureFallsBack(t *testing.T) {
+	requireSpawn(t)
+	bad, err := sealedMemfd("b10x-test-image", strings.NewReader("not a program\n"), 14)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	d := newDirect(testOptions())
+	d.helper = &helperExe{file: bad, size: 14}
+	ws := workspace(t)
+	for i := 0; i < 2; i++ {
+		res, out, err := run(t, d, shSpec(t, ws, "echo ok"))
+		if err != nil || res.ExitCode != 0 || string(out.stdout.Bytes()) != "ok\n" {
+			t.Fatalf("call %d: %v %+v\n%s", i, err, res, out)
+		}
+		if testenv.Shape() != testenv.ShapeNoUserns && !slices.Contains(res.Layers, confine.LayerUserNS) {
+			t.Fatalf("call %d: layers %v lack %s after the image failed to start", i, res.Layers, confine.LayerUserNS)
+		}
+	}
+	f := d.helper.failed.Load()
+	if f == nil || !strings.Contains(*f, "exec format error") {
+		t.Fatalf("the failed image is not recorded as such: %v", f)
+	}
+	if src := d.helper.source(); !strings.Contains(src, "executing the embedded helper image failed") {
+		t.Errorf("source: %q", src)
+	}
+}
+
+// TestHelperSourceFollowsTheImage: with an image stamped in (make builds
+// one and links its digest into every binary it builds, and says so with
+// B10X_REQUIRE_HELPER_IMAGE=1), each call's helper is executed from its
 // sealed memfd; without one, from this binary, and doctor says why.
 func TestHelperSourceFollowsTheImage(t *testing.T) {
 	h := currentHelper()
-	img, size, why := helperimage.Image()
+	img, size, _, why := helperimage.Image()
 	if img == nil {
-		if h.image != 0 || h.path != "/proc/self/exe" || h.why != why || !strings.Contains(HelperSource(), why) {
+		if os.Getenv("B10X_REQUIRE_HELPER_IMAGE") == "1" {
+			t.Fatalf("make built this binary, yet it has no helper image: %s", why)
+		}
+		if h.file != nil || h.why != why || !strings.Contains(HelperSource(), why) {
 			t.Fatalf("no usable image (%s), yet the helper is %+v (%s)", why, h, HelperSource())
 		}
 		return
 	}
-	if h.image != int(size) || !strings.HasPrefix(h.path, "/proc/self/fd/") {
-		t.Fatalf("an image of %d bytes is embedded, yet the helper is %+v (%s)", size, h, h.why)
+	if h.file == nil || h.size != size {
+		t.Fatalf("an image of %d bytes is stamped in, yet the helper is %+v (%s)", size, h, h.why)
 	}
-	target, err := os.Readlink(h.path)
+	target, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(h.file.Fd())))
 	if err != nil || !strings.HasPrefix(target, "/memfd:b10x-spawn-helper") {
-		t.Fatalf("%s links to %q (%v), want the helper memfd", h.path, target, err)
+		t.Fatalf("the image descriptor links to %q (%v), want the helper memfd", target, err)
 	}
 	if !strings.HasPrefix(HelperSource(), "embedded helper image") {
 		t.Errorf("HelperSource: %q", HelperSource())

@@ -453,7 +453,7 @@ func runners(t *testing.T) map[string]Runner {
 		}
 	})
 	self := newDirect(testOptions())
-	self.selfHelper = true
+	self.helper = &helperExe{why: "test: this binary re-executed"}
 	return map[string]Runner{"direct": NewDirect(testOptions()), "broker": b, "direct, self as helper": self}
 }
 

@@ -1,90 +1,79 @@
 // Package helperimage holds the run helper as a small program of its own,
-// embedded by `make build`, and decides whether it may be used.
+// embedded by `make build`, and says whether it may be used.
 //
 // Each run call starts a helper as PID 1 of its new namespaces. Re-executing
 // the harness itself costs a start of the Go runtime over a 100 MB binary
 // (its function and interface tables are checked and filled at every start);
-// the same helper code linked alone is 1.5 MB and starts in about half the
-// time. The image is used only when the digest recorded beside it equals the
-// digest of the helper sources this binary was compiled with: an image left
-// over from other sources would run other confinement code than the
-// harness's.
+// the same helper code linked alone is 1.4 MB and starts in about half the
+// time.
+//
+// Make builds the image, then links its SHA-256 into every binary it builds
+// (the linker's -X flag sets Stamp). An image is used only through that
+// stamp: a binary built without make (go build, go install, go test) never
+// uses an image, whatever lies in bin/, so no file left or planted there can
+// become the code that confines a call; and the harness checks the stamp
+// against the very bytes it will execute (Check, after sealing them).
 package helperimage
 
 import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"io/fs"
 	"runtime"
-	"strings"
-
-	"github.com/b10x/harness/confine/spawn/internal/helper"
 )
 
 //go:embed bin
 var images embed.FS
 
+// stamp is the hex SHA-256 of the image make built, set by make at link
+// time: -X github.com/b10x/harness/confine/spawn/internal/helperimage.stamp=...
+var stamp string
+
 // Name is the image's file name for this architecture, under bin/.
 var Name = "helper-" + runtime.GOARCH
 
-// SourceSum is the SHA-256, in hex, over the names and contents of the
-// helper package's Go files other than tests, in name order.
-func SourceSum() (string, error) {
-	ents, err := fs.ReadDir(helper.Sources, ".")
-	if err != nil {
-		return "", err
-	}
-	h := sha256.New()
-	for _, e := range ents {
-		n := e.Name()
-		if e.IsDir() || strings.HasSuffix(n, "_test.go") {
-			continue
-		}
-		b, err := fs.ReadFile(helper.Sources, n)
-		if err != nil {
-			return "", err
-		}
-		sum := sha256.Sum256(b)
-		h.Write([]byte(n))
-		h.Write([]byte{0})
-		h.Write(sum[:])
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
 // Image returns the embedded helper for this architecture, read straight
-// from the binary's data (no copy of its 1.5 MB on the heap), and its size.
-// When there is none to use it returns nil and why, in words for `doctor`.
-func Image() (io.Reader, int64, string) {
-	want, err := SourceSum()
-	if err != nil {
-		return nil, 0, "the helper sources' digest: " + err.Error()
-	}
-	return imageFrom(images, "bin/"+Name, want)
+// from the binary's data (no copy on the heap), its size and the digest it
+// must have. When there is none to use it returns nil and why, in words for
+// `doctor`.
+func Image() (r io.Reader, size int64, sum string, why string) {
+	return imageFrom(images, "bin/"+Name, stamp)
 }
 
-// imageFrom is Image over any file system: the image at name, if the
-// digest recorded in name+".sum" is want.
-func imageFrom(fsys fs.FS, name, want string) (io.Reader, int64, string) {
+// imageFrom is Image over any file system and stamp.
+func imageFrom(fsys fs.FS, name, stamp string) (io.Reader, int64, string, string) {
+	if stamp == "" {
+		return nil, 0, "", "this binary was built without make, so no helper image is stamped into it (build with make build)"
+	}
 	f, err := fsys.Open(name)
 	if err != nil {
-		return nil, 0, "no helper image was built into this binary (build with make build)"
+		return nil, 0, "", "no helper image was embedded in this binary (build with make build)"
 	}
 	st, err := f.Stat()
 	if err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
 		f.Close()
-		return nil, 0, "no helper image was built into this binary (build with make build)"
+		return nil, 0, "", "no helper image was embedded in this binary (build with make build)"
 	}
-	rec, err := fs.ReadFile(fsys, name+".sum")
+	return f, st.Size(), stamp, ""
+}
+
+// Check reads size bytes of r from offset 0 and reports whether their
+// SHA-256 is sum; the error names the mismatch. It reads through r itself
+// (the sealed copy that will be executed), not the embedded original.
+func Check(r io.ReaderAt, size int64, sum string) error {
+	h := sha256.New()
+	n, err := io.Copy(h, io.NewSectionReader(r, 0, size))
 	if err != nil {
-		f.Close()
-		return nil, 0, "the helper image has no source digest beside it (rebuild with make build)"
+		return fmt.Errorf("reading the helper image back: %w", err)
 	}
-	if strings.TrimSpace(string(rec)) != want {
-		f.Close()
-		return nil, 0, "the helper image was built from other helper sources than this binary's (rebuild with make build)"
+	if n != size {
+		return fmt.Errorf("helper image: %d bytes read back of %d", n, size)
 	}
-	return f, st.Size(), ""
+	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
+		return fmt.Errorf("helper image digest %s, the binary was stamped with %s (rebuild with make build)", got, sum)
+	}
+	return nil
 }
