@@ -405,11 +405,14 @@ func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob [
 			image = h.file
 		}
 		cmd, statusR, err := d.startOnce(p, leaf, stdio, blob, image)
-		if err != nil && image != nil {
+		if err != nil && image != nil && !errors.Is(err, unix.ENOSPC) && !errors.Is(err, unix.EUSERS) {
 			// The image could not be started. Before reading anything
 			// into the error (a refused user namespace, below), start this
 			// binary instead: if that works, the image was the cause, and
-			// it is not used again.
+			// it is not used again. ENOSPC and EUSERS come from clone
+			// alone (a namespace limit), never from executing a file, and
+			// a second clone would only repeat them (and, without a
+			// user namespace, leak Go's id-map pipe once more).
 			imageErr := err
 			cmd, statusR, err = d.startOnce(p, leaf, stdio, blob, nil)
 			if err == nil {
