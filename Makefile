@@ -43,7 +43,7 @@ test: hosttest vmtest-ci
 # fetches Debian's kernel itself when they are missing. -selftest first
 # proves on a guest of known outcomes that a failing shape would be caught.
 vmtest: helper
-	$(GO) run ./vmtest -ldflags='$(HELPER_LDFLAGS)' -selftest -shapes all
+	$(GO) run ./vmtest -ldflags='$(HELPER_LDFLAGS)' -env B10X_REQUIRE_HELPER_IMAGE=1 -selftest -shapes all
 
 # vmtest-ci is what `make test` (and so CI) runs: every VM shape
 # (debian-6.1, no-landlock, no-userns, cgroup-v1) with every package that
@@ -51,7 +51,7 @@ vmtest: helper
 VM_CI_SHAPES := debian-6.1,no-landlock,no-userns,cgroup-v1
 VM_CI_PKGS := ./confine/...,./cgroup/...,./gate/...,./surface/...,./tools/...,./agent/...,./cmd/...
 vmtest-ci: helper
-	$(GO) run ./vmtest -ldflags='$(HELPER_LDFLAGS)' -selftest -shapes $(VM_CI_SHAPES) -pkgs $(VM_CI_PKGS)
+	$(GO) run ./vmtest -ldflags='$(HELPER_LDFLAGS)' -env B10X_REQUIRE_HELPER_IMAGE=1 -selftest -shapes $(VM_CI_SHAPES) -pkgs $(VM_CI_PKGS)
 
 demo: build
 	./scripts/demo-run.sh

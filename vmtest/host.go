@@ -21,13 +21,18 @@ type testEvent struct {
 }
 
 // runHost runs the packages' tests on this machine with go test, the host
-// shape. B10X_SHAPE is removed from the environment so the tests see "host".
-func runHost(ctx context.Context, modRoot string, pkgs []testPkg, run string, timeout time.Duration, quiet bool, out *prefixWriter) *shapeResult {
+// shape, with o's run pattern, timeout, linker flags and environment.
+// B10X_SHAPE is removed from the environment so the tests see "host".
+func runHost(ctx context.Context, modRoot string, pkgs []testPkg, o options, out *prefixWriter) *shapeResult {
 	start := time.Now()
 	res := &shapeResult{Shape: "host"}
-	args := []string{"test", "-json", "-count=1", "-timeout", timeout.String()}
-	if run != "" {
-		args = append(args, "-run", run)
+	quiet := o.quiet
+	args := []string{"test", "-json", "-count=1", "-timeout", o.timeout.String()}
+	if o.run != "" {
+		args = append(args, "-run", o.run)
+	}
+	if o.ldflags != "" {
+		args = append(args, "-ldflags="+o.ldflags)
 	}
 	var names []string
 	for _, p := range pkgs {
@@ -42,7 +47,7 @@ func runHost(ctx context.Context, modRoot string, pkgs []testPkg, run string, ti
 			env = append(env, e)
 		}
 	}
-	cmd.Env = append(env, "CGO_ENABLED=0")
+	cmd.Env = append(append(env, o.env...), "CGO_ENABLED=0")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()

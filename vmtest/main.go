@@ -46,6 +46,7 @@ type options struct {
 	keep         bool
 	selftest     bool
 	ldflags      string
+	env          []string // NAME=value for every test binary
 }
 
 func main() {
@@ -70,6 +71,13 @@ func realMain(argv []string) int {
 	fs.BoolVar(&o.selftest, "selftest", false, "first boot a guest with packages built to pass, fail, skip, leak and hang, and stop unless vmtest judges each correctly")
 	fs.BoolVar(&o.keep, "keep", false, "keep the build directory (test binaries, initramfs) and print its path")
 	fs.StringVar(&o.ldflags, "ldflags", "", "more linker flags for the test binaries (make passes the helper image's stamp, -X=...)")
+	fs.Func("env", "NAME=value for every test binary, in every shape (repeatable)", func(v string) error {
+		if name, _, ok := strings.Cut(v, "="); !ok || name == "" {
+			return fmt.Errorf("want NAME=value, got %q", v)
+		}
+		o.env = append(o.env, v)
+		return nil
+	})
 	if err := fs.Parse(argv); err != nil {
 		return 2
 	}
@@ -202,7 +210,7 @@ func runAll(ctx context.Context, o options) (int, error) {
 	}
 	if hostShape {
 		step("shape host: go test on this machine")
-		results = append(results, runHost(ctx, modRoot, pkgs, o.run, o.timeout, o.quiet, out))
+		results = append(results, runHost(ctx, modRoot, pkgs, o, out))
 	}
 
 	if len(results) == 0 {
@@ -355,7 +363,7 @@ func (m *machine) image(name string, pkgs []testPkg, cfg protocol.Config) (strin
 
 // runShapes builds the image once and boots every shape, o.parallel at a time.
 func (m *machine) runShapes(ctx context.Context, o options, pkgs []testPkg, shapes []string) ([]*shapeResult, error) {
-	cfg := protocol.Config{Run: o.run, TimeoutSeconds: int(o.timeout.Seconds())}
+	cfg := protocol.Config{Run: o.run, TimeoutSeconds: int(o.timeout.Seconds()), Env: o.env}
 	initrd, broken, err := m.image("tests", pkgs, cfg)
 	if err != nil {
 		return nil, err

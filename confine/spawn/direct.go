@@ -386,9 +386,6 @@ func orderLayers(ls []string) []string {
 	return out
 }
 
-// startHelper starts the helper in its namespaces (retrying once without a
-// user namespace when running as root and the kernel refuses one, unless
-// one is required) and hands it the plan.
 // helperExe is what this runner's calls execute as their helper.
 func (d *direct) helperExe() *helperExe {
 	if d.helper != nil {
@@ -397,6 +394,18 @@ func (d *direct) helperExe() *helperExe {
 	return currentHelper()
 }
 
+// cloneOnly reports whether a failed start's error can only have come from
+// clone (a namespace or process limit), never from executing the
+// helper: starting another file would only repeat it (and, without a user
+// namespace, leak Go's id-map pipe once more).
+func cloneOnly(err error) bool {
+	return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EUSERS) || errors.Is(err, unix.EAGAIN)
+}
+
+// startHelper starts the helper in its namespaces (from the image, or this
+// binary when the image will not start; retrying once without a user
+// namespace when running as root and the kernel refuses one, unless one is
+// required) and hands it the plan.
 func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte) (*exec.Cmd, *os.File, error) {
 	h := d.helperExe()
 	for {
@@ -405,19 +414,18 @@ func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob [
 			image = h.file
 		}
 		cmd, statusR, err := d.startOnce(p, leaf, stdio, blob, image)
-		if err != nil && image != nil && !errors.Is(err, unix.ENOSPC) && !errors.Is(err, unix.EUSERS) {
+		if err != nil && image != nil && !cloneOnly(err) {
 			// The image could not be started. Before reading anything
 			// into the error (a refused user namespace, below), start this
 			// binary instead: if that works, the image was the cause, and
-			// it is not used again. ENOSPC and EUSERS come from clone
-			// alone (a namespace limit), never from executing a file, and
-			// a second clone would only repeat them (and, without a
-			// user namespace, leak Go's id-map pipe once more).
+			// it is not used again.
 			imageErr := err
 			cmd, statusR, err = d.startOnce(p, leaf, stdio, blob, nil)
 			if err == nil {
 				why := imageErr.Error()
 				h.failed.CompareAndSwap(nil, &why)
+			} else {
+				err = errors.Join(err, fmt.Errorf("with the helper image: %w", imageErr))
 			}
 		}
 		if err == nil {

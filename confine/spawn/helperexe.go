@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -45,7 +46,44 @@ func (h *helperExe) source() string {
 	if f := h.failed.Load(); f != nil {
 		return "this binary, re-executed: executing the embedded helper image failed: " + *f
 	}
-	return fmt.Sprintf("embedded helper image (%.1f MB, from a sealed memfd)", float64(h.size)/(1<<20))
+	return fmt.Sprintf("embedded helper image (%.1f MB, from a sealed memfd)", float64(h.size)/1e6)
+}
+
+// probe starts the image once as a helper with an empty plan, outside any
+// new namespace: a working helper reads the plan, finds it empty, reports
+// "read plan" failed on its status pipe and exits with ExitSetup before it
+// does anything else. Anything else (the image does not execute, or is
+// not this helper) is the error returned.
+func (h *helperExe) probe() error {
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer statusR.Close()
+	planR, planW, err := os.Pipe()
+	if err != nil {
+		statusW.Close()
+		return err
+	}
+	planW.Close()
+	cmd := exec.Command(imagePath)
+	cmd.Args = []string{helper.Argv0}
+	cmd.Env = helperEnv
+	cmd.Dir = "/"
+	cmd.ExtraFiles = []*os.File{statusW, planR, h.file}
+	err = cmd.Start()
+	statusW.Close()
+	planR.Close()
+	if err != nil {
+		return err
+	}
+	st := readStatus(statusR)
+	werr := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(werr, &ee) || ee.ExitCode() != helper.ExitSetup || st.setupErr == nil || st.setupErr.Step != "read plan" {
+		return fmt.Errorf("a helper given no plan should report it and exit %d; it exited with %v, status %+v", helper.ExitSetup, werr, st)
+	}
+	return nil
 }
 
 // currentHelper is decided once per process, at the first call;
@@ -133,5 +171,16 @@ func sealedMemfd(name string, r io.Reader, size int64) (*os.File, error) {
 }
 
 // HelperSource says what each run call's helper is executed from in this
-// process: the embedded helper image, or this binary and why.
-func HelperSource() string { return currentHelper().source() }
+// process: the embedded helper image, or this binary and why. It starts
+// the image once to see that it runs (doctor's question); calls do not
+// wait for that, they fall back on their own if the image fails to start.
+func HelperSource() string {
+	h := currentHelper()
+	if h.use() {
+		if err := h.probe(); err != nil {
+			why := err.Error()
+			h.failed.CompareAndSwap(nil, &why)
+		}
+	}
+	return h.source()
+}

@@ -214,8 +214,9 @@ func TestImageStartFailureFallsBack(t *testing.T) {
 
 // TestHelperSourceFollowsTheImage: with an image stamped in (make builds
 // one and links its digest into every binary it builds, and says so with
-// B10X_REQUIRE_HELPER_IMAGE=1), each call's helper is executed from its
-// sealed memfd; without one, from this binary, and doctor says why.
+// B10X_REQUIRE_HELPER_IMAGE=1, on the host and in every VM shape), each
+// call's helper is executed from its sealed memfd, and the image starts as
+// a helper; without one, from this binary, and doctor says why.
 func TestHelperSourceFollowsTheImage(t *testing.T) {
 	h := currentHelper()
 	img, size, _, why := helperimage.Image()
@@ -235,7 +236,43 @@ func TestHelperSourceFollowsTheImage(t *testing.T) {
 	if err != nil || !strings.HasPrefix(target, "/memfd:b10x-spawn-helper") {
 		t.Fatalf("the image descriptor links to %q (%v), want the helper memfd", target, err)
 	}
-	if !strings.HasPrefix(HelperSource(), "embedded helper image") {
-		t.Errorf("HelperSource: %q", HelperSource())
+	// HelperSource starts the image once (doctor's check).
+	if src := HelperSource(); !strings.HasPrefix(src, "embedded helper image") {
+		t.Fatalf("HelperSource: %q", src)
+	}
+}
+
+// TestProbeTellsAHelperFromAnyProgram: doctor's check starts the image and
+// accepts it only when it answers as the helper does.
+func TestProbeTellsAHelperFromAnyProgram(t *testing.T) {
+	good := &helperExe{file: selfImage(t)}
+	if err := good.probe(); err != nil {
+		t.Fatalf("this test binary, a helper: %v", err)
+	}
+	f, err := os.Open(lookPath(t, "true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := sealedMemfd("b10x-test-image", f, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := (&helperExe{file: m}).probe(); err == nil {
+		t.Fatal("true passed for a helper")
+	}
+	junk, err := sealedMemfd("b10x-test-image", strings.NewReader("not a program\n"), 14)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer junk.Close()
+	bad := &helperExe{file: junk, size: 14}
+	if err := bad.probe(); err == nil {
+		t.Fatal("a text file passed for a helper")
 	}
 }

@@ -1,7 +1,7 @@
 // Command helperbin is the run helper as a program of its own: the image
 // `make build` embeds into the harness (package helperimage) and package
 // spawn executes from a sealed memfd. It is the same code as the helper
-// the harness re-executes itself as (package helper), in a 1.4 MB binary
+// the harness re-executes itself as (package helper), in a 1.5 MB binary
 // instead of the whole harness, so each call's helper starts the Go
 // runtime over a small binary (see docs/decisions/0043-helper-image.md).
 //

@@ -4,11 +4,11 @@
 // Each run call starts a helper as PID 1 of its new namespaces. Re-executing
 // the harness itself costs a start of the Go runtime over a 100 MB binary
 // (its function and interface tables are checked and filled at every start);
-// the same helper code linked alone is 1.4 MB and starts in about half the
+// the same helper code linked alone is 1.5 MB and starts in about half the
 // time.
 //
 // Make builds the image, then links its SHA-256 into every binary it builds
-// (the linker's -X flag sets Stamp). An image is used only through that
+// (the linker's -X flag sets the package's stamp). An image is used only through that
 // stamp: a binary built without make (go build, go install, go test) never
 // uses an image, whatever lies in bin/, so no file left or planted there can
 // become the code that confines a call; and the harness checks the stamp
