@@ -21,9 +21,13 @@ import (
 // selfImage seals this test binary into a memfd: a valid helper image (the
 // helper package's init runs the helper when argv[0] says so) that exists
 // whether or not make embedded one.
-func selfImage(t *testing.T) *os.File {
+func selfImage(t *testing.T) *os.File { return sealFile(t, selfExe(t)) }
+
+// sealFile seals a copy of the file at path into a memfd, closed when the
+// test ends.
+func sealFile(t *testing.T, path string) *os.File {
 	t.Helper()
-	f, err := os.Open(selfExe(t))
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,21 +253,7 @@ func TestProbeTellsAHelperFromAnyProgram(t *testing.T) {
 	if err := good.probe(); err != nil {
 		t.Fatalf("this test binary, a helper: %v", err)
 	}
-	f, err := os.Open(lookPath(t, "true"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := sealedMemfd("b10x-test-image", f, st.Size())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	if err := (&helperExe{file: m}).probe(); err == nil {
+	if err := (&helperExe{file: sealFile(t, lookPath(t, "true"))}).probe(); err == nil {
 		t.Fatal("true passed for a helper")
 	}
 	junk, err := sealedMemfd("b10x-test-image", strings.NewReader("not a program\n"), 14)
