@@ -425,7 +425,10 @@ func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob [
 				why := imageErr.Error()
 				h.failed.CompareAndSwap(nil, &why)
 			} else {
-				err = errors.Join(err, fmt.Errorf("with the helper image: %w", imageErr))
+				// Only this binary's error decides what follows (the
+				// image's is kept as text: it must not pass for a refused
+				// user namespace).
+				err = fmt.Errorf("%w (with the helper image: %v)", err, imageErr)
 			}
 		}
 		if err == nil {
