@@ -528,13 +528,29 @@ func inChildCgroup(t *testing.T, ownCgroup bool) bool {
 	case err != nil:
 		t.Fatalf("re-run child failed: %v", err)
 	case strings.Contains(string(out), "--- SKIP: "+t.Name()):
-		// The child skips only through testenv.Require, which fails a shape
-		// expected to have the feature; relay its verdict and reason.
-		t.Skip("the re-run child skipped through testenv.Require (its reason is in the output above)")
+		// A child may skip only through testenv.Require, which fails a
+		// shape expected to have the feature; relay its verdict with its
+		// reason, and fail any other skip.
+		why := requireSkipReason(string(out))
+		if why == "" {
+			t.Fatalf("re-run child skipped %s other than through testenv.Require", t.Name())
+		}
+		t.Skip("re-run child: " + why)
 	case !strings.Contains(string(out), "--- PASS: "+t.Name()):
 		t.Fatalf("re-run child did not report a pass for %s", t.Name())
 	}
 	return false
+}
+
+// requireSkipReason returns the reason testenv.Require gave in a test
+// binary's verbose output, or "" when there is none.
+func requireSkipReason(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "(declared absent there)") {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
 }
 
 // childFDs counts this process's open descriptors.
