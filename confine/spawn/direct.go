@@ -100,6 +100,8 @@ type prepared struct {
 	useUser  bool
 	limits   cgroup.Limits
 	leafWant bool
+	// hostUID and hostGID are the host ids the program runs as.
+	hostUID, hostGID int
 }
 
 // prepare checks the Spec, plans the view and the layers, and refuses
@@ -190,14 +192,19 @@ func (d *direct) prepare(s Spec) (*prepared, error) {
 		}
 		return nil, err
 	}
+	uid, gid, err := d.childIdentity(s.Workspace)
+	if err != nil {
+		return nil, &SetupError{Step: "identity", Err: err}
+	}
+	p.hostUID, p.hostGID = uid, gid
 	pl := &helper.Plan{
 		Path: s.Path, Argv: s.Argv, Env: s.Env, Dir: s.Dir,
 		Hostname: "sandbox",
 		Mounts:   mounts,
 		Loopback: !s.Net,
-		DropCaps: !useUser,
 		Seccomp:  filter,
 	}
+	setIdentity(pl, useUser, d.root, uid, gid)
 	if abi >= 1 {
 		if err := landlockPlan(pl, abi, rules); err != nil {
 			return nil, &SetupError{Step: "landlock ruleset", Err: err}
@@ -240,6 +247,8 @@ func (d *direct) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 // callStatus is what the helper reported on its status pipe.
 type callStatus struct {
 	layers   []string // sent just before execve
+	locked   bool     // the view's mounts are locked for the program
+	exit     *syscall.WaitStatus
 	sawReady bool
 	setupErr *SetupError
 	readErr  error
@@ -355,12 +364,18 @@ func (d *direct) start(ctx context.Context, s Spec, p *prepared, stdio Stdio) (R
 		}
 		return res, se
 	}
+	if st.exit != nil {
+		// The program's own status, as its init saw it (the helper's
+		// mirrors it, but cannot carry a signal).
+		ws = *st.exit
+	}
 	if ws.Signaled() {
 		res.Signal = signalName(ws.Signal())
 	} else {
 		res.ExitCode = ws.ExitStatus()
 	}
 	res.Layers = orderLayers(append(p.layers, st.layers...))
+	res.HostUID, res.HostGID, res.LockedView = p.hostUID, p.hostGID, st.locked
 	if ctxErr != nil {
 		return res, fmt.Errorf("spawn: call ended by its context: %w", ctxErr)
 	}
@@ -446,7 +461,7 @@ func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob [
 			!slices.Contains(d.opts.Require.Layers, confine.LayerUserNS) {
 			d.userns.Store(usernsMissing)
 			p.useUser = false
-			p.plan.DropCaps = true
+			setIdentity(p.plan, false, d.root, p.hostUID, p.hostGID)
 			var enc helper.Encoder
 			p.plan.Encode(&enc)
 			blob = enc.B
@@ -505,6 +520,13 @@ func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []b
 		attr.Cloneflags |= unix.CLONE_NEWUSER
 		attr.UidMappings, attr.GidMappings = idMaps(d.root)
 		attr.GidMappingsEnableSetgroups = false
+		if d.root {
+			// The helper's namespace maps every id onto itself; it drops
+			// the harness's supplementary groups (root's), which its
+			// program's namespace would otherwise carry along.
+			attr.GidMappingsEnableSetgroups = true
+			attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
+		}
 	}
 	if leaf != nil {
 		attr.UseCgroupFD = true
@@ -569,8 +591,13 @@ func readStatus(r io.Reader) callStatus {
 	for len(dec.B) > 0 && dec.Err == nil {
 		switch dec.U8() {
 		case helper.StatusReady:
-			st.layers = helperLayers(dec.U32())
+			bits := dec.U32()
+			st.layers = helperLayers(bits)
+			st.locked = bits&helper.LayerLockedView != 0
 			st.sawReady = true
+		case helper.StatusExit:
+			ws := syscall.WaitStatus(dec.U32())
+			st.exit = &ws
 		case helper.StatusFailed:
 			step := dec.Str()
 			e := dec.Error()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -278,8 +279,8 @@ func TestRootWithoutUserNamespace(t *testing.T) {
 			t.Errorf("layers %v claim a user namespace", res.Layers)
 		}
 		p := probes(out)
-		if p["uid"] != "0" || p["caps"] != "0000000000000000" || p["mount"] != "EPERM" || p["write:"+filepath.Join(ws, "f")] != "ok" {
-			t.Errorf("without a user namespace: %v, want uid 0, no capability, mount EPERM, workspace writable", p)
+		if p["uid"] != strconv.Itoa(testOwner) || p["caps"] != "0000000000000000" || p["mount"] != "EPERM" || p["write:"+filepath.Join(ws, "f")] != "ok" {
+			t.Errorf("without a user namespace: %v, want the workspace owner's uid %d, no capability, mount EPERM, workspace writable", p, testOwner)
 		}
 	}
 }

@@ -157,7 +157,7 @@ func TestChildCannotReadSecrets(t *testing.T) {
 			}
 		}
 		p := probes(func() output {
-			_, o, err := run(t, r, probeSpec(t, ws, "read:"+secret, "read:/proc/"+harness+"/environ", "read:/etc/shadow", "ls:/", "ls:/tmp", "pid"))
+			_, o, err := run(t, r, probeSpec(t, ws, "read:"+secret, "read:/proc/"+harness+"/environ", "read:/etc/shadow", "ls:/", "ls:/tmp", "pid", "ppid"))
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
@@ -181,8 +181,8 @@ func TestChildCannotReadSecrets(t *testing.T) {
 		if p["ls:/tmp"] == "ENOENT" || strings.Contains(p["ls:/tmp"], filepath.Base(secretDir)) {
 			t.Errorf("%s: the child's /tmp shows %s (the host's /tmp must not be visible)", name, p["ls:/tmp"])
 		}
-		if p["pid"] != "1" {
-			t.Errorf("%s: the program is pid %s in its namespace, want 1", name, p["pid"])
+		if p["pid"] == "1" || p["ppid"] != "1" {
+			t.Errorf("%s: the program is pid %s, its parent %s, in its namespace; want a minimal init as PID 1 and the program its child", name, p["pid"], p["ppid"])
 		}
 	}
 }
@@ -327,6 +327,7 @@ func TestSyscallFilter(t *testing.T) {
 		if err := os.WriteFile(victim, []byte("keep"), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		own(t, victim)
 		res, out, err := run(t, r, probeSpec(t, ws, "ptrace:"+hostPid, "ptrace:1", "vmread:1", "kill:"+hostPid, "killall",
 			"unshare-user", "clone-user", "clone3", "mount", "umount", "setns", "tiocsti", "tiocsti-high", "keyctl", "bpf",
 			"hostname-write", "truncate:"+victim, "write:"+filepath.Join(ws, "ok")))
@@ -375,7 +376,7 @@ func TestSyscallFilter(t *testing.T) {
 func TestSetupErrorTargetNeverRuns(t *testing.T) {
 	for name, r := range runners(t) {
 		ws := workspace(t)
-		markDir := t.TempDir()
+		markDir := own(t, t.TempDir())
 		marker := filepath.Join(markDir, "ran")
 		script := "echo ran > " + marker
 		noexec := filepath.Join(ws, "not-executable")

@@ -13,10 +13,17 @@ import (
 // The child's seccomp filter covers what Landlock and the namespaces do not:
 // system calls that reach the kernel's attack surface or other processes
 // without going through a path. Denied calls fail with EPERM (the program
-// sees an ordinary refusal); clone3 fails with ENOSYS so that C libraries
-// fall back to clone(2), whose flags the filter can read. A call made
-// through another architecture's system call table (i386 int 0x80, x32)
-// kills the process: the filter is written for the native table only.
+// sees an ordinary refusal); clone3 and openat2 fail with ENOSYS so that C
+// libraries fall back to clone(2) and openat(2), whose arguments the filter
+// can read. A call made through another architecture's system call table
+// (i386 int 0x80, x32) kills the process: the filter is written for the
+// native table only.
+//
+// The filter fails closed on the future: every number above
+// maxKnownSyscall, the highest one it was written for, fails with ENOSYS,
+// so a system call a newer kernel adds (as Linux 6.15 added open_tree_attr,
+// which clones mounts) is refused until someone has read what it does and
+// raised the bound.
 //
 // The decisions and their reasons are in docs/decisions/0032-spawn-seccomp.md.
 
@@ -26,20 +33,61 @@ var deniedSyscalls = []string{
 	"ptrace", "process_vm_readv", "process_vm_writev",
 	// io_uring: a second system call interface seccomp cannot see into
 	"io_uring_setup", "io_uring_enter", "io_uring_register",
-	// the mount table (Landlock denies these too; two locks on one door)
-	"mount", "umount2", "pivot_root", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "open_tree", "mount_setattr",
 	// namespaces of other processes
 	"setns",
+	// another process's descriptors and memory advice (as ptrace)
+	"pidfd_getfd", "process_madvise",
+	// quotas of a filesystem
+	"quotactl", "quotactl_fd",
 	// kernel attack surface a build or test never needs
 	"bpf", "keyctl", "add_key", "request_key", "perf_event_open", "userfaultfd",
 	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
 	"open_by_handle_at", "swapon", "swapoff", "reboot", "syslog", "acct",
 }
 
+// maxKnownSyscall is the highest system call number the filter was written
+// for: file_setattr, Linux 6.17 (the same number on amd64 and arm64, whose
+// tables agree from 424 on). Every number above it fails with ENOSYS.
+// Raising it is a review of every call added in between.
+const maxKnownSyscall = unix.SYS_FILE_SETATTR
+
+// mountSyscalls change or clone the mount table: denied by number, so a
+// name table that does not know one (open_tree_attr is Linux 6.15) cannot
+// let it through. Landlock denies most of them too, and the view's mounts
+// are locked (made in a more privileged user namespace than the program's):
+// three locks on one door.
+var mountSyscalls = append(archMountSyscalls[:len(archMountSyscalls):len(archMountSyscalls)],
+	unix.SYS_OPEN_TREE, unix.SYS_MOVE_MOUNT, unix.SYS_FSOPEN, unix.SYS_FSCONFIG, unix.SYS_FSMOUNT,
+	unix.SYS_FSPICK, unix.SYS_MOUNT_SETATTR, unix.SYS_OPEN_TREE_ATTR)
+
+// modeArg is a system call whose argument Arg is a file mode: the filter
+// refuses set-user-ID and set-group-ID bits in it, so nothing the child
+// creates or changes can run with another identity on the host (see
+// docs/decisions/0037-child-identity.md).
+type modeArg struct {
+	Nr  uintptr
+	Arg int
+}
+
+// setIDBits are S_ISUID and S_ISGID.
+const setIDBits = unix.S_ISUID | unix.S_ISGID
+
+// modeSyscalls are the calls that set a file's mode, native to every
+// architecture (archModeSyscalls adds the legacy ones).
+var modeSyscalls = append(archModeSyscalls[:len(archModeSyscalls):len(archModeSyscalls)],
+	modeArg{unix.SYS_FCHMOD, 1}, modeArg{unix.SYS_FCHMODAT, 2}, modeArg{unix.SYS_FCHMODAT2, 2},
+	modeArg{unix.SYS_OPENAT, 3}, modeArg{unix.SYS_MKNODAT, 2})
+
 // The argument-dependent rules, in the filter's own prelude (see build).
 const (
 	afVsock = 40 // AF_VSOCK
 )
+
+// deniedIoctls act on a terminal beyond the child's own use of it: typing
+// into it (TIOCSTI), the console's special functions (TIOCLINUX), its line
+// discipline (TIOCSETD, which outlives the call) and console redirection
+// (TIOCCONS).
+var deniedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX, unix.TIOCSETD, unix.TIOCCONS}
 
 // errnoRet is the filter's return value for "fail with errno e".
 func errnoRet(e unix.Errno) uint32 { return unix.SECCOMP_RET_ERRNO | uint32(e) }
@@ -91,6 +139,7 @@ func buildFilter(denyTruncate bool) ([]byte, error) {
 		ldAbs = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
 		jeq   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
 		jge   = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+		jgt   = unix.BPF_JMP | unix.BPF_JGT | unix.BPF_K
 		jset  = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
 		ret   = unix.BPF_RET | unix.BPF_K
 	)
@@ -107,10 +156,18 @@ func buildFilter(denyTruncate bool) ([]byte, error) {
 	if seccompX32Bit != 0 {
 		pre = append(pre, jump(jge, seccompX32Bit, 0, 1), stmt(ret, kill))
 	}
+	enosys := errnoRet(unix.ENOSYS)
 	pre = append(pre,
+		jump(jgt, maxKnownSyscall, 0, 1),
+		stmt(ret, enosys),
 		jump(jeq, uint32(unix.SYS_CLONE3), 0, 1),
-		stmt(ret, errnoRet(unix.ENOSYS)),
+		stmt(ret, enosys),
+		jump(jeq, uint32(unix.SYS_OPENAT2), 0, 1),
+		stmt(ret, enosys),
 	)
+	for _, nr := range mountSyscalls {
+		pre = append(pre, jump(jeq, uint32(nr), 0, 1), stmt(ret, eperm))
+	}
 	// flagRule: nr with (low half of argument arg) & bits != 0 → EPERM.
 	flagRule := func(nr uintptr, arg int, bits uint32) {
 		pre = append(pre,
@@ -133,8 +190,11 @@ func buildFilter(denyTruncate bool) ([]byte, error) {
 	}
 	flagRule(unix.SYS_CLONE, 0, unix.CLONE_NEWUSER)
 	flagRule(unix.SYS_UNSHARE, 0, unix.CLONE_NEWUSER)
+	for _, m := range modeSyscalls {
+		flagRule(m.Nr, m.Arg, setIDBits)
+	}
 	equalRule(unix.SYS_SOCKET, 0, afVsock)
-	equalRule(unix.SYS_IOCTL, 1, unix.TIOCSTI, unix.TIOCLINUX)
+	equalRule(unix.SYS_IOCTL, 1, deniedIoctls...)
 
 	names := append([]string(nil), deniedSyscalls...)
 	if denyTruncate {

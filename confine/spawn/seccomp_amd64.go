@@ -9,3 +9,10 @@ const (
 	// it is killed.
 	seccompX32Bit = 0x40000000
 )
+
+// archMountSyscalls are amd64's numbers of the mount calls older than the
+// tables' unification at 424.
+var archMountSyscalls = []uintptr{unix.SYS_MOUNT, unix.SYS_UMOUNT2, unix.SYS_PIVOT_ROOT}
+
+// archModeSyscalls are amd64's legacy calls that take a file mode.
+var archModeSyscalls = []modeArg{{unix.SYS_CHMOD, 1}, {unix.SYS_OPEN, 2}, {unix.SYS_CREAT, 1}, {unix.SYS_MKNOD, 1}}

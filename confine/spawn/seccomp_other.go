@@ -7,3 +7,8 @@ const (
 	seccompAuditArch     = 0
 	seccompX32Bit        = 0
 )
+
+var (
+	archMountSyscalls []uintptr
+	archModeSyscalls  []modeArg
+)

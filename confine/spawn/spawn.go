@@ -91,6 +91,12 @@ type Result struct {
 	MemoryPeak int64
 	// PidsPeak is the leaf's pids.peak, -1 when unknown.
 	PidsPeak int64
+	// HostUID and HostGID are the host ids the program ran as: never 0
+	// (see ErrRootWorkspace). Zero when the program did not start.
+	HostUID, HostGID int
+	// LockedView is true when the program ran in a user namespace nested
+	// in the helper's, so the kernel locked every mount of its view.
+	LockedView bool
 	// Layers names the confinement layers actually applied to this child,
 	// with the names of package confine (confine.LayerLandlockChild, ...),
 	// in that package's report order.

@@ -223,6 +223,20 @@ func probe(name, operand string) string {
 		return errName(unix.Truncate(operand, 0))
 	case "pid":
 		return strconv.Itoa(os.Getpid())
+	case "ppid":
+		return strconv.Itoa(os.Getppid())
+	case "status":
+		// Named lines of /proc/self/status, e.g. status:CapBnd.
+		status, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			return errName(err)
+		}
+		for _, l := range strings.Split(string(status), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && k == operand {
+				return strings.Join(strings.Fields(v), " ")
+			}
+		}
+		return "unknown"
 	case "uid":
 		return strconv.Itoa(os.Getuid())
 	case "caps":
@@ -343,14 +357,36 @@ func selfExe(t testing.TB) string {
 	return p
 }
 
-// workspace returns a fresh workspace directory (canonical).
+// testOwner is the unprivileged owner of the tests' workspaces when they
+// run as root: a run child runs as the workspace's owner, never as root.
+const testOwner = 1000
+
+// workspace returns a fresh workspace directory (canonical), owned by
+// testOwner when the test runs as root.
 func workspace(t testing.TB) string {
 	t.Helper()
 	ws, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(ws, testOwner, testOwner); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return ws
+}
+
+// own gives path to testOwner when the test runs as root, as a file the
+// workspace's owner made would be.
+func own(t testing.TB, path string) string {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		if err := os.Chown(path, testOwner, testOwner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
 }
 
 func shSpec(t testing.TB, ws, script string) Spec {
@@ -423,6 +459,9 @@ func requireSpawn(t testing.TB) {
 	t.Helper()
 	spawnable.once.Do(func() {
 		ws, err := os.MkdirTemp("", "b10x-spawn-probe-")
+		if err == nil && os.Geteuid() == 0 {
+			err = os.Chown(ws, testOwner, testOwner)
+		}
 		if err != nil {
 			spawnable.err = err
 			return

@@ -51,6 +51,9 @@ func encodeResult(e *helper.Encoder, r Result) {
 	e.I64(r.MemoryPeak)
 	e.I64(r.PidsPeak)
 	e.Strs(r.Layers)
+	e.I64(int64(r.HostUID))
+	e.I64(int64(r.HostGID))
+	e.Bool(r.LockedView)
 }
 
 func decodeResult(d *helper.Decoder) Result {
@@ -63,5 +66,8 @@ func decodeResult(d *helper.Decoder) Result {
 	r.MemoryPeak = d.I64()
 	r.PidsPeak = d.I64()
 	r.Layers = d.Strs()
+	r.HostUID = int(d.I64())
+	r.HostGID = int(d.I64())
+	r.LockedView = d.Bool()
 	return r
 }

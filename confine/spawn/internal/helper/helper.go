@@ -11,11 +11,17 @@ import (
 )
 
 // init runs the helper as soon as this package is initialised, when the
-// process was started as the helper: the rest of the binary never
-// initialises. In any other process it does nothing.
+// process was started as the helper (or as its program stage): the rest of
+// the binary never initialises. In any other process it does nothing.
 func init() {
-	if len(os.Args) > 0 && os.Args[0] == Argv0 {
+	if len(os.Args) == 0 {
+		return
+	}
+	switch os.Args[0] {
+	case Argv0:
 		Main()
+	case Argv0Program:
+		programMain()
 	}
 }
 
@@ -41,12 +47,21 @@ func opErr(op, operand string, err error) error {
 	return &opError{op, operand, err}
 }
 
-// Main runs in the new namespaces as their PID 1. It builds the view,
-// confines itself and executes the program; it never returns. Every failure
-// is reported on the status pipe and ends the helper before execve.
+// Main runs in the new namespaces as their PID 1, in two stages.
+//
+// This first stage builds the view, then starts the second (programMain)
+// from this same executable: in a user and mount namespace nested in its
+// own when it has a user namespace (so every mount of the view is locked:
+// it was made in a more privileged namespace than the program's), as an
+// unprivileged id otherwise. The second stage confines itself and executes
+// the program, which is then never PID 1: this stage stays as the
+// namespace's init (see initLoop) and exits with the program's status.
+//
+// Every failure before the program's execve is reported on the status
+// pipe and ends the helper, and with it the namespace.
 func Main() {
-	// Every step below, up to execve, must run on this one thread: the
-	// capability, no_new_privs, seccomp and Landlock state are per thread.
+	// Every step below must run on this one thread: the mount and
+	// capability state of the second stage's clone are this thread's.
 	runtime.LockOSThread()
 	if _, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, StatusFD, syscall.F_SETFD, syscall.FD_CLOEXEC); e != 0 {
 		os.Exit(ExitSetup)
@@ -55,22 +70,31 @@ func Main() {
 	if err != nil {
 		fail("read plan", err)
 	}
-	layers, step, err := apply(p)
-	if err != nil {
+	// Nothing this stage holds (the helper image, the runtime's own
+	// descriptors) reaches the second stage but what it is given.
+	if _, _, e := syscall.RawSyscall(sysCloseRangeNr, StatusFD+1, ^uintptr(0), closeRangeCloexec); e != 0 {
+		fail("close descriptors", opErr("close_range", "CLOEXEC", e))
+	}
+	if step, err := buildRoot(p); err != nil {
 		fail(step, err)
 	}
-	var e Encoder
-	e.U8(StatusReady)
-	e.U32(layers)
-	if err := sysWriteAll(StatusFD, e.B); err != nil {
-		os.Exit(ExitSetup)
+	if err := sysSethostname(p.Hostname); err != nil {
+		fail("sethostname", err)
 	}
-	err = syscall.Exec(p.Path, p.Argv, p.Env)
-	fail("exec "+p.Path, err)
+	if p.Loopback {
+		if err := loopbackUp(); err != nil {
+			fail("loopback up", err)
+		}
+	}
+	pid, err := startProgram(p)
+	if err != nil {
+		fail("start the program's stage", err)
+	}
+	initLoop(pid)
 }
 
-// fail reports a failed step and ends the helper (and with it, as PID 1,
-// its whole namespace).
+// fail reports a failed step and ends the process (in the first stage, as
+// PID 1, its whole namespace).
 func fail(step string, err error) {
 	var e Encoder
 	e.U8(StatusFailed)
@@ -103,53 +127,6 @@ func readPlan() (*Plan, error) {
 		return nil, err
 	}
 	return p, nil
-}
-
-// apply performs every step before execve, in order. It returns the layers
-// it applied, or the failed step's name and its error.
-func apply(p *Plan) (layers uint32, step string, err error) {
-	if step, err := buildRoot(p); err != nil {
-		return 0, step, err
-	}
-	layers |= LayerMountNS
-	if err := sysSethostname(p.Hostname); err != nil {
-		return 0, "sethostname", err
-	}
-	if p.Loopback {
-		if err := loopbackUp(); err != nil {
-			return 0, "loopback up", err
-		}
-	}
-	if err := sysChdir(p.Dir); err != nil {
-		return 0, "chdir " + p.Dir, err
-	}
-	if p.DropCaps {
-		if err := dropCapabilities(); err != nil {
-			return 0, "drop capabilities", err
-		}
-	}
-	// Every descriptor but 0-2 closes at execve: the status pipe (which
-	// must stay open until then) and anything the runtime opened.
-	if _, _, e := syscall.RawSyscall(sysCloseRangeNr, StatusFD, ^uintptr(0), closeRangeCloexec); e != 0 {
-		return 0, "close descriptors", opErr("close_range", "CLOEXEC", e)
-	}
-	if err := sysPrctl(prSetNoNewPrivs, 1, 0, 0, 0); err != nil {
-		return 0, "no_new_privs", opErr("prctl", "PR_SET_NO_NEW_PRIVS", err)
-	}
-	layers |= LayerNoNewPrivs
-	if len(p.Seccomp) > 0 {
-		if err := loadSeccomp(p.Seccomp); err != nil {
-			return 0, "seccomp", err
-		}
-		layers |= LayerSeccomp
-	}
-	if p.LandlockFS != 0 || p.LandlockScoped != 0 {
-		if err := landlock(p); err != nil {
-			return 0, "landlock", err
-		}
-		layers |= LayerLandlock
-	}
-	return layers, "", nil
 }
 
 // buildRoot assembles the view on a tmpfs at newRootBase and makes it the
@@ -340,30 +317,6 @@ func loopbackUp() error {
 	binary.NativeEndian.PutUint16(ifr[16:], flags)
 	if _, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, fd, syscall.SIOCSIFFLAGS, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 {
 		return opErr("ioctl SIOCSIFFLAGS", "lo", e)
-	}
-	return nil
-}
-
-// dropCapabilities empties the bounding, ambient, inheritable, permitted and
-// effective sets of this thread, so the program (even as uid 0) holds and
-// can gain no capability. Used when there is no user namespace.
-func dropCapabilities() error {
-	for c := uintptr(0); c < 64; c++ {
-		err := sysPrctl(syscall.PR_CAPBSET_DROP, c, 0, 0, 0)
-		if errors.Is(err, syscall.EINVAL) {
-			break
-		}
-		if err != nil {
-			return opErr("prctl PR_CAPBSET_DROP", "capability", err)
-		}
-	}
-	if err := sysPrctl(prCapAmbient, prCapAmbientClearAll, 0, 0, 0); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return opErr("prctl", "PR_CAP_AMBIENT_CLEAR_ALL", err)
-	}
-	hdr := capUserHeader{version: linuxCapabilityVersion3}
-	var data [2]capUserData
-	if _, _, e := syscall.RawSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
-		return opErr("capset", "0", e)
 	}
 	return nil
 }

@@ -22,6 +22,11 @@ import (
 // reexec.Command.
 const Argv0 = "b10x-reexec:spawn-helper"
 
+// Argv0Program is the argv[0] of the helper's second stage: the process
+// that becomes the program, started by the first (which stays as the
+// namespace's init). Only the helper starts it.
+const Argv0Program = "b10x-reexec:spawn-program"
+
 // Descriptors of the helper, as the parent arranges them (ExtraFiles).
 const (
 	StatusFD = 3 // write end of the status pipe
@@ -36,6 +41,7 @@ const ExitSetup = 125
 const (
 	StatusReady  = 'R' // layers applied (u32 bits); execve is next
 	StatusFailed = 'F' // a step failed: its name and error
+	StatusExit   = 'X' // the program ended: its raw wait status (u32)
 )
 
 // Layer bits the helper reports as applied.
@@ -44,6 +50,8 @@ const (
 	LayerNoNewPrivs
 	LayerSeccomp
 	LayerLandlock
+	LayerLockedView // the program's user namespace is nested: the view's mounts are locked
+	LayerNoCaps     // the program holds no capability (checked, bounding set included)
 )
 
 // MountKind is one step of building the child's view.
@@ -86,9 +94,17 @@ type Plan struct {
 	Dir      string
 	Hostname string
 	Mounts   []Mount
-	Loopback bool   // bring lo up (a fresh network namespace)
-	DropCaps bool   // drop every capability before execve (no user namespace)
-	Seccomp  []byte // raw classic BPF (struct sock_filter, 8 bytes each); empty: none
+	Loopback bool // bring lo up (a fresh network namespace)
+	// NestUser runs the program in a user namespace nested in the
+	// helper's, so every mount of the view is locked (made in a more
+	// privileged namespace than the program's). It needs the helper to
+	// have a user namespace of its own.
+	NestUser bool
+	// ChildUID and ChildGID are the ids, in the helper's user namespace,
+	// that the program runs as: with NestUser its root maps to them, else
+	// it switches to them. Either way it holds no capability.
+	ChildUID, ChildGID uint32
+	Seccomp            []byte // raw classic BPF (struct sock_filter, 8 bytes each); empty: none
 	// Landlock: LandlockFS and LandlockScoped are the ruleset's handled
 	// filesystem rights and scopes; both zero applies no domain.
 	LandlockFS     uint64
@@ -114,7 +130,9 @@ func (p *Plan) Encode(e *Encoder) {
 		e.Str(m.Data)
 	}
 	e.Bool(p.Loopback)
-	e.Bool(p.DropCaps)
+	e.Bool(p.NestUser)
+	e.U32(p.ChildUID)
+	e.U32(p.ChildGID)
 	e.Str(string(p.Seccomp))
 	e.U64(p.LandlockFS)
 	e.U64(p.LandlockScoped)
@@ -149,7 +167,9 @@ func DecodePlan(d *Decoder) *Plan {
 		p.Mounts = append(p.Mounts, m)
 	}
 	p.Loopback = d.Bool()
-	p.DropCaps = d.Bool()
+	p.NestUser = d.Bool()
+	p.ChildUID = d.U32()
+	p.ChildGID = d.U32()
 	p.Seccomp = []byte(d.Str())
 	if len(p.Seccomp)%8 != 0 {
 		d.Failf("seccomp program of " + strconv.Itoa(len(p.Seccomp)) + " bytes")

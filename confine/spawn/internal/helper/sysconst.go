@@ -30,6 +30,7 @@ const (
 
 	oPath = 0x200000 // O_PATH
 
+	prGetNoNewPrivs      = 39 // PR_GET_NO_NEW_PRIVS
 	prSetNoNewPrivs      = 38 // PR_SET_NO_NEW_PRIVS
 	prCapAmbient         = 47 // PR_CAP_AMBIENT
 	prCapAmbientClearAll = 4  // PR_CAP_AMBIENT_CLEAR_ALL

@@ -19,7 +19,7 @@ func samplePlan() *Plan {
 			{Kind: Bind, Src: "/dev/null", Dst: "/dev/null", File: true, Dev: true},
 			{Kind: MaskDir, Dst: "/etc/ssl/private", RO: true},
 		},
-		Loopback: true, DropCaps: true, Seccomp: bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7, 8}, 3),
+		Loopback: true, NestUser: true, ChildUID: 1000, ChildGID: 65534, Seccomp: bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7, 8}, 3),
 		LandlockFS: 0xffff, LandlockScoped: 3,
 		Rules: []Rule{{Path: "/", Access: 8}, {Path: "/w", Access: 0x7fff}},
 	}

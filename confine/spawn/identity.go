@@ -1,0 +1,68 @@
+package spawn
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/b10x/harness/confine/spawn/internal/helper"
+	"golang.org/x/sys/unix"
+)
+
+// The program is never host root and holds no capability (see
+// docs/decisions/0037-child-identity.md). It runs as uid 0 of a user
+// namespace of its own, nested in the helper's, whose root is mapped onto
+// one unprivileged host id; where the kernel refuses user namespaces (as
+// root only), it switches to that id instead. Either way its capability
+// sets, bounding set included, are emptied and checked before execve.
+//
+// The host id is the harness's own when the harness is not root. As root,
+// it is the workspace owner's, so what the program creates there belongs
+// to that user and a file it leaves behind grants no more than the
+// workspace's owner already has. A workspace owned by root is refused:
+// the program would have to be root to write it.
+
+// ErrRootWorkspace is returned (wrapped in a *SetupError at the
+// "identity" step) when the harness runs as root and the workspace is
+// owned by root.
+var ErrRootWorkspace = errors.New("the workspace is owned by root")
+
+// nogroup is the group a program runs with when the workspace's group is
+// root's: gid 0 reads what group root may read.
+const nogroup = 65534
+
+// childIdentity returns the host uid and gid the program of a call in
+// workspace ws runs as.
+func (d *direct) childIdentity(ws string) (uid, gid int, err error) {
+	if !d.root {
+		return os.Geteuid(), os.Getegid(), nil
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(ws, &st); err != nil {
+		return 0, 0, fmt.Errorf("workspace %s: %w", ws, err)
+	}
+	if st.Uid == 0 {
+		return 0, 0, fmt.Errorf("%w (%s): a run child never runs as host root, it runs as the workspace's owner; give the workspace to an unprivileged user (chown -R USER %s) or run the harness as that user", ErrRootWorkspace, ws, ws)
+	}
+	uid, gid = int(st.Uid), int(st.Gid)
+	if gid == 0 {
+		gid = nogroup
+	}
+	return uid, gid, nil
+}
+
+// setIdentity fills the plan's identity fields: with a user namespace
+// (useUser) the program's namespace nests in the helper's and its root
+// maps onto hostUID/hostGID, which in the helper's namespace are 0 when
+// the harness is not root (its namespace maps 0 to the harness's ids) and
+// the host ids themselves when it is (its namespace maps every id to
+// itself); without one the program switches to hostUID/hostGID.
+func setIdentity(pl *helper.Plan, useUser, root bool, hostUID, hostGID int) {
+	pl.NestUser = useUser
+	switch {
+	case useUser && !root:
+		pl.ChildUID, pl.ChildGID = 0, 0
+	default:
+		pl.ChildUID, pl.ChildGID = uint32(hostUID), uint32(hostGID)
+	}
+}

@@ -1,0 +1,273 @@
+package helper
+
+import (
+	"errors"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"syscall"
+	"unsafe"
+)
+
+// programEnv is the second stage's whole environment (the program gets
+// Plan.Env), as the parent gives the first.
+var programEnv = []string{"GOMAXPROCS=1", "GOGC=off"}
+
+// startProgram starts the second stage (programMain) from this executable
+// and hands it the plan. With Plan.NestUser it runs in a new user and
+// mount namespace whose root is Plan.ChildUID/ChildGID of this one: the
+// mount namespace is a copy made for a less privileged user namespace, so
+// the kernel locks every mount of the view in it (no mount call, old or
+// new, can clone, detach, move, remount or reveal what they cover).
+// Without a user namespace it switches to ChildUID/ChildGID, which must
+// not be root.
+func startProgram(p *Plan) (int, error) {
+	if !p.NestUser && (p.ChildUID == 0 || p.ChildGID == 0) {
+		return 0, errors.New("bug: the program would run as root without a user namespace")
+	}
+	// The bounding set is emptied before the clone: without a user
+	// namespace the second stage cannot empty it itself (it is no longer
+	// root), and a nested user namespace starts with a full one anyway,
+	// which the second stage then empties.
+	if err := dropBoundingSet(); err != nil {
+		return 0, err
+	}
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
+		return 0, opErr("pipe2", "plan", err)
+	}
+	var e Encoder
+	mounts := p.Mounts
+	p.Mounts = nil // the second stage has no use for them
+	p.Encode(&e)
+	p.Mounts = mounts
+
+	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if p.NestUser {
+		attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(p.ChildUID), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(p.ChildGID), Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+		// Become the new namespace's root: this process's own id is not
+		// mapped in it (only ChildUID is, onto 0).
+		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
+	} else {
+		attr.Credential = &syscall.Credential{Uid: p.ChildUID, Gid: p.ChildGID, Groups: []uint32{}}
+	}
+	pid, err := syscall.ForkExec("/proc/self/exe", []string{Argv0Program}, &syscall.ProcAttr{
+		Dir:   "/",
+		Env:   programEnv,
+		Files: []uintptr{0, 1, 2, StatusFD, uintptr(fds[0])},
+		Sys:   attr,
+	})
+	sysClose(fds[0])
+	if err != nil {
+		sysClose(fds[1])
+		return 0, opErr("fork and exec", "/proc/self/exe", err)
+	}
+	go func() {
+		// A failed write means the second stage died; it or the wait
+		// below says why.
+		_ = sysWriteAll(fds[1], e.B)
+		sysClose(fds[1])
+	}()
+	return pid, nil
+}
+
+// initLoop is the first stage's life once the program runs: PID 1 of the
+// namespace. It forwards the signals it is sent to the program, reaps
+// every orphan, and when the program ends reports its wait status on the
+// status pipe and exits (with the program's exit status, or 128 plus its
+// signal's number); the kernel then kills whatever is left in the
+// namespace.
+func initLoop(pid int) {
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH)
+	go func() {
+		for s := range sigs {
+			if sig, ok := s.(syscall.Signal); ok {
+				_ = syscall.Kill(pid, sig)
+			}
+		}
+	}()
+	for {
+		var ws syscall.WaitStatus
+		wpid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			fail("wait for the program", opErr("wait4", "-1", err))
+		}
+		if wpid != pid {
+			continue // an orphan, reaped
+		}
+		var e Encoder
+		e.U8(StatusExit)
+		e.U32(uint32(ws))
+		_ = sysWriteAll(StatusFD, e.B)
+		if ws.Signaled() {
+			os.Exit(128 + int(ws.Signal()))
+		}
+		os.Exit(ws.ExitStatus())
+	}
+}
+
+// programMain is the second stage: it confines itself and executes the
+// program. It never returns.
+func programMain() {
+	runtime.LockOSThread()
+	if _, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, StatusFD, syscall.F_SETFD, syscall.FD_CLOEXEC); e != 0 {
+		os.Exit(ExitSetup)
+	}
+	p, err := readPlan()
+	if err != nil {
+		fail("read plan", err)
+	}
+	layers, step, err := confineProgram(p)
+	if err != nil {
+		fail(step, err)
+	}
+	var e Encoder
+	e.U8(StatusReady)
+	e.U32(layers)
+	if err := sysWriteAll(StatusFD, e.B); err != nil {
+		os.Exit(ExitSetup)
+	}
+	err = syscall.Exec(p.Path, p.Argv, p.Env)
+	fail("exec "+p.Path, err)
+}
+
+// confineProgram performs the second stage's steps before execve, in
+// order. It returns the layers applied, or the failed step and its error.
+func confineProgram(p *Plan) (layers uint32, step string, err error) {
+	layers = LayerMountNS
+	if p.NestUser {
+		layers |= LayerLockedView
+	}
+	if err := sysChdir(p.Dir); err != nil {
+		return 0, "chdir " + p.Dir, err
+	}
+	if err := checkIdentity(p); err != nil {
+		return 0, "identity", err
+	}
+	if err := dropCapabilities(); err != nil {
+		return 0, "drop capabilities", err
+	}
+	layers |= LayerNoCaps
+	// Every descriptor but 0-2 closes at execve: the status pipe (which
+	// must stay open until then) and anything the runtime opened.
+	if _, _, e := syscall.RawSyscall(sysCloseRangeNr, StatusFD, ^uintptr(0), closeRangeCloexec); e != 0 {
+		return 0, "close descriptors", opErr("close_range", "CLOEXEC", e)
+	}
+	if err := sysPrctl(prSetNoNewPrivs, 1, 0, 0, 0); err != nil {
+		return 0, "no_new_privs", opErr("prctl", "PR_SET_NO_NEW_PRIVS", err)
+	}
+	if r, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prGetNoNewPrivs, 0, 0); e != 0 || r != 1 {
+		return 0, "no_new_privs", errors.New("PR_GET_NO_NEW_PRIVS does not report it set")
+	}
+	layers |= LayerNoNewPrivs
+	if len(p.Seccomp) > 0 {
+		if err := loadSeccomp(p.Seccomp); err != nil {
+			return 0, "seccomp", err
+		}
+		layers |= LayerSeccomp
+	}
+	if p.LandlockFS != 0 || p.LandlockScoped != 0 {
+		if err := landlock(p); err != nil {
+			return 0, "landlock", err
+		}
+		layers |= LayerLandlock
+	}
+	return layers, "", nil
+}
+
+// checkIdentity fails unless this process runs as the plan says: uid and
+// gid 0 of its own user namespace (NestUser), or ChildUID and ChildGID,
+// with no supplementary group but its own.
+func checkIdentity(p *Plan) error {
+	wantUID, wantGID := p.ChildUID, p.ChildGID
+	if p.NestUser {
+		wantUID, wantGID = 0, 0
+	}
+	for _, id := range []struct {
+		nr   uintptr
+		what string
+		want uint32
+	}{{syscall.SYS_GETRESUID, "uid", wantUID}, {syscall.SYS_GETRESGID, "gid", wantGID}} {
+		var r, e, s uint32
+		if _, _, errno := syscall.RawSyscall(id.nr, uintptr(unsafe.Pointer(&r)), uintptr(unsafe.Pointer(&e)), uintptr(unsafe.Pointer(&s))); errno != 0 {
+			return opErr("getres"+id.what, "self", errno)
+		}
+		if r != id.want || e != id.want || s != id.want {
+			return errors.New("the program stage runs as " + id.what + " " + strconv.FormatUint(uint64(e), 10) + ", want " + strconv.FormatUint(uint64(id.want), 10))
+		}
+	}
+	return nil
+}
+
+// dropBoundingSet empties this thread's capability bounding set, dropping
+// only what is still in it (dropping needs CAP_SETPCAP even for a
+// capability already gone).
+func dropBoundingSet() error {
+	for c := uintptr(0); c < 64; c++ {
+		r, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_CAPBSET_READ, c, 0)
+		if e == syscall.EINVAL {
+			return nil // past the kernel's last capability
+		}
+		if e != 0 {
+			return opErr("prctl PR_CAPBSET_READ", strconv.Itoa(int(c)), e)
+		}
+		if r == 0 {
+			continue
+		}
+		if err := sysPrctl(syscall.PR_CAPBSET_DROP, c, 0, 0, 0); err != nil {
+			return opErr("prctl PR_CAPBSET_DROP", strconv.Itoa(int(c)), err)
+		}
+	}
+	return nil
+}
+
+// dropCapabilities empties the bounding, ambient, inheritable, permitted
+// and effective sets of this thread, then reads them back: the program,
+// even as uid 0 of its namespace, holds and can gain no capability.
+func dropCapabilities() error {
+	if err := dropBoundingSet(); err != nil {
+		return err
+	}
+	if err := sysPrctl(prCapAmbient, prCapAmbientClearAll, 0, 0, 0); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return opErr("prctl", "PR_CAP_AMBIENT_CLEAR_ALL", err)
+	}
+	hdr := capUserHeader{version: linuxCapabilityVersion3}
+	var data [2]capUserData
+	if _, _, e := syscall.RawSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
+		return opErr("capset", "0", e)
+	}
+	return checkNoCapabilities()
+}
+
+// checkNoCapabilities reads the thread's capability sets back and fails
+// unless every one is empty.
+func checkNoCapabilities() error {
+	hdr := capUserHeader{version: linuxCapabilityVersion3}
+	var data [2]capUserData
+	if _, _, e := syscall.RawSyscall(syscall.SYS_CAPGET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
+		return opErr("capget", "self", e)
+	}
+	for _, d := range data {
+		if d.effective|d.permitted|d.inheritable != 0 {
+			return errors.New("capabilities remain after capset: effective, permitted or inheritable set not empty")
+		}
+	}
+	for c := uintptr(0); c < 64; c++ {
+		r, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_CAPBSET_READ, c, 0)
+		if e == syscall.EINVAL {
+			break
+		}
+		if e != 0 || r != 0 {
+			return errors.New("capability " + strconv.Itoa(int(c)) + " remains in the bounding set")
+		}
+	}
+	return nil
+}
