@@ -102,6 +102,8 @@ type prepared struct {
 	leafWant bool
 	// hostUID and hostGID are the host ids the program runs as.
 	hostUID, hostGID int
+	// idmapDir, when set, is the root-owned workspace bound idmapped.
+	idmapDir string
 }
 
 // prepare checks the Spec, plans the view and the layers, and refuses
@@ -192,11 +194,23 @@ func (d *direct) prepare(s Spec) (*prepared, error) {
 		}
 		return nil, err
 	}
-	uid, gid, err := d.childIdentity(s.Workspace)
+	uid, gid, idmap, err := d.childIdentity(s.Workspace, useUser)
 	if err != nil {
 		return nil, &SetupError{Step: "identity", Err: err}
 	}
 	p.hostUID, p.hostGID = uid, gid
+	if idmap {
+		ws, err := canonical(s.Workspace)
+		if err != nil {
+			return nil, &SetupError{Step: "identity", Err: err}
+		}
+		i := slices.IndexFunc(mounts, func(m helper.Mount) bool { return m.Kind == helper.Bind && m.Dst == ws })
+		if i < 0 {
+			return nil, &SetupError{Step: "identity", Err: errors.New("bug: the workspace has no bind in the view")}
+		}
+		mounts[i].TreeFD = treeFD
+		p.idmapDir = ws
+	}
 	pl := &helper.Plan{
 		Path: s.Path, Argv: s.Argv, Env: s.Env, Dir: s.Dir,
 		Hostname: "sandbox",
@@ -275,8 +289,18 @@ func (d *direct) start(ctx context.Context, s Spec, p *prepared, stdio Stdio) (R
 	p.plan.Encode(&enc)
 	blob := enc.B
 
+	var tree *os.File
+	if p.idmapDir != "" {
+		t, err := idmappedTree(p.idmapDir)
+		if err != nil {
+			return res, &SetupError{Step: "identity", Err: err}
+		}
+		tree = t
+		defer tree.Close()
+	}
+
 	started := time.Now()
-	cmd, statusR, err := d.startHelper(p, leaf, stdio, blob)
+	cmd, statusR, err := d.startHelper(p, leaf, stdio, blob, tree)
 	if err != nil {
 		return res, err
 	}
@@ -421,21 +445,21 @@ func cloneOnly(err error) bool {
 // binary when the image will not start; retrying once without a user
 // namespace when running as root and the kernel refuses one, unless one is
 // required) and hands it the plan.
-func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte) (*exec.Cmd, *os.File, error) {
+func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte, tree *os.File) (*exec.Cmd, *os.File, error) {
 	h := d.helperExe()
 	for {
 		var image *os.File
 		if h.use() {
 			image = h.file
 		}
-		cmd, statusR, err := d.startOnce(p, leaf, stdio, blob, image)
+		cmd, statusR, err := d.startOnce(p, leaf, stdio, blob, image, tree)
 		if err != nil && image != nil && !cloneOnly(err) {
 			// The image could not be started. Before reading anything
 			// into the error (a refused user namespace, below), start this
 			// binary instead: if that works, the image was the cause, and
 			// it is not used again.
 			imageErr := err
-			cmd, statusR, err = d.startOnce(p, leaf, stdio, blob, nil)
+			cmd, statusR, err = d.startOnce(p, leaf, stdio, blob, nil, tree)
 			if err == nil {
 				why := imageErr.Error()
 				h.failed.CompareAndSwap(nil, &why)
@@ -460,6 +484,9 @@ func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob [
 		if p.useUser && d.root && d.userns.Load() == usernsUnknown && usernsRefused(err) &&
 			!slices.Contains(d.opts.Require.Layers, confine.LayerUserNS) {
 			d.userns.Store(usernsMissing)
+			if p.idmapDir != "" {
+				return nil, nil, &SetupError{Step: "identity", Err: fmt.Errorf("%w (%s) and without a user namespace it cannot be idmapped: a run child never runs as host root; give the workspace to an unprivileged user (chown -R USER %s) or run the harness as that user", ErrRootWorkspace, p.idmapDir, p.idmapDir)}
+			}
 			p.useUser = false
 			setIdentity(p.plan, false, d.root, p.hostUID, p.hostGID)
 			var enc helper.Encoder
@@ -479,7 +506,7 @@ func usernsRefused(err error) bool {
 
 // startOnce starts one helper: the sealed image when image is not nil,
 // else this binary.
-func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte, image *os.File) (*exec.Cmd, *os.File, error) {
+func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte, image, tree *os.File) (*exec.Cmd, *os.File, error) {
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
 		return nil, nil, fmt.Errorf("status pipe: %w", err)
@@ -495,8 +522,13 @@ func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []b
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{statusW, planR}
 	if image != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, image) // imageFD
 		cmd.Path = imagePath
+	}
+	if image != nil || tree != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, image) // imageFD (closed when nil)
+	}
+	if tree != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, tree) // treeFD
 	}
 	if stdio.Stdin != nil {
 		cmd.Stdin = stdio.Stdin

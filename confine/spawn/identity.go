@@ -19,8 +19,8 @@ import (
 // The host id is the harness's own when the harness is not root. As root,
 // it is the workspace owner's, so what the program creates there belongs
 // to that user and a file it leaves behind grants no more than the
-// workspace's owner already has. A workspace owned by root is refused:
-// the program would have to be root to write it.
+// workspace's owner already has. A workspace owned by root is idmapped
+// (see idmap.go), or refused where that cannot be done.
 
 // ErrRootWorkspace is returned (wrapped in a *SetupError at the
 // "identity" step) when the harness runs as root and the workspace is
@@ -32,23 +32,27 @@ var ErrRootWorkspace = errors.New("the workspace is owned by root")
 const nogroup = 65534
 
 // childIdentity returns the host uid and gid the program of a call in
-// workspace ws runs as.
-func (d *direct) childIdentity(ws string) (uid, gid int, err error) {
+// workspace ws runs as, and whether the workspace must be idmapped (root
+// owns it; possible only with a user namespace, useUser).
+func (d *direct) childIdentity(ws string, useUser bool) (uid, gid int, idmap bool, err error) {
 	if !d.root {
-		return os.Geteuid(), os.Getegid(), nil
+		return os.Geteuid(), os.Getegid(), false, nil
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(ws, &st); err != nil {
-		return 0, 0, fmt.Errorf("workspace %s: %w", ws, err)
+		return 0, 0, false, fmt.Errorf("workspace %s: %w", ws, err)
 	}
 	if st.Uid == 0 {
-		return 0, 0, fmt.Errorf("%w (%s): a run child never runs as host root, it runs as the workspace's owner; give the workspace to an unprivileged user (chown -R USER %s) or run the harness as that user", ErrRootWorkspace, ws, ws)
+		if !useUser {
+			return 0, 0, false, fmt.Errorf("%w (%s) and without a user namespace it cannot be idmapped: a run child never runs as host root; give the workspace to an unprivileged user (chown -R USER %s) or run the harness as that user", ErrRootWorkspace, ws, ws)
+		}
+		return idmapUID, idmapUID, true, nil
 	}
 	uid, gid = int(st.Uid), int(st.Gid)
 	if gid == 0 {
 		gid = nogroup
 	}
-	return uid, gid, nil
+	return uid, gid, false, nil
 }
 
 // setIdentity fills the plan's identity fields: with a user namespace

@@ -22,6 +22,14 @@ func init() {
 		Main()
 	case Argv0Program:
 		programMain()
+	case Argv0Userns:
+		// Hold the namespace until the parent has opened it.
+		var b [1]byte
+		for {
+			if n, err := sysRead(0, b[:]); n == 0 || err != nil {
+				os.Exit(0)
+			}
+		}
 	}
 }
 
@@ -152,6 +160,10 @@ func buildRoot(p *Plan) (string, error) {
 	}()
 	for i, m := range p.Mounts {
 		if m.Kind != Bind {
+			continue
+		}
+		if m.TreeFD > 0 {
+			trees[i] = m.TreeFD
 			continue
 		}
 		fd, err := sysOpenTree(m.Src, openTreeClone|openTreeCloexec|atRecursive)

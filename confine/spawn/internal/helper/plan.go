@@ -27,6 +27,11 @@ const Argv0 = "b10x-reexec:spawn-helper"
 // namespace's init). Only the helper starts it.
 const Argv0Program = "b10x-reexec:spawn-program"
 
+// Argv0Userns is the argv[0] of a process that only waits, in a user
+// namespace its parent made, until its standard input ends: it holds the
+// namespace while the parent opens it (for an idmapped mount).
+const Argv0Userns = "b10x-reexec:spawn-userns"
+
 // Descriptors of the helper, as the parent arranges them (ExtraFiles).
 const (
 	StatusFD = 3 // write end of the status pipe
@@ -76,6 +81,10 @@ type Mount struct {
 	File bool // the bind source is a file, not a directory
 	Dev  bool // a device bind: devices stay usable (no nodev)
 	Data string
+	// TreeFD, when not 0, is the descriptor of a detached mount tree the
+	// parent prepared (an idmapped workspace, already nosuid and nodev):
+	// a Bind attaches it instead of cloning Src.
+	TreeFD int
 }
 
 // Rule is one Landlock rule: beneath Path, Access (LANDLOCK_ACCESS_FS_*
@@ -128,6 +137,7 @@ func (p *Plan) Encode(e *Encoder) {
 		e.Bool(m.File)
 		e.Bool(m.Dev)
 		e.Str(m.Data)
+		e.U32(uint32(m.TreeFD))
 	}
 	e.Bool(p.Loopback)
 	e.Bool(p.NestUser)
@@ -161,6 +171,7 @@ func DecodePlan(d *Decoder) *Plan {
 		m.File = d.Bool()
 		m.Dev = d.Bool()
 		m.Data = d.Str()
+		m.TreeFD = int(d.U32())
 		if m.Kind == 0 || m.Kind >= mountKindEnd {
 			d.Failf("mount kind " + strconv.Itoa(int(m.Kind)))
 		}
