@@ -221,6 +221,79 @@ func probe(name, operand string) string {
 		return errName(os.WriteFile("/proc/sys/kernel/hostname", []byte("changed"), 0))
 	case "truncate":
 		return errName(unix.Truncate(operand, 0))
+	case "nr":
+		// A raw system call by number, with harmless arguments.
+		nr, _ := strconv.Atoi(operand)
+		_, _, e := unix.RawSyscall6(uintptr(nr), ^uintptr(0), 0, 0, 0, 0, 0)
+		return errName(rawErr(e))
+	case "open_tree":
+		// A non-recursive clone of a mount of the view (it would show what
+		// the masks beneath it cover).
+		fd, err := unix.OpenTree(unix.AT_FDCWD, operand, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err == nil {
+			defer unix.Close(fd)
+			return "ok:" + readAt(fd, "shadow")
+		}
+		return errName(err)
+	case "open_tree_attr":
+		// Linux 6.15's clone that also changes attributes: read-only off.
+		attr := unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
+		p, _ := unix.BytePtrFromString(operand)
+		fd, _, e := unix.RawSyscall6(unix.SYS_OPEN_TREE_ATTR, atFDCWD, uintptr(unsafe.Pointer(p)), unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
+		if e == 0 {
+			defer unix.Close(int(fd))
+			return "ok:" + readAt(int(fd), "shadow")
+		}
+		return errName(rawErr(e))
+	case "mount_setattr":
+		return errName(unix.MountSetattr(unix.AT_FDCWD, operand, 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}))
+	case "move_mount":
+		return errName(unix.MoveMount(unix.AT_FDCWD, operand, unix.AT_FDCWD, "/tmp", 0))
+	case "umount2":
+		return errName(unix.Unmount(operand, unix.MNT_DETACH))
+	case "fsopen":
+		fd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+		if err == nil {
+			unix.Close(fd)
+		}
+		return errName(err)
+	case "fspick":
+		fd, err := unix.Fspick(unix.AT_FDCWD, operand, unix.FSPICK_CLOEXEC)
+		if err == nil {
+			unix.Close(fd)
+		}
+		return errName(err)
+	case "fsmount":
+		_, err := unix.Fsmount(-1, unix.FSMOUNT_CLOEXEC, 0)
+		return errName(err)
+	case "remount-rw":
+		return errName(unix.Mount("", operand, "", unix.MS_REMOUNT|unix.MS_BIND, ""))
+	case "chmod-setid":
+		// Every way to give a file a set-id bit; each must be refused.
+		// operand is a directory to work in.
+		f := filepath.Join(operand, "setid")
+		if err := os.WriteFile(f, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			return "write:" + errName(err)
+		}
+		var out []string
+		try := func(name string, err error) { out = append(out, name+"-"+errName(err)) }
+		try("chmod", unix.Chmod(f, 0o4755))
+		try("fchmodat", unix.Fchmodat(unix.AT_FDCWD, f, 0o2755, 0))
+		p, _ := unix.BytePtrFromString(f)
+		_, _, e := unix.RawSyscall6(unix.SYS_FCHMODAT2, atFDCWD, uintptr(unsafe.Pointer(p)), 0o6755, 0, 0, 0)
+		try("fchmodat2", rawErr(e))
+		if fd, err := unix.Open(f, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			try("fchmod", unix.Fchmod(fd, 0o4711))
+			unix.Close(fd)
+		}
+		fd, err := unix.Open(filepath.Join(operand, "setid-new"), unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o4755)
+		if err == nil {
+			unix.Close(fd)
+		}
+		try("open", err)
+		try("mknodat", unix.Mknodat(unix.AT_FDCWD, filepath.Join(operand, "setid-node"), unix.S_IFREG|0o2755, 0))
+		try("setcap", unix.Setxattr(f, "security.capability", []byte{1, 0, 0, 2, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}, 0))
+		return strings.Join(out, ",")
 	case "pid":
 		return strconv.Itoa(os.Getpid())
 	case "ppid":
@@ -262,6 +335,22 @@ func probe(name, operand string) string {
 		return "list:" + strings.Join(names, ",")
 	}
 	return "unknown-probe"
+}
+
+// readAt reads name beneath the directory fd and says how many bytes it
+// held, or why it could not.
+func readAt(dir int, name string) string {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return errName(err)
+	}
+	defer unix.Close(fd)
+	var b [4096]byte
+	n, err := unix.Read(fd, b[:])
+	if err != nil {
+		return errName(err)
+	}
+	return strconv.Itoa(n) + "-bytes"
 }
 
 func parseIP4(s string) []byte {
@@ -692,3 +781,6 @@ func cgroup2Self(t *testing.T) (mount, self string) {
 	}
 	return "", ""
 }
+
+// atFDCWD is AT_FDCWD as a raw system call argument.
+var atFDCWD = func() uintptr { v := unix.AT_FDCWD; return uintptr(v) }()
