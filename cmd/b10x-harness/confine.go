@@ -39,6 +39,7 @@ type confinementRecord struct {
 	Self          *confine.Applied `json:"self,omitempty"`
 	SelfError     string           `json:"self_error,omitempty"`
 	NotProbed     string           `json:"not_probed,omitempty"` // why only the harness's own layer was probed
+	RunAs         string           `json:"run_as,omitempty"`     // who run children are on the host
 }
 
 // planConfinement probes the host and applies --confine. Strict on a host
@@ -179,6 +180,19 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 		return c, nil
 	}
 	s.closers = append(s.closers, func() { broker.Close() })
+	// Who the program runs as depends on the workspace's owner; a
+	// workspace that cannot be given to a run child here (root's, on a
+	// filesystem without idmapped mounts) means run cannot work.
+	id, err := spawn.ProbeIdentity(ws.Dir())
+	if err != nil {
+		if m == confine.Strict {
+			return nil, usagef("--confine strict: run calls cannot use this workspace: %v", err)
+		}
+		c.host.ExecutionWhy = "run calls cannot use this workspace: " + err.Error()
+		s.notes = append(s.notes, "confine auto: "+c.host.ExecutionWhy+"; run is not published")
+		return c, nil
+	}
+	c.record.RunAs = id.String()
 	lim, err := p.limitFlags.limits()
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/b10x/harness/confine"
@@ -11,7 +12,8 @@ import (
 )
 
 type doctorCmd struct {
-	JSON bool `help:"Print the probe, the layers and each mode's plan as JSON."`
+	JSON      bool   `help:"Print the probe, the layers and each mode's plan as JSON."`
+	Workspace string `help:"The workspace whose run children doctor describes (who they run as on the host)." default:"." placeholder:"DIR"`
 }
 
 // modeReport is what one --confine mode would do on this host.
@@ -30,6 +32,10 @@ type doctorReport struct {
 	Modes  []modeReport   `json:"modes"`
 	// Helper is what each run call's helper is executed from.
 	Helper string `json:"run_helper"`
+	// RunAs is who run children of the workspace are on the host, or why
+	// none can run there (RunAsError).
+	RunAs      string `json:"run_as,omitempty"`
+	RunAsError string `json:"run_as_error,omitempty"`
 }
 
 // publication says which entries a plan lets the gate publish, assuming at
@@ -61,6 +67,18 @@ func publication(plan confine.Plan) ([]string, map[string]string) {
 func (c *doctorCmd) Run(e *env) error {
 	rep := confine.Probe()
 	d := doctorReport{Probe: rep, Layers: rep.Table(), Helper: spawn.HelperSource()}
+	if ws, err := filepath.Abs(c.Workspace); err != nil {
+		d.RunAsError = err.Error()
+	} else if id, err := spawn.ProbeIdentity(ws); err != nil {
+		d.RunAsError = err.Error()
+	} else {
+		d.RunAs = id.String()
+		if rep.Namespace("user").OK() {
+			d.RunAs += "; the view's mounts are locked (built in a more privileged user namespace)"
+		} else {
+			d.RunAs += "; without user namespaces the program switches to these ids and the view is not locked (with no capability it cannot mount)"
+		}
+	}
 	strictOK := false
 	for _, m := range []confine.Mode{confine.Strict, confine.Auto, confine.Off} {
 		plan, err := rep.Plan(m)
@@ -102,6 +120,11 @@ func (c *doctorCmd) Run(e *env) error {
 			}
 		}
 		fmt.Fprintf(e.stdout, "\nrun helper: %s\n", d.Helper)
+		if d.RunAs != "" {
+			fmt.Fprintf(e.stdout, "run children of %s: %s\n", c.Workspace, d.RunAs)
+		} else {
+			fmt.Fprintf(e.stdout, "run children of %s: cannot run: %s\n", c.Workspace, d.RunAsError)
+		}
 		if len(remedies) > 0 {
 			fmt.Fprintln(e.stdout, "\nHow to get what is missing:")
 			for _, r := range remedies {

@@ -70,3 +70,47 @@ func setIdentity(pl *helper.Plan, useUser, root bool, hostUID, hostGID int) {
 		pl.ChildUID, pl.ChildGID = uint32(hostUID), uint32(hostGID)
 	}
 }
+
+// Identity is who a run child of a workspace runs as on the host. A plain
+// value.
+type Identity struct {
+	UID, GID int
+	// Idmapped is true when the workspace is root's and is bound as an
+	// idmapped mount (root on disk is UID for the program).
+	Idmapped bool
+	// Why says how the ids were chosen, for doctor and the record.
+	Why string
+}
+
+// String says it in one line.
+func (id Identity) String() string {
+	return fmt.Sprintf("host uid %d gid %d (%s), no capabilities", id.UID, id.GID, id.Why)
+}
+
+// ProbeIdentity says who a run child of workspace ws runs as from this
+// process, trying what a call would do: for a root-owned workspace it
+// makes (and drops) the idmapped mount. The error, when the workspace
+// cannot be given to a run child here, matches ErrRootWorkspace. It must
+// be called before the process restricts itself with Landlock.
+func ProbeIdentity(ws string) (Identity, error) {
+	d := newDirect(Options{})
+	uid, gid, idmap, err := d.childIdentity(ws, true)
+	if err != nil {
+		return Identity{}, err
+	}
+	id := Identity{UID: uid, GID: gid, Idmapped: idmap}
+	switch {
+	case !d.root:
+		id.Why = "the harness's own"
+	case idmap:
+		tree, err := idmappedTree(ws)
+		if err != nil {
+			return Identity{}, err
+		}
+		tree.Close()
+		id.Why = "nobody: the workspace is root's and is bound idmapped, so what the program creates is root's on disk"
+	default:
+		id.Why = "the workspace owner's"
+	}
+	return id, nil
+}

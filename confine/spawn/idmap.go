@@ -88,7 +88,7 @@ func idmapUserns() (*os.File, error) {
 func idmappedTree(dir string) (*os.File, error) {
 	ns, err := idmapUserns()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (%s) and cannot be idmapped here: %v; a run child never runs as host root: give the workspace to an unprivileged user (chown -R USER %s) or run the harness as that user", ErrRootWorkspace, dir, err, dir)
 	}
 	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 	if err != nil {
