@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,8 +60,11 @@ type FileWriteArgs struct {
 // rename replaces a directory entry, it never writes through one.
 //
 // An existing file keeps its permission bits (setuid, setgid and sticky
-// bits are dropped); a new file gets 0644, new directories 0755. Ownership
-// is that of the harness process. Other hard links to a replaced file keep
+// bits are dropped); a new file gets 0644, new directories 0755. A harness
+// running as root gives a replaced file its old owner and a new file or
+// directory the owner of the directory it is made in, so a run child (the
+// workspace's owner, never root) can change what the file tools wrote;
+// otherwise ownership is that of the harness process. Other hard links to a replaced file keep
 // the old content. The zero value is ready to use; it holds no state and is
 // safe for concurrent use.
 type FileWrite struct{}
@@ -159,7 +163,15 @@ func (w *Workspace) writeFile(rel string, data []byte, check func(st *unix.Stat_
 				return err
 			}
 		}
-		tmp, err := writeTemp(dfd, rel, data, mode)
+		owner := noOwner
+		if asRoot {
+			if exists {
+				owner = fileOwner{int(st.Uid), int(st.Gid)}
+			} else if owner, err = dirOwner(dfd); err != nil {
+				return fsError(dirRel, "stat directory", err)
+			}
+		}
+		tmp, err := writeTemp(dfd, rel, data, mode, owner)
 		if err != nil {
 			return err
 		}
@@ -204,9 +216,16 @@ func mkdirAllBeneath(root int, rel string) (int, error) {
 		done = childRel(done, c)
 		fd, err := openBeneath(cur, c, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 		if err == unix.ENOENT {
-			if err := unix.Mkdirat(cur, c, 0o755); err != nil && err != unix.EEXIST {
+			merr := unix.Mkdirat(cur, c, 0o755)
+			if merr == nil && asRoot {
+				var o fileOwner
+				if o, merr = dirOwner(cur); merr == nil {
+					merr = unix.Fchownat(cur, c, o.uid, o.gid, unix.AT_SYMLINK_NOFOLLOW)
+				}
+			}
+			if merr != nil && merr != unix.EEXIST {
 				unix.Close(cur)
-				return -1, fsError(done, "mkdir", err)
+				return -1, fsError(done, "mkdir", merr)
 			}
 			if err := fsyncRetry(cur); err != nil {
 				unix.Close(cur)
@@ -227,7 +246,7 @@ func mkdirAllBeneath(root int, rel string) (int, error) {
 // returns its name. It prefers an unnamed O_TMPFILE file, named (linked)
 // only once complete; where the file system lacks O_TMPFILE it creates the
 // named file exclusively and removes it on failure.
-func writeTemp(dfd int, rel string, data []byte, mode uint32) (string, error) {
+func writeTemp(dfd int, rel string, data []byte, mode uint32, owner fileOwner) (string, error) {
 	fd, err := -1, error(unix.EOPNOTSUPP)
 	if !noTmpfile {
 		fd, err = openBeneath(dfd, ".", unix.O_TMPFILE|unix.O_WRONLY, 0o600)
@@ -263,6 +282,11 @@ func writeTemp(dfd int, rel string, data []byte, mode uint32) (string, error) {
 		}
 		off += n
 	}
+	if owner != noOwner {
+		if err := unix.Fchown(fd, owner.uid, owner.gid); err != nil {
+			return fail("chown", err)
+		}
+	}
 	if err := unix.Fchmod(fd, mode); err != nil {
 		return fail("chmod", err)
 	}
@@ -292,6 +316,25 @@ func writeTemp(dfd int, rel string, data []byte, mode uint32) (string, error) {
 		return "", fsError(rel, "close", err)
 	}
 	return name, nil
+}
+
+// fileOwner is the owner a written file or made directory gets.
+type fileOwner struct{ uid, gid int }
+
+// noOwner leaves the owner to the kernel (the harness's own ids).
+var noOwner = fileOwner{-1, -1}
+
+// asRoot is true when the harness runs as root: what it writes then takes
+// the owner of the file it replaces or of its directory.
+var asRoot = os.Geteuid() == 0
+
+// dirOwner returns the owner of the directory dfd.
+func dirOwner(dfd int) (fileOwner, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(dfd, &st); err != nil {
+		return noOwner, err
+	}
+	return fileOwner{int(st.Uid), int(st.Gid)}, nil
 }
 
 // noTmpfile, set by tests, makes writeTemp use a named temporary file as

@@ -9,7 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/b10x/harness/internal/testenv"
 )
 
 func readFile(t testing.TB, p string) string {
@@ -439,4 +442,33 @@ func TestFileWriteConcurrent(t *testing.T) {
 		t.Fatalf("mixed content: %d bytes", len(got))
 	}
 	assertNoTemps(t, fx.root)
+}
+
+// TestFileWriteOwnership: a harness running as root writes files a run
+// child (the workspace's owner, never root) can change: a replaced file
+// keeps its owner, a new file or directory takes its directory's.
+func TestFileWriteOwnership(t *testing.T) {
+	testenv.Require(t, os.Geteuid() == 0, "running as root", testenv.ShapeNoUserns)
+	fx := newFixture(t)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Chown(fx.root, 1000, 1001))
+	must(os.Chown(filepath.Join(fx.root, "file.txt"), 1002, 1003))
+	mustCall(t, fx.ws, FileWrite{}, `{"path":"made/deep/x.txt","content":"x"}`)
+	mustCall(t, fx.ws, FileWrite{}, `{"path":"file.txt","content":"y"}`)
+	mustCall(t, fx.ws, FileEdit{}, `{"path":"file.txt","old_string":"y","new_string":"z"}`)
+	for p, want := range map[string][2]uint32{
+		"made": {1000, 1001}, "made/deep": {1000, 1001}, "made/deep/x.txt": {1000, 1001}, "file.txt": {1002, 1003},
+	} {
+		fi, err := os.Lstat(filepath.Join(fx.root, p))
+		must(err)
+		st := fi.Sys().(*syscall.Stat_t)
+		if st.Uid != want[0] || st.Gid != want[1] {
+			t.Errorf("%s: owned by %d:%d, want %d:%d", p, st.Uid, st.Gid, want[0], want[1])
+		}
+	}
 }

@@ -195,7 +195,7 @@ func atkHarness(t *testing.T, env []string, stdin string, args ...string) atkRun
 // atkCmd prepares the CLI as a subprocess in its own session, with the
 // environment extended by env.
 func atkCmd(env []string, stdin string, args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := harnessCommand(args...)
 	cmd.Env = append(append(os.Environ(), "B10X_TEST_MAIN=1"), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

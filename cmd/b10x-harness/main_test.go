@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/internal/reexec"
 )
 
@@ -29,6 +32,48 @@ type result struct {
 	stdout, stderr string
 }
 
+// runOwner is the unprivileged user a test gives its workspace to where a
+// run child cannot be given a root-owned one (a root harness on a
+// filesystem without idmapped mounts: tmpfs before Linux 6.3, the VM
+// shapes' /tmp), as the harness's refusal tells a user to do. Elsewhere
+// the workspace stays root's and the idmapped path is what runs.
+const runOwner = 1000
+
+// harnessCommand is the CLI as a subprocess with args; the workspace they
+// name is given to runOwner first where it must be (see runOwner).
+func harnessCommand(args ...string) *exec.Cmd {
+	giveWorkspace(args)
+	return exec.Command(os.Args[0], args...)
+}
+
+// giveWorkspace chowns the tree of the --workspace in args to runOwner
+// when this root process could not give it to a run child as it is.
+func giveWorkspace(args []string) {
+	if os.Geteuid() != 0 {
+		return
+	}
+	for i, a := range args {
+		var ws string
+		switch {
+		case a == "--workspace" && i+1 < len(args):
+			ws = args[i+1]
+		case strings.HasPrefix(a, "--workspace="):
+			ws = strings.TrimPrefix(a, "--workspace=")
+		default:
+			continue
+		}
+		if _, err := spawn.ProbeIdentity(ws); !errors.Is(err, spawn.ErrRootWorkspace) {
+			continue
+		}
+		_ = filepath.WalkDir(ws, func(p string, _ fs.DirEntry, err error) error {
+			if err == nil {
+				_ = os.Lchown(p, runOwner, runOwner)
+			}
+			return nil
+		})
+	}
+}
+
 // harness runs the CLI as a subprocess with args, in dir, with stdin.
 func harness(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
@@ -40,7 +85,7 @@ func harness(t *testing.T, stdin string, args ...string) result {
 // controllers for its run leaves; one sharing the test's cannot.
 func harnessIn(t *testing.T, cgroupFD int, stdin string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := harnessCommand(args...)
 	if cgroupFD >= 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgroupFD}
 	}

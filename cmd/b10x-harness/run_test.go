@@ -23,7 +23,7 @@ const rnKey = "sk-test-rn-KEY-never-in-the-record-42"
 // test's own environment removed and env added.
 func rnHarness(t *testing.T, env []string, stdin string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := harnessCommand(args...)
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "ANTHROPIC_") || strings.HasPrefix(kv, "OPENAI_") {
 			continue

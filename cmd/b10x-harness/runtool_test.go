@@ -77,7 +77,7 @@ func TestRunConfinesTheChild(t *testing.T) {
 	rec := filepath.Join(t.TempDir(), "rec.jsonl")
 	script := `cat ../data-archived/x; cat ` + outside + `/x; cat /proc/1/environ | tr '\0' '\n' | grep -c B10X_FAKE_KEY; echo env:; env; echo written > inside.txt; echo nope > ` + outside + `/planted; echo end`
 	cmd := []string{"call", "--workspace", ws, "--record", rec, "--yes", "--allow-program", "sh", "run", `{"argv":["sh","-c",` + jsonString(script) + `]}`}
-	c := exec.Command(os.Args[0], cmd...)
+	c := harnessCommand(cmd...)
 	c.Env = append(os.Environ(), "B10X_TEST_MAIN=1", "B10X_FAKE_KEY=sk-live-do-not-leak")
 	out, _ := c.CombinedOutput()
 	s := string(out)
