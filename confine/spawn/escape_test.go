@@ -336,3 +336,37 @@ func TestRootOwnedWorkspace(t *testing.T) {
 		}
 	}
 }
+
+// TestInitIsPID1: the program is not PID 1 of its namespace (issue 12): a
+// shell's `kill -KILL $$` ends it, orphans are reaped by the init instead
+// of staying zombies, its exit is reported as the program's, and its
+// cgroup namespace hides the host's cgroup paths.
+func TestInitIsPID1(t *testing.T) {
+	script := `(sleep 0.2 &); (sleep 0.2 &); sleep 1; ` +
+		`echo zombies=$(grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l); ` +
+		`echo cgroup=$(cat /proc/self/cgroup); kill -KILL $$; echo survived`
+	for name, r := range runners(t) {
+		ws := workspace(t)
+		res, out, err := run(t, r, shSpec(t, ws, script))
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, out)
+		}
+		got := string(out.stdout.Bytes())
+		if !strings.Contains(got, "zombies=0\n") {
+			t.Errorf("%s: orphans left as zombies: %q", name, got)
+		}
+		_, cg, _ := strings.Cut(got, "cgroup=")
+		cg, _, _ = strings.Cut(cg, "\n")
+		for _, l := range strings.Fields(cg) {
+			if !strings.HasSuffix(l, ":/") {
+				t.Errorf("%s: the child sees a cgroup path outside its own namespace: %q", name, l)
+			}
+		}
+		if !strings.Contains(cg, "0::/") {
+			t.Errorf("%s: /proc/self/cgroup = %q, want its own cgroup namespace's root", name, cg)
+		}
+		if strings.Contains(got, "survived") || res.Signal != "SIGKILL" {
+			t.Errorf("%s: kill -KILL $$: %+v, output %q; want the shell killed by SIGKILL", name, res, got)
+		}
+	}
+}

@@ -15,8 +15,10 @@ import (
 var programEnv = []string{"GOMAXPROCS=1", "GOGC=off"}
 
 // startProgram starts the second stage (programMain) from this executable
-// and hands it the plan. With Plan.NestUser it runs in a new user and
-// mount namespace whose root is Plan.ChildUID/ChildGID of this one: the
+// and hands it the plan, in a cgroup namespace of its own (rooted at the
+// call's leaf, so the host's cgroup paths stay hidden). With Plan.NestUser
+// it runs in a new user and mount namespace whose root is
+// Plan.ChildUID/ChildGID of this one: the
 // mount namespace is a copy made for a less privileged user namespace, so
 // the kernel locks every mount of the view in it (no mount call, old or
 // new, can clone, detach, move, remount or reveal what they cover).
@@ -45,7 +47,7 @@ func startProgram(p *Plan) (int, error) {
 
 	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if p.NestUser {
-		attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
+		attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWCGROUP
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(p.ChildUID), Size: 1}}
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(p.ChildGID), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
@@ -54,6 +56,7 @@ func startProgram(p *Plan) (int, error) {
 		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
 	} else {
 		attr.Credential = &syscall.Credential{Uid: p.ChildUID, Gid: p.ChildGID, Groups: []uint32{}}
+		attr.Cloneflags = syscall.CLONE_NEWCGROUP
 	}
 	pid, err := syscall.ForkExec("/proc/self/exe", []string{Argv0Program}, &syscall.ProcAttr{
 		Dir:   "/",
