@@ -1,7 +1,6 @@
 package spawn
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
@@ -25,7 +24,10 @@ import (
 // ErrRootWorkspace is returned (wrapped in a *SetupError at the
 // "identity" step) when the harness runs as root and the workspace is
 // owned by root.
-var ErrRootWorkspace = errors.New("the workspace is owned by root")
+//
+// It keeps its identity across the broker: errors.Is works on what a
+// Broker returns too.
+var ErrRootWorkspace = helper.ErrRootWorkspace
 
 // nogroup is the group a program runs with when the workspace's group is
 // root's: gid 0 reads what group root may read.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -201,4 +202,15 @@ func (e *RemoteError) Unwrap() error {
 		return nil
 	}
 	return e.Errno
+}
+
+// ErrRootWorkspace is package spawn's ErrRootWorkspace, defined here so
+// that a RemoteError carrying it still matches it.
+var ErrRootWorkspace = errors.New("the workspace is owned by root")
+
+// Is reports whether the error that crossed was one of the sentinels that
+// keep their identity across the boundary (ErrRootWorkspace): their text
+// leads the message.
+func (e *RemoteError) Is(target error) bool {
+	return target == ErrRootWorkspace && strings.HasPrefix(e.Msg, ErrRootWorkspace.Error()+" ")
 }

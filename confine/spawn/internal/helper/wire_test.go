@@ -3,6 +3,8 @@ package helper
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -84,5 +86,20 @@ func TestPlanRoundTrip(t *testing.T) {
 func TestAtFDCWD(t *testing.T) {
 	if int(atFDCWD) != -100 {
 		t.Fatalf("atFDCWD = %#x", atFDCWD)
+	}
+}
+
+// TestRemoteErrorKeepsSentinel: ErrRootWorkspace survives the boundary;
+// another message does not pass for it.
+func TestRemoteErrorKeepsSentinel(t *testing.T) {
+	var e Encoder
+	e.Error(fmt.Errorf("%w (/w): chown it", ErrRootWorkspace))
+	e.Error(errors.New("the workspace is owned by rootless"))
+	d := Decoder{B: e.B}
+	if err := d.Error(); !errors.Is(err, ErrRootWorkspace) {
+		t.Errorf("%v does not match ErrRootWorkspace", err)
+	}
+	if err := d.Error(); errors.Is(err, ErrRootWorkspace) {
+		t.Errorf("%v matches ErrRootWorkspace", err)
 	}
 }
