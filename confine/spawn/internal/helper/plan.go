@@ -68,6 +68,12 @@ type Mount struct {
 	File bool // the bind source is a file, not a directory
 	Dev  bool // a device bind: devices stay usable (no nodev)
 	Data string
+	// Pinned binds only the file the harness pinned at start: Src is
+	// opened without following any symbolic link, and the bind fails
+	// unless that file's st_dev and st_ino are PinDev and PinIno and its
+	// kind (directory or not) is as File says. See pinned.go.
+	Pinned         bool
+	PinDev, PinIno uint64
 }
 
 // Rule is one Landlock rule: beneath Path, Access (LANDLOCK_ACCESS_FS_*
@@ -112,6 +118,9 @@ func (p *Plan) Encode(e *Encoder) {
 		e.Bool(m.File)
 		e.Bool(m.Dev)
 		e.Str(m.Data)
+		e.Bool(m.Pinned)
+		e.U64(m.PinDev)
+		e.U64(m.PinIno)
 	}
 	e.Bool(p.Loopback)
 	e.Bool(p.DropCaps)
@@ -133,7 +142,7 @@ func DecodePlan(d *Decoder) *Plan {
 	p.Env = d.Strs()
 	p.Dir = d.Str()
 	p.Hostname = d.Str()
-	n := d.Count(16, "mounts")
+	n := d.Count(33, "mounts")
 	for i := 0; i < n && d.Err == nil; i++ {
 		var m Mount
 		m.Kind = MountKind(d.U8())
@@ -143,6 +152,9 @@ func DecodePlan(d *Decoder) *Plan {
 		m.File = d.Bool()
 		m.Dev = d.Bool()
 		m.Data = d.Str()
+		m.Pinned = d.Bool()
+		m.PinDev = d.U64()
+		m.PinIno = d.U64()
 		if m.Kind == 0 || m.Kind >= mountKindEnd {
 			d.Failf("mount kind " + strconv.Itoa(int(m.Kind)))
 		}

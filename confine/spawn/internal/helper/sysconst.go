@@ -16,6 +16,7 @@ const (
 	sysOpenTreeNr              = 428
 	sysMoveMountNr             = 429
 	sysCloseRangeNr            = 436
+	sysOpenat2Nr               = 437
 	sysMountSetattrNr          = 442
 	sysLandlockCreateRulesetNr = 444
 	sysLandlockAddRuleNr       = 445
@@ -29,6 +30,9 @@ const (
 	atRecursive       = 0x8000 // AT_RECURSIVE
 
 	oPath = 0x200000 // O_PATH
+
+	resolveNoMagiclinks = 0x02 // RESOLVE_NO_MAGICLINKS
+	resolveNoSymlinks   = 0x04 // RESOLVE_NO_SYMLINKS
 
 	prSetNoNewPrivs      = 38 // PR_SET_NO_NEW_PRIVS
 	prCapAmbient         = 47 // PR_CAP_AMBIENT
@@ -55,6 +59,13 @@ type mountAttr struct {
 	attrClr     uint64
 	propagation uint64
 	usernsFD    uint64
+}
+
+// openHow is struct open_how (openat2).
+type openHow struct {
+	flags   uint64
+	mode    uint64
+	resolve uint64
 }
 
 // landlockRulesetAttr is struct landlock_ruleset_attr up to the scoped
