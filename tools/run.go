@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,18 +83,79 @@ func (p Programs) Names() []string {
 	return n
 }
 
-// RunConfig configures the run tool. Runner is required.
+// RunView is what a run child sees of the host besides the system
+// directories: the workspace and the extra paths, each pinned once, at
+// start (see spawn.Pinned). Get one from PinRunView.
+type RunView struct {
+	Workspace   spawn.Pinned
+	Read, Write []spawn.Pinned
+}
+
+// PinRunView pins the workspace (a directory) and the --allow-read and
+// --allow-write paths, once: each is made absolute, its symbolic links are
+// evaluated and the file found is held open for the life of the process,
+// so that a child cannot make a later call bind something else at that
+// path (docs/decisions/0035-pinned-view-paths.md).
+//
+// It refuses, with a one-line error naming the flag and the path: a path
+// that does not exist (or cannot be in a child's view: "/", /proc, /dev), a
+// path inside the workspace or equal to it (run calls may already read and
+// write there), and a path named twice (in either list, also as another
+// spelling of the same file). Paths that hold the workspace or each other
+// are allowed.
+func PinRunView(workspace string, read, write []string) (RunView, error) {
+	var v RunView
+	why := func(err error) string {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "does not exist"
+		}
+		return strings.TrimPrefix(err.Error(), "spawn: ")
+	}
+	ws, err := spawn.Pin(workspace)
+	if err != nil {
+		return v, fmt.Errorf("workspace %s: %s", workspace, why(err))
+	}
+	if !ws.Dir {
+		return v, fmt.Errorf("workspace %s: not a directory", workspace)
+	}
+	v.Workspace = ws
+	seen := map[spawn.Pinned]string{}
+	for _, l := range []struct {
+		flag  string
+		paths []string
+		out   *[]spawn.Pinned
+	}{{"--allow-read", read, &v.Read}, {"--allow-write", write, &v.Write}} {
+		for _, p := range l.paths {
+			pp, err := spawn.Pin(p)
+			if err != nil {
+				return RunView{}, fmt.Errorf("%s %s: %s", l.flag, p, why(err))
+			}
+			if pp.Path == ws.Path || strings.HasPrefix(pp.Path, ws.Path+"/") || pp.Dev == ws.Dev && pp.Ino == ws.Ino {
+				return RunView{}, fmt.Errorf("%s %s: inside the workspace %s, where run calls may already read and write; drop it", l.flag, p, ws.Path)
+			}
+			for q, named := range seen {
+				if q.Path == pp.Path || q.Dev == pp.Dev && q.Ino == pp.Ino {
+					return RunView{}, fmt.Errorf("%s %s: named twice (also as %s); name it once", l.flag, p, named)
+				}
+			}
+			seen[pp] = l.flag + " " + p
+			*l.out = append(*l.out, pp)
+		}
+	}
+	return v, nil
+}
+
+// RunConfig configures the run tool. Runner and View are required.
 type RunConfig struct {
-	Programs   Programs
-	Runner     spawn.Runner
-	Env        []string      // the complete environment of every child (already scrubbed)
-	Timeout    time.Duration // per call; the model's timeout_s may only lower it; 0: 2 minutes
-	Limits     cgroup.Limits
-	Net        bool
-	ReadPaths  []string
-	WritePaths []string
-	MaxOutput  int // per stream; 0: 64 KiB
-	MaxStdin   int // 0: 1 MiB
+	Programs  Programs
+	Runner    spawn.Runner
+	Env       []string      // the complete environment of every child (already scrubbed)
+	Timeout   time.Duration // per call; the model's timeout_s may only lower it; 0: 2 minutes
+	Limits    cgroup.Limits
+	Net       bool
+	View      RunView // the workspace (the one given to Prepare) and the extra paths
+	MaxOutput int     // per stream; 0: 64 KiB
+	MaxStdin  int     // 0: 1 MiB
 }
 
 // RunTool returns the run tool.
@@ -173,11 +235,14 @@ func (t *runTool) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) 
 	if a.TimeoutS > 0 && time.Duration(a.TimeoutS)*time.Second < timeout {
 		timeout = time.Duration(a.TimeoutS) * time.Second
 	}
-	read := append([]string(nil), t.cfg.ReadPaths...)
-	read = append(read, path)
+	if t.cfg.View.Workspace.Path != ws.Dir() {
+		return nil, Errorf(ReasonToolError, nil, "bug: the run tool was configured for workspace %q, called for %q", t.cfg.View.Workspace.Path, ws.Dir())
+	}
+	// The program needs no entry of its own: spawn shows it to the child
+	// read-only when no directory of the view holds it.
 	spec := spawn.Spec{
-		Path: path, Argv: a.Argv, Env: t.cfg.Env, Dir: dir, Workspace: ws.Dir(),
-		ReadPaths: read, WritePaths: t.cfg.WritePaths, Net: t.cfg.Net, Limits: t.cfg.Limits, Timeout: timeout,
+		Path: path, Argv: a.Argv, Env: t.cfg.Env, Dir: dir, Workspace: t.cfg.View.Workspace,
+		ReadPaths: t.cfg.View.Read, WritePaths: t.cfg.View.Write, Net: t.cfg.Net, Limits: t.cfg.Limits, Timeout: timeout,
 	}
 	return &runCall{t: t, args: a, spec: spec}, nil
 }
