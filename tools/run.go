@@ -94,29 +94,58 @@ type RunView struct {
 // PinRunView pins the workspace (a directory) and the --allow-read and
 // --allow-write paths, once: each is made absolute, its symbolic links are
 // evaluated and the file found is held open for the life of the process,
-// so that a child cannot make a later call bind something else at that
-// path (docs/decisions/0035-pinned-view-paths.md).
+// so that a child cannot make a later call of this process bind something
+// else at that path (docs/decisions/0035-pinned-view-paths.md).
+//
+// A later process resolves the paths again, so links a child of an earlier
+// one left are not followed where a child could have planted them: a
+// symbolic link met while resolving a path, that lies in the workspace or
+// beneath an --allow-write path, makes PinRunView fail.
 //
 // It refuses, with a one-line error naming the flag and the path: a path
 // that does not exist (or cannot be in a child's view: "/", /proc, /dev), a
 // path inside the workspace or equal to it (run calls may already read and
-// write there), and a path named twice (in either list, also as another
-// spelling of the same file). Paths that hold the workspace or each other
-// are allowed.
+// write there), a path named twice (in either list, also as another
+// spelling of the same file), and a path resolved through such a planted
+// link. Paths that hold the workspace or each other are allowed.
 func PinRunView(workspace string, read, write []string) (RunView, error) {
-	var v RunView
 	why := func(err error) string {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "does not exist"
 		}
 		return strings.TrimPrefix(err.Error(), "spawn: ")
 	}
-	ws, err := spawn.Pin(workspace)
+	// Where a run child may write: the workspace and the write paths as
+	// they resolve now. A link found there while resolving is refused.
+	var areas []string
+	for _, p := range append([]string{workspace}, write...) {
+		if c, err := filepath.EvalSymlinks(p); err == nil {
+			if c, err = filepath.Abs(c); err == nil {
+				areas = append(areas, c)
+			}
+		}
+	}
+	pin := func(flag, p string) (spawn.Pinned, error) {
+		c, err := resolveUnplanted(p, areas)
+		if err != nil {
+			return spawn.Pinned{}, fmt.Errorf("%s %s: %s", flag, p, why(err))
+		}
+		pp, err := spawn.Pin(c)
+		if err != nil {
+			return spawn.Pinned{}, fmt.Errorf("%s %s: %s", flag, p, why(err))
+		}
+		if pp.Path != c {
+			return spawn.Pinned{}, fmt.Errorf("%s %s: changed while it was resolved (%s, then %s)", flag, p, c, pp.Path)
+		}
+		return pp, nil
+	}
+	var v RunView
+	ws, err := pin("--workspace", workspace)
 	if err != nil {
-		return v, fmt.Errorf("workspace %s: %s", workspace, why(err))
+		return v, err
 	}
 	if !ws.Dir {
-		return v, fmt.Errorf("workspace %s: not a directory", workspace)
+		return v, fmt.Errorf("--workspace %s: not a directory", workspace)
 	}
 	v.Workspace = ws
 	seen := map[spawn.Pinned]string{}
@@ -126,11 +155,15 @@ func PinRunView(workspace string, read, write []string) (RunView, error) {
 		out   *[]spawn.Pinned
 	}{{"--allow-read", read, &v.Read}, {"--allow-write", write, &v.Write}} {
 		for _, p := range l.paths {
-			pp, err := spawn.Pin(p)
-			if err != nil {
-				return RunView{}, fmt.Errorf("%s %s: %s", l.flag, p, why(err))
+			abs, err := filepath.Abs(p)
+			if err == nil && (within(abs, ws.Path) || within(abs, workspace)) {
+				return RunView{}, fmt.Errorf("%s %s: inside the workspace %s, where run calls may already read and write; drop it", l.flag, p, ws.Path)
 			}
-			if pp.Path == ws.Path || strings.HasPrefix(pp.Path, ws.Path+"/") || pp.Dev == ws.Dev && pp.Ino == ws.Ino {
+			pp, err := pin(l.flag, p)
+			if err != nil {
+				return RunView{}, err
+			}
+			if within(pp.Path, ws.Path) || pp.Dev == ws.Dev && pp.Ino == ws.Ino {
 				return RunView{}, fmt.Errorf("%s %s: inside the workspace %s, where run calls may already read and write; drop it", l.flag, p, ws.Path)
 			}
 			for q, named := range seen {
@@ -143,6 +176,61 @@ func PinRunView(workspace string, read, write []string) (RunView, error) {
 		}
 	}
 	return v, nil
+}
+
+// within reports whether p is dir or beneath it, component-wise (both
+// clean and absolute).
+func within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
+}
+
+// resolveUnplanted is filepath.EvalSymlinks of the absolute p, one component
+// at a time, except that a symbolic link lying within one of areas (where
+// a run child may have planted it) is an error naming it.
+func resolveUnplanted(p string, areas []string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	rest := strings.Split(abs, "/")
+	resolved := "/"
+	for links := 0; len(rest) > 0; {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			resolved = filepath.Dir(resolved)
+			continue
+		}
+		next := filepath.Join(resolved, c)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			resolved = next
+			continue
+		}
+		for _, a := range areas {
+			if within(next, a) {
+				return "", fmt.Errorf("resolves through the symbolic link %s, inside %s where run calls may write (one may have planted it); name its target instead", next, a)
+			}
+		}
+		if links++; links > maxLinks {
+			return "", fmt.Errorf("too many symbolic links at %s", next)
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		if filepath.IsAbs(target) {
+			resolved = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return resolved, nil
 }
 
 // RunConfig configures the run tool. Runner and View are required.

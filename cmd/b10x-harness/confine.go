@@ -84,7 +84,10 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 	// The workspace and the extra paths are pinned now, once, whether or
 	// not run is published: a bad --allow-read or --allow-write is refused
 	// at start, never at the first call.
-	view, err := tools.PinRunView(ws.Dir(), p.AllowRead, p.AllowWrite)
+	view, err := tools.PinRunView(p.Workspace, p.AllowRead, p.AllowWrite)
+	if err == nil && view.Workspace.Path != ws.Dir() {
+		err = fmt.Errorf("--workspace %s: changed while it was resolved (%s, then %s)", p.Workspace, ws.Dir(), view.Workspace.Path)
+	}
 	if err != nil {
 		return nil, usageError{err}
 	}

@@ -80,7 +80,10 @@ func (c *execCmd) Run(e *env) error {
 		return usagef("--workspace %s: %v", c.Workspace, err)
 	}
 	defer ws.Close()
-	view, err := tools.PinRunView(ws.Dir(), c.AllowRead, c.AllowWrite)
+	view, err := tools.PinRunView(c.Workspace, c.AllowRead, c.AllowWrite)
+	if err == nil && view.Workspace.Path != ws.Dir() {
+		err = fmt.Errorf("--workspace %s: changed while it was resolved (%s, then %s)", c.Workspace, ws.Dir(), view.Workspace.Path)
+	}
 	if err != nil {
 		return usagef("exec: %v", err)
 	}
