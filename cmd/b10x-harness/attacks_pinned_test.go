@@ -59,6 +59,21 @@ func (a *atkWS) execOnce(t *testing.T, args ...string) (atkRun, *execReport) {
 	return r, &rep
 }
 
+// atkHarnessFlags runs the harness with args, alone in a fresh cgroup when
+// flags select strict (as call does), so a refusal at start is the one the
+// test provokes, not strict's.
+func atkHarnessFlags(t *testing.T, flags []string, args ...string) atkRun {
+	t.Helper()
+	if !atkIsStrict(flags) {
+		return atkHarness(t, nil, "", args...)
+	}
+	r, err := atkStartIn(atkAloneCgroup(t), nil, "", args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // TestAttackExecPinnedInsideWorkspace: the exact commands name a
 // path inside the workspace; exec and call refuse them at start, naming the
 // flag and the path, and nothing runs.
@@ -78,7 +93,7 @@ func TestAttackExecPinnedInsideWorkspace(t *testing.T) {
 		if r.code != exitUsage || strings.Contains(r.stdout, "swapped") || !strings.Contains(r.stderr, c.flag+" "+c.path+": inside the workspace") {
 			t.Errorf("exec %s %s: exit %d, stdout %q, stderr %q; want exit %d naming the flag and the path", c.flag, c.path, r.code, r.stdout, r.stderr, exitUsage)
 		}
-		r = atkHarness(t, nil, "", slices.Concat([]string{"call", "--workspace", a.ws}, runFlags("sh"), []string{c.flag, c.path, "run", runArgs(t, []string{"sh", "-c", swap}, nil)})...)
+		r = atkHarnessFlags(t, runFlags("sh"), slices.Concat([]string{"call", "--workspace", a.ws}, runFlags("sh"), []string{c.flag, c.path, "run", runArgs(t, []string{"sh", "-c", swap}, nil)})...)
 		if r.code != exitUsage || strings.Contains(r.stdout, "swapped") || !strings.Contains(r.stderr, c.flag+" "+c.path+": inside the workspace") {
 			t.Errorf("call %s %s: exit %d, stdout %q, stderr %q; want exit %d naming the flag and the path", c.flag, c.path, r.code, r.stdout, r.stderr, exitUsage)
 		}
@@ -177,7 +192,7 @@ func TestAttackExecPinnedSwap(t *testing.T) {
 					if !strings.Contains(stdoutOf(at.result()), "swapped") {
 						t.Fatalf("first run: the child could not swap: %s", at.result())
 					}
-					r := atkHarness(t, nil, "", slices.Concat([]string{"call", "--workspace", a.ws}, runFlags("sh"), flags, []string{"run", runArgs(t, []string{"sh", "-c", use}, nil)})...)
+					r := atkHarnessFlags(t, runFlags("sh"), slices.Concat([]string{"call", "--workspace", a.ws}, runFlags("sh"), flags, []string{"run", runArgs(t, []string{"sh", "-c", use}, nil)})...)
 					refusedAtStart(r)
 				case "one-process":
 					call := func(script string) map[string]any {
