@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,18 +83,167 @@ func (p Programs) Names() []string {
 	return n
 }
 
-// RunConfig configures the run tool. Runner is required.
+// RunView is what a run child sees of the host besides the system
+// directories: the workspace and the extra paths, each pinned once, at
+// start (see spawn.Pinned). Get one from PinRunView.
+type RunView struct {
+	Workspace   spawn.Pinned
+	Read, Write []spawn.Pinned
+}
+
+// PinRunView pins the workspace (a directory) and the --allow-read and
+// --allow-write paths, once: each is made absolute, its symbolic links are
+// evaluated and the file found is held open for the life of the process,
+// so that a child cannot make a later call of this process bind something
+// else at that path (docs/decisions/0035-pinned-view-paths.md).
+//
+// A later process resolves the paths again, so links a child of an earlier
+// one left are not followed where a child could have planted them: a
+// symbolic link met while resolving a path, that lies in the workspace or
+// beneath an --allow-write path, makes PinRunView fail.
+//
+// It refuses, with a one-line error naming the flag and the path: a path
+// that does not exist (or cannot be in a child's view: "/", /proc, /dev), a
+// path inside the workspace or equal to it (run calls may already read and
+// write there), a path named twice (in either list, also as another
+// spelling of the same file), and a path resolved through such a planted
+// link. Paths that hold the workspace or each other are allowed.
+func PinRunView(workspace string, read, write []string) (RunView, error) {
+	why := func(err error) string {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "does not exist"
+		}
+		return strings.TrimPrefix(err.Error(), "spawn: ")
+	}
+	// Where a run child may write: the workspace and the write paths as
+	// they resolve now. A link found there while resolving is refused.
+	var areas []string
+	for _, p := range append([]string{workspace}, write...) {
+		if c, err := filepath.EvalSymlinks(p); err == nil {
+			if c, err = filepath.Abs(c); err == nil {
+				areas = append(areas, c)
+			}
+		}
+	}
+	pin := func(flag, p string) (spawn.Pinned, error) {
+		c, err := resolveUnplanted(p, areas)
+		if err != nil {
+			return spawn.Pinned{}, fmt.Errorf("%s %s: %s", flag, p, why(err))
+		}
+		pp, err := spawn.Pin(c)
+		if err != nil {
+			return spawn.Pinned{}, fmt.Errorf("%s %s: %s", flag, p, why(err))
+		}
+		if pp.Path != c {
+			return spawn.Pinned{}, fmt.Errorf("%s %s: changed while it was resolved (%s, then %s)", flag, p, c, pp.Path)
+		}
+		return pp, nil
+	}
+	var v RunView
+	ws, err := pin("--workspace", workspace)
+	if err != nil {
+		return v, err
+	}
+	if !ws.Dir {
+		return v, fmt.Errorf("--workspace %s: not a directory", workspace)
+	}
+	v.Workspace = ws
+	seen := map[spawn.Pinned]string{}
+	for _, l := range []struct {
+		flag  string
+		paths []string
+		out   *[]spawn.Pinned
+	}{{"--allow-read", read, &v.Read}, {"--allow-write", write, &v.Write}} {
+		for _, p := range l.paths {
+			abs, err := filepath.Abs(p)
+			if err == nil && (within(abs, ws.Path) || within(abs, workspace)) {
+				return RunView{}, fmt.Errorf("%s %s: inside the workspace %s, where run calls may already read and write; drop it", l.flag, p, ws.Path)
+			}
+			pp, err := pin(l.flag, p)
+			if err != nil {
+				return RunView{}, err
+			}
+			if within(pp.Path, ws.Path) || pp.Dev == ws.Dev && pp.Ino == ws.Ino {
+				return RunView{}, fmt.Errorf("%s %s: inside the workspace %s, where run calls may already read and write; drop it", l.flag, p, ws.Path)
+			}
+			for q, named := range seen {
+				if q.Path == pp.Path || q.Dev == pp.Dev && q.Ino == pp.Ino {
+					return RunView{}, fmt.Errorf("%s %s: named twice (also as %s); name it once", l.flag, p, named)
+				}
+			}
+			seen[pp] = l.flag + " " + p
+			*l.out = append(*l.out, pp)
+		}
+	}
+	return v, nil
+}
+
+// within reports whether p is dir or beneath it, component-wise (both
+// clean and absolute).
+func within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
+}
+
+// resolveUnplanted is filepath.EvalSymlinks of the absolute p, one component
+// at a time, except that a symbolic link lying within one of areas (where
+// a run child may have planted it) is an error naming it.
+func resolveUnplanted(p string, areas []string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	rest := strings.Split(abs, "/")
+	resolved := "/"
+	for links := 0; len(rest) > 0; {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			resolved = filepath.Dir(resolved)
+			continue
+		}
+		next := filepath.Join(resolved, c)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			resolved = next
+			continue
+		}
+		for _, a := range areas {
+			if within(next, a) {
+				return "", fmt.Errorf("resolves through the symbolic link %s, inside %s where run calls may write (one may have planted it); name its target instead", next, a)
+			}
+		}
+		if links++; links > maxLinks {
+			return "", fmt.Errorf("too many symbolic links at %s", next)
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		if filepath.IsAbs(target) {
+			resolved = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return resolved, nil
+}
+
+// RunConfig configures the run tool. Runner and View are required.
 type RunConfig struct {
-	Programs   Programs
-	Runner     spawn.Runner
-	Env        []string      // the complete environment of every child (already scrubbed)
-	Timeout    time.Duration // per call; the model's timeout_s may only lower it; 0: 2 minutes
-	Limits     cgroup.Limits
-	Net        bool
-	ReadPaths  []string
-	WritePaths []string
-	MaxOutput  int // per stream; 0: 64 KiB
-	MaxStdin   int // 0: 1 MiB
+	Programs  Programs
+	Runner    spawn.Runner
+	Env       []string      // the complete environment of every child (already scrubbed)
+	Timeout   time.Duration // per call; the model's timeout_s may only lower it; 0: 2 minutes
+	Limits    cgroup.Limits
+	Net       bool
+	View      RunView // the workspace (the one given to Prepare) and the extra paths
+	MaxOutput int     // per stream; 0: 64 KiB
+	MaxStdin  int     // 0: 1 MiB
 }
 
 // RunTool returns the run tool.
@@ -173,11 +323,14 @@ func (t *runTool) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) 
 	if a.TimeoutS > 0 && time.Duration(a.TimeoutS)*time.Second < timeout {
 		timeout = time.Duration(a.TimeoutS) * time.Second
 	}
-	read := append([]string(nil), t.cfg.ReadPaths...)
-	read = append(read, path)
+	if t.cfg.View.Workspace.Path != ws.Dir() {
+		return nil, Errorf(ReasonToolError, nil, "bug: the run tool was configured for workspace %q, called for %q", t.cfg.View.Workspace.Path, ws.Dir())
+	}
+	// The program needs no entry of its own: spawn shows it to the child
+	// read-only when no directory of the view holds it.
 	spec := spawn.Spec{
-		Path: path, Argv: a.Argv, Env: t.cfg.Env, Dir: dir, Workspace: ws.Dir(),
-		ReadPaths: read, WritePaths: t.cfg.WritePaths, Net: t.cfg.Net, Limits: t.cfg.Limits, Timeout: timeout,
+		Path: path, Argv: a.Argv, Env: t.cfg.Env, Dir: dir, Workspace: t.cfg.View.Workspace,
+		ReadPaths: t.cfg.View.Read, WritePaths: t.cfg.View.Write, Net: t.cfg.Net, Limits: t.cfg.Limits, Timeout: timeout,
 	}
 	return &runCall{t: t, args: a, spec: spec}, nil
 }

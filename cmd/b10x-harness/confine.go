@@ -82,6 +82,16 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 	if err != nil {
 		return nil, err
 	}
+	// The workspace and the extra paths are pinned now, once, whether or
+	// not run is published: a bad --allow-read or --allow-write is refused
+	// at start, never at the first call.
+	view, err := tools.PinRunView(p.Workspace, p.AllowRead, p.AllowWrite)
+	if err == nil && view.Workspace.Path != ws.Dir() {
+		err = fmt.Errorf("--workspace %s: changed while it was resolved (%s, then %s)", p.Workspace, ws.Dir(), view.Workspace.Path)
+	}
+	if err != nil {
+		return nil, usageError{err}
+	}
 	c := &confinement{mode: m, report: rep, plan: plan, tools: tools.ReadTools(), restrict: func() error { return nil }}
 	c.record = confinementRecord{Mode: m.String(), Enforced: plan.Enforced, Missing: plan.Missing, WholeTreeKill: plan.WholeTreeKill, NotProbed: rep.NotProbed}
 	if m == confine.Off {
@@ -202,15 +212,14 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 		timeout = 2 * time.Minute
 	}
 	c.tools = append(c.tools, tools.RunTool(tools.RunConfig{
-		Programs:   progs,
-		Runner:     broker,
-		Env:        childEnv(p.PassEnv),
-		Timeout:    timeout,
-		Limits:     lim,
-		Net:        p.Net == "host",
-		ReadPaths:  p.AllowRead,
-		WritePaths: p.AllowWrite,
-		MaxOutput:  int(p.MaxOutput),
+		Programs:  progs,
+		Runner:    broker,
+		Env:       childEnv(p.PassEnv),
+		Timeout:   timeout,
+		Limits:    lim,
+		Net:       p.Net == "host",
+		View:      view,
+		MaxOutput: int(p.MaxOutput),
 	}))
 	c.host.ConfinedExecution = true
 	return c, nil

@@ -80,6 +80,13 @@ func (c *execCmd) Run(e *env) error {
 		return usagef("--workspace %s: %v", c.Workspace, err)
 	}
 	defer ws.Close()
+	view, err := tools.PinRunView(c.Workspace, c.AllowRead, c.AllowWrite)
+	if err == nil && view.Workspace.Path != ws.Dir() {
+		err = fmt.Errorf("--workspace %s: changed while it was resolved (%s, then %s)", c.Workspace, ws.Dir(), view.Workspace.Path)
+	}
+	if err != nil {
+		return usagef("exec: %v", err)
+	}
 	progs, err := tools.ResolvePrograms(argv[:1], os.Getenv("PATH"))
 	if err != nil {
 		return usagef("exec: %v", strings.TrimPrefix(err.Error(), "--allow-program "))
@@ -111,8 +118,8 @@ func (c *execCmd) Run(e *env) error {
 	}
 	runner := spawn.NewDirect(spawn.Options{Cgroup: mgr, Require: requirements(m)})
 	spec := spawn.Spec{
-		Path: progs[argv[0]], Argv: argv, Env: childEnv(c.PassEnv), Dir: dir, Workspace: ws.Dir(),
-		ReadPaths: c.AllowRead, WritePaths: c.AllowWrite, Net: c.Net == "host", Limits: lim, Timeout: timeout,
+		Path: progs[argv[0]], Argv: argv, Env: childEnv(c.PassEnv), Dir: dir, Workspace: view.Workspace,
+		ReadPaths: view.Read, WritePaths: view.Write, Net: c.Net == "host", Limits: lim, Timeout: timeout,
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

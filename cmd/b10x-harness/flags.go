@@ -99,8 +99,8 @@ type limitFlags struct {
 	PidsMax    int64         `default:"512" help:"pids.max of each run call's cgroup."`
 	CPUMax     float64       `help:"CPUs each run call may use (cpu.max), e.g. 1.5; 0: unlimited."`
 	Net        string        `default:"none" enum:"none,host" help:"Network for run calls: none (an empty network namespace) or host."`
-	AllowRead  []string      `sep:"none" help:"An extra path run calls may read." placeholder:"PATH"`
-	AllowWrite []string      `sep:"none" help:"An extra path run calls may write." placeholder:"PATH"`
+	AllowRead  []string      `sep:"none" help:"An extra path run calls may read; outside the workspace, resolved once at start (a later rename or link there makes calls fail)." placeholder:"PATH"`
+	AllowWrite []string      `sep:"none" help:"An extra path run calls may write; outside the workspace, resolved once at start (a later rename or link there makes calls fail)." placeholder:"PATH"`
 	PassEnv    []string      `sep:"none" help:"An environment variable passed to run calls; repeatable." placeholder:"NAME"`
 	MaxOutput  byteSize      `default:"64KiB" help:"Cap on each of stdout and stderr of a run call (head and tail kept)."`
 }

@@ -63,7 +63,7 @@ func BenchmarkBwrapTrue(b *testing.B) {
 
 func benchRun(b *testing.B, r Runner) {
 	ws := workspace(b)
-	s := Spec{Path: lookPath(b, "true"), Argv: []string{"true"}, Dir: ws, Workspace: ws}
+	s := Spec{Path: lookPath(b, "true"), Argv: []string{"true"}, Dir: ws, Workspace: pin(b, ws)}
 	if _, err := r.Run(context.Background(), s, Stdio{}); err != nil {
 		b.Fatal(err)
 	}

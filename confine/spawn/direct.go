@@ -102,8 +102,10 @@ type prepared struct {
 	leafWant bool
 	// hostUID and hostGID are the host ids the program runs as.
 	hostUID, hostGID int
-	// idmapDir, when set, is the root-owned workspace bound idmapped.
-	idmapDir string
+	// idmapped are the writable paths root owns, each bound as an
+	// idmapped mount whose root is hostUID (the k-th's tree is helper
+	// descriptor treeFD+k).
+	idmapped []Pinned
 }
 
 // prepare checks the Spec, plans the view and the layers, and refuses
@@ -196,20 +198,37 @@ func (d *direct) prepare(s Spec) (*prepared, error) {
 	}
 	uid, gid, idmap, err := d.childIdentity(s.Workspace, useUser)
 	if err != nil {
-		return nil, &SetupError{Step: "identity", Err: err}
+		step := "identity"
+		if !errors.Is(err, ErrRootWorkspace) {
+			step = "bind " + s.Workspace.Path // no longer the workspace pinned
+		}
+		return nil, &SetupError{Step: step, Err: err}
 	}
 	p.hostUID, p.hostGID = uid, gid
-	if idmap {
-		ws, err := canonical(s.Workspace)
-		if err != nil {
-			return nil, &SetupError{Step: "identity", Err: err}
+	if root := d.root && useUser; root {
+		// Every writable path root owns is bound idmapped onto the
+		// program's host id: the workspace when it is root's (the
+		// program is then nobody), and the extra write paths.
+		for _, w := range append([]Pinned{s.Workspace}, s.WritePaths...) {
+			if w == s.Workspace && !idmap {
+				continue
+			}
+			st, err := w.stat()
+			if err != nil {
+				return nil, &SetupError{Step: "bind " + w.Path, Err: err}
+			}
+			if st.Uid != 0 {
+				continue
+			}
+			i := slices.IndexFunc(mounts, func(m helper.Mount) bool { return m.Kind == helper.Bind && m.Dst == w.Path && !m.RO })
+			if i < 0 || mounts[i].TreeFD != 0 {
+				continue // bound read-only, or already idmapped
+			}
+			mounts[i].TreeFD = treeFD + len(p.idmapped)
+			p.idmapped = append(p.idmapped, w)
 		}
-		i := slices.IndexFunc(mounts, func(m helper.Mount) bool { return m.Kind == helper.Bind && m.Dst == ws })
-		if i < 0 {
-			return nil, &SetupError{Step: "identity", Err: errors.New("bug: the workspace has no bind in the view")}
-		}
-		mounts[i].TreeFD = treeFD
-		p.idmapDir = ws
+	} else if idmap {
+		return nil, &SetupError{Step: "identity", Err: errors.New("bug: an idmapped workspace without a user namespace")}
 	}
 	pl := &helper.Plan{
 		Path: s.Path, Argv: s.Argv, Env: s.Env, Dir: s.Dir,
@@ -289,18 +308,22 @@ func (d *direct) start(ctx context.Context, s Spec, p *prepared, stdio Stdio) (R
 	p.plan.Encode(&enc)
 	blob := enc.B
 
-	var tree *os.File
-	if p.idmapDir != "" {
-		t, err := idmappedTree(p.idmapDir)
+	var trees []*os.File
+	defer func() {
+		for _, t := range trees {
+			t.Close()
+		}
+	}()
+	for _, w := range p.idmapped {
+		t, err := idmappedTree(w, p.hostUID, w == s.Workspace)
 		if err != nil {
 			return res, &SetupError{Step: "identity", Err: err}
 		}
-		tree = t
-		defer tree.Close()
+		trees = append(trees, t)
 	}
 
 	started := time.Now()
-	cmd, statusR, err := d.startHelper(p, leaf, stdio, blob, tree)
+	cmd, statusR, err := d.startHelper(p, leaf, stdio, blob, trees)
 	if err != nil {
 		return res, err
 	}
@@ -445,21 +468,21 @@ func cloneOnly(err error) bool {
 // binary when the image will not start; retrying once without a user
 // namespace when running as root and the kernel refuses one, unless one is
 // required) and hands it the plan.
-func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte, tree *os.File) (*exec.Cmd, *os.File, error) {
+func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte, trees []*os.File) (*exec.Cmd, *os.File, error) {
 	h := d.helperExe()
 	for {
 		var image *os.File
 		if h.use() {
 			image = h.file
 		}
-		cmd, statusR, err := d.startOnce(p, leaf, stdio, blob, image, tree)
+		cmd, statusR, err := d.startOnce(p, leaf, stdio, blob, image, trees)
 		if err != nil && image != nil && !cloneOnly(err) {
 			// The image could not be started. Before reading anything
 			// into the error (a refused user namespace, below), start this
 			// binary instead: if that works, the image was the cause, and
 			// it is not used again.
 			imageErr := err
-			cmd, statusR, err = d.startOnce(p, leaf, stdio, blob, nil, tree)
+			cmd, statusR, err = d.startOnce(p, leaf, stdio, blob, nil, trees)
 			if err == nil {
 				why := imageErr.Error()
 				h.failed.CompareAndSwap(nil, &why)
@@ -484,8 +507,9 @@ func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob [
 		if p.useUser && d.root && d.userns.Load() == usernsUnknown && usernsRefused(err) &&
 			!slices.Contains(d.opts.Require.Layers, confine.LayerUserNS) {
 			d.userns.Store(usernsMissing)
-			if p.idmapDir != "" {
-				return nil, nil, &SetupError{Step: "identity", Err: fmt.Errorf("%w (%s) and without a user namespace it cannot be idmapped: a run child never runs as host root; give the workspace to an unprivileged user (chown -R USER %s) or run the harness as that user", ErrRootWorkspace, p.idmapDir, p.idmapDir)}
+			if len(p.idmapped) > 0 {
+				ws := p.idmapped[0].Path
+				return nil, nil, &SetupError{Step: "identity", Err: fmt.Errorf("%w (%s) and without a user namespace it cannot be idmapped: a run child never runs as host root; give it to an unprivileged user (chown -R USER %s) or run the harness as that user", ErrRootWorkspace, ws, ws)}
 			}
 			p.useUser = false
 			setIdentity(p.plan, false, d.root, p.hostUID, p.hostGID)
@@ -506,7 +530,7 @@ func usernsRefused(err error) bool {
 
 // startOnce starts one helper: the sealed image when image is not nil,
 // else this binary.
-func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte, image, tree *os.File) (*exec.Cmd, *os.File, error) {
+func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte, image *os.File, trees []*os.File) (*exec.Cmd, *os.File, error) {
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
 		return nil, nil, fmt.Errorf("status pipe: %w", err)
@@ -524,12 +548,10 @@ func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []b
 	if image != nil {
 		cmd.Path = imagePath
 	}
-	if image != nil || tree != nil {
+	if image != nil || len(trees) > 0 {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, image) // imageFD (closed when nil)
 	}
-	if tree != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, tree) // treeFD
-	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, trees...) // treeFD, treeFD+1, ...
 	if stdio.Stdin != nil {
 		cmd.Stdin = stdio.Stdin
 	}

@@ -18,8 +18,9 @@
 //  2. assembles the child's view on a fresh tmpfs: read-only binds of /usr,
 //     /bin, /sbin, /lib*, /etc and /opt where they exist (symlinks such as
 //     merged-/usr's /bin -> usr/bin recreated as symlinks), the workspace
-//     read-write at its own path, the extra read and write paths, a private
-//     /tmp, a minimal /dev (null, zero, full, random, urandom, shm, fd
+//     read-write at its own path, the extra read and write paths (each
+//     bound only while it is still the file pinned at start; see Pinned),
+//     a private /tmp, a minimal /dev (null, zero, full, random, urandom, shm, fd
 //     links) and a fresh /proc; entries of /etc that not every user may
 //     read (/etc/shadow, private keys) are hidden; then pivot_root into it
 //     and detach the old root, so nothing else of the host is reachable;
@@ -62,6 +63,10 @@
 //     through an allowed system call escapes them.
 //   - What the caller grants: the workspace, ReadPaths and WritePaths are
 //     the child's to read (and write); a secret placed there is readable.
+//     They are pinned (Pin) by the process that built the Spec; a later
+//     process that pins the same names resolves them again, and must not
+//     follow a link a child could have planted there (tools.PinRunView
+//     refuses those).
 //     The system directories are readable by design, except the entries of
 //     /etc that not every user may read; secrets elsewhere under /usr or
 //     /opt that are world-readable are visible.

@@ -194,7 +194,7 @@ func TestViewLockedByKernel(t *testing.T) {
 
 	ws := workspace(t)
 	sleep := uniqueSleep()
-	s := Spec{Path: lookPath(t, "sleep"), Argv: []string{"sleep", sleep}, Dir: ws, Workspace: ws, Timeout: time.Minute}
+	s := Spec{Path: lookPath(t, "sleep"), Argv: []string{"sleep", sleep}, Dir: ws, Workspace: pin(t, ws), Timeout: time.Minute}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { _, err := NewDirect(testOptions()).Run(ctx, s, Stdio{}); done <- err }()
@@ -282,7 +282,7 @@ func parentOf(t *testing.T, pid int) int {
 // childGetsUserns reports whether a call here gets a user namespace.
 func childGetsUserns(t *testing.T) bool {
 	ws := workspace(t)
-	res, _, err := run(t, NewDirect(testOptions()), Spec{Path: lookPath(t, "true"), Argv: []string{"true"}, Dir: ws, Workspace: ws})
+	res, _, err := run(t, NewDirect(testOptions()), Spec{Path: lookPath(t, "true"), Argv: []string{"true"}, Dir: ws, Workspace: pin(t, ws)})
 	return err == nil && slices.Contains(res.Layers, confine.LayerUserNS)
 }
 
@@ -301,7 +301,10 @@ func TestRootOwnedWorkspace(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(ws, "root-file"), []byte("root's\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		res, out, err := run(t, r, probeSpec(t, ws, "write:"+filepath.Join(ws, "new"), "read:"+filepath.Join(ws, "root-file"), "chmod-setid:"+ws))
+		extra := t.TempDir() // an --allow-write directory root owns, idmapped too
+		spec := probeSpec(t, ws, "write:"+filepath.Join(ws, "new"), "read:"+filepath.Join(ws, "root-file"), "chmod-setid:"+ws, "write:"+filepath.Join(extra, "new"))
+		spec.WritePaths = []Pinned{pin(t, extra)}
+		res, out, err := run(t, r, spec)
 		var st unix.Statfs_t
 		if serr := unix.Statfs(ws, &st); serr != nil {
 			t.Fatal(serr)
@@ -319,14 +322,14 @@ func TestRootOwnedWorkspace(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", name, err, out)
 		}
 		p := probes(out)
-		if p["write:"+filepath.Join(ws, "new")] != "ok" || !strings.HasPrefix(p["read:"+filepath.Join(ws, "root-file")], "data:") {
+		if p["write:"+filepath.Join(ws, "new")] != "ok" || !strings.HasPrefix(p["read:"+filepath.Join(ws, "root-file")], "data:") || p["write:"+filepath.Join(extra, "new")] != "ok" {
 			t.Errorf("%s: the program cannot use its root-owned workspace: %v", name, p)
 		}
 		if res.HostUID != idmapUID {
 			t.Errorf("%s: ran as host uid %d, want %d", name, res.HostUID, idmapUID)
 		}
-		for _, f := range []string{"new", "setid"} {
-			fi, err := os.Lstat(filepath.Join(ws, f))
+		for _, f := range []string{filepath.Join(ws, "new"), filepath.Join(ws, "setid"), filepath.Join(extra, "new")} {
+			fi, err := os.Lstat(f)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}

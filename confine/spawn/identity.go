@@ -5,7 +5,6 @@ import (
 	"os"
 
 	"github.com/b10x/harness/confine/spawn/internal/helper"
-	"golang.org/x/sys/unix"
 )
 
 // The program is never host root and holds no capability (see
@@ -36,17 +35,17 @@ const nogroup = 65534
 // childIdentity returns the host uid and gid the program of a call in
 // workspace ws runs as, and whether the workspace must be idmapped (root
 // owns it; possible only with a user namespace, useUser).
-func (d *direct) childIdentity(ws string, useUser bool) (uid, gid int, idmap bool, err error) {
+func (d *direct) childIdentity(ws Pinned, useUser bool) (uid, gid int, idmap bool, err error) {
 	if !d.root {
 		return os.Geteuid(), os.Getegid(), false, nil
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(ws, &st); err != nil {
-		return 0, 0, false, fmt.Errorf("workspace %s: %w", ws, err)
+	st, err := ws.stat()
+	if err != nil {
+		return 0, 0, false, err
 	}
 	if st.Uid == 0 {
 		if !useUser {
-			return 0, 0, false, fmt.Errorf("%w (%s) and without a user namespace it cannot be idmapped: a run child never runs as host root; give the workspace to an unprivileged user (chown -R USER %s) or run the harness as that user", ErrRootWorkspace, ws, ws)
+			return 0, 0, false, fmt.Errorf("%w (%s) and without a user namespace it cannot be idmapped: a run child never runs as host root; give the workspace to an unprivileged user (chown -R USER %s) or run the harness as that user", ErrRootWorkspace, ws.Path, ws.Path)
 		}
 		return idmapUID, idmapUID, true, nil
 	}
@@ -96,7 +95,11 @@ func (id Identity) String() string {
 // be called before the process restricts itself with Landlock.
 func ProbeIdentity(ws string) (Identity, error) {
 	d := newDirect(Options{})
-	uid, gid, idmap, err := d.childIdentity(ws, true)
+	pinned, err := Pin(ws)
+	if err != nil {
+		return Identity{}, err
+	}
+	uid, gid, idmap, err := d.childIdentity(pinned, true)
 	if err != nil {
 		return Identity{}, err
 	}
@@ -105,7 +108,7 @@ func ProbeIdentity(ws string) (Identity, error) {
 	case !d.root:
 		id.Why = "the harness's own"
 	case idmap:
-		tree, err := idmappedTree(ws)
+		tree, err := idmappedTree(pinned, idmapUID, true)
 		if err != nil {
 			return Identity{}, err
 		}

@@ -34,21 +34,22 @@ const idmapUID = 65534
 // not used.
 const treeFD = imageFD + 1
 
-// idmapNS holds the process's one user namespace whose ids map 0 to
-// idmapUID, the idmapping of every idmapped workspace. Only a conclusive
+// idmapNS holds the process's user namespaces whose ids map 0 to a host
+// id, one per id: the idmappings of idmapped paths. Only a conclusive
 // answer is kept.
 var idmapNS struct {
 	sync.Mutex
-	f *os.File
+	f map[int]*os.File
 }
 
-// idmapUserns returns the user namespace of the idmapping (created once
-// per process, by a short-lived child that waits in it).
-func idmapUserns() (*os.File, error) {
+// idmapUserns returns the user namespace of the idmapping of root onto
+// uid (created once per process and id, by a short-lived child that waits
+// in it).
+func idmapUserns(uid int) (*os.File, error) {
 	idmapNS.Lock()
 	defer idmapNS.Unlock()
-	if idmapNS.f != nil {
-		return idmapNS.f, nil
+	if f := idmapNS.f[uid]; f != nil {
+		return f, nil
 	}
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{helper.Argv0Userns}
@@ -58,7 +59,7 @@ func idmapUserns() (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	idmap := []syscall.SysProcIDMap{{ContainerID: 0, HostID: idmapUID, Size: 1}}
+	idmap := []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  unix.CLONE_NEWUSER,
 		UidMappings: idmap, GidMappings: idmap,
@@ -78,19 +79,30 @@ func idmapUserns() (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("the idmapping's user namespace holder: %w", werr)
 	}
-	idmapNS.f = f
+	if idmapNS.f == nil {
+		idmapNS.f = map[int]*os.File{}
+	}
+	idmapNS.f[uid] = f
 	return f, nil
 }
 
-// idmappedTree returns a detached copy of the mount tree at dir, idmapped
-// so that root on disk is idmapUID, nosuid and nodev: ready for the helper
-// to attach. The caller closes it.
-func idmappedTree(dir string) (*os.File, error) {
-	ns, err := idmapUserns()
+// idmappedTree returns a detached copy of the mount tree of the pinned
+// path ws (cloned from the checked descriptor, never by name), idmapped so
+// that root on disk is uid, nosuid and nodev: ready for the helper to
+// attach. The caller closes it. workspace says which path it is, for the
+// error.
+func idmappedTree(ws Pinned, uid int, workspace bool) (*os.File, error) {
+	dir := ws.Path
+	ns, err := idmapUserns(uid)
 	if err != nil {
-		return nil, fmt.Errorf("%w (%s) and cannot be idmapped here: %v; a run child never runs as host root: give the workspace to an unprivileged user (chown -R USER %s) or run the harness as that user", ErrRootWorkspace, dir, err, dir)
+		return nil, notIdmapped(dir, workspace, err.Error())
 	}
-	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	pfd, err := ws.open()
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.OpenTree(pfd, "", unix.AT_EMPTY_PATH|unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	unix.Close(pfd)
 	if err != nil {
 		return nil, fmt.Errorf("open_tree(%s): %w", dir, err)
 	}
@@ -108,7 +120,16 @@ func idmappedTree(dir string) (*os.File, error) {
 				why = fmt.Sprintf("its filesystem (magic %#x) has no idmapped mounts on this kernel", st.Type)
 			}
 		}
-		return nil, fmt.Errorf("%w (%s) and cannot be idmapped: mount_setattr MOUNT_ATTR_IDMAP: %s; a run child never runs as host root: give the workspace to an unprivileged user (chown -R USER %s) or run the harness as that user", ErrRootWorkspace, dir, why, dir)
+		return nil, notIdmapped(dir, workspace, "mount_setattr MOUNT_ATTR_IDMAP: "+why)
 	}
 	return tree, nil
+}
+
+// notIdmapped says that the root-owned writable path dir cannot be given
+// to a run child here, and what to do.
+func notIdmapped(dir string, workspace bool, why string) error {
+	if workspace {
+		return fmt.Errorf("%w (%s) and cannot be idmapped here: %s; a run child never runs as host root: give the workspace to an unprivileged user (chown -R USER %s) or run the harness as that user", ErrRootWorkspace, dir, why, dir)
+	}
+	return fmt.Errorf("the write path %s is owned by root and cannot be idmapped here: %s; a run child never runs as host root: give it to the user run children run as (see `b10x-harness doctor`)", dir, why)
 }

@@ -391,25 +391,25 @@ func TestSetupErrorTargetNeverRuns(t *testing.T) {
 		}{
 			{"nonexistent workspace", func() Spec {
 				s := shSpec(t, ws, script)
-				s.Workspace = filepath.Join(ws, "missing")
-				s.WritePaths = []string{markDir}
+				s.Workspace = Pinned{Path: filepath.Join(ws, "missing"), Dev: s.Workspace.Dev, Ino: s.Workspace.Ino, Dir: true}
+				s.WritePaths = []Pinned{pin(t, markDir)}
 				return s
-			}, testOptions(), "view"},
+			}, testOptions(), "bind " + filepath.Join(ws, "missing")},
 			{"missing working directory", func() Spec {
 				s := shSpec(t, ws, script)
 				s.Dir = filepath.Join(ws, "missing")
-				s.WritePaths = []string{markDir}
+				s.WritePaths = []Pinned{pin(t, markDir)}
 				return s
 			}, testOptions(), "chdir " + filepath.Join(ws, "missing")},
 			{"program not executable", func() Spec {
 				s := shSpec(t, ws, script)
 				s.Path = noexec
-				s.WritePaths = []string{markDir}
+				s.WritePaths = []Pinned{pin(t, markDir)}
 				return s
 			}, testOptions(), "exec " + noexec},
 			{"required layer the host lacks", func() Spec {
 				s := shSpec(t, ws, script)
-				s.WritePaths = []string{markDir}
+				s.WritePaths = []Pinned{pin(t, markDir)}
 				s.Limits.PidsMax = 10
 				return s
 			}, Options{Require: Requirements{Layers: []string{confine.LayerPidsLimit}, AllowMissing: testOptions().Require.AllowMissing}}, "requirements"},
@@ -443,7 +443,7 @@ func TestSetupErrorTargetNeverRuns(t *testing.T) {
 		// And the same Spec, fixed, does run (the marker proves the
 		// check above could fail).
 		s := shSpec(t, ws, script)
-		s.WritePaths = []string{markDir}
+		s.WritePaths = []Pinned{pin(t, markDir)}
 		if _, out, err := run(t, r, s); err != nil {
 			t.Fatalf("%s: control run: %v\n%s", name, err, out)
 		}
@@ -459,17 +459,21 @@ func TestBadInput(t *testing.T) {
 	r := NewDirect(testOptions())
 	good := shSpec(t, ws, "true")
 	cases := map[string]func(Spec) Spec{
-		"relative path":     func(s Spec) Spec { s.Path = "sh"; return s },
-		"empty argv":        func(s Spec) Spec { s.Argv = nil; return s },
-		"NUL in argv":       func(s Spec) Spec { s.Argv = []string{"sh", "a\x00b"}; return s },
-		"NUL in env":        func(s Spec) Spec { s.Env = []string{"A=\x00"}; return s },
-		"env without =":     func(s Spec) Spec { s.Env = []string{"A"}; return s },
-		"relative dir":      func(s Spec) Spec { s.Dir = "x"; return s },
-		"no workspace":      func(s Spec) Spec { s.Workspace = ""; return s },
-		"negative timeout":  func(s Spec) Spec { s.Timeout = -1; return s },
-		"root as read path": func(s Spec) Spec { s.ReadPaths = []string{"/"}; return s },
-		"proc write path":   func(s Spec) Spec { s.WritePaths = []string{"/proc/1"}; return s },
-		"relative read":     func(s Spec) Spec { s.ReadPaths = []string{"etc"}; return s },
+		"relative path":      func(s Spec) Spec { s.Path = "sh"; return s },
+		"empty argv":         func(s Spec) Spec { s.Argv = nil; return s },
+		"NUL in argv":        func(s Spec) Spec { s.Argv = []string{"sh", "a\x00b"}; return s },
+		"NUL in env":         func(s Spec) Spec { s.Env = []string{"A=\x00"}; return s },
+		"env without =":      func(s Spec) Spec { s.Env = []string{"A"}; return s },
+		"relative dir":       func(s Spec) Spec { s.Dir = "x"; return s },
+		"no workspace":       func(s Spec) Spec { s.Workspace = Pinned{}; return s },
+		"unpinned workspace": func(s Spec) Spec { s.Workspace = Pinned{Path: ws, Dir: true}; return s },
+		"file as workspace":  func(s Spec) Spec { s.Workspace.Dir = false; return s },
+		"negative timeout":   func(s Spec) Spec { s.Timeout = -1; return s },
+		"root as read path":  func(s Spec) Spec { s.ReadPaths = []Pinned{{Path: "/", Ino: 2, Dir: true}}; return s },
+		"proc write path":    func(s Spec) Spec { s.WritePaths = []Pinned{{Path: "/proc/1", Ino: 2, Dir: true}}; return s },
+		"relative read":      func(s Spec) Spec { s.ReadPaths = []Pinned{{Path: "etc", Ino: 2, Dir: true}}; return s },
+		"unclean read":       func(s Spec) Spec { s.ReadPaths = []Pinned{{Path: "/etc/../etc", Ino: 2, Dir: true}}; return s },
+		"unpinned write":     func(s Spec) Spec { s.WritePaths = []Pinned{{Path: "/tmp"}}; return s },
 	}
 	for what, mut := range cases {
 		_, err := r.Run(context.Background(), mut(good), Stdio{})

@@ -36,16 +36,19 @@ type Spec struct {
 	// view (normally beneath Workspace); otherwise the call fails at the
 	// "chdir" step and the program never runs.
 	Dir string
-	// Workspace is the absolute, canonical workspace root. The child sees it
-	// at the same path, readable, writable and executable.
-	Workspace string
+	// Workspace is the workspace root, a directory pinned at start (see
+	// Pin). The child sees it at Workspace.Path, readable, writable and
+	// executable. A call whose workspace is no longer the pinned directory
+	// fails at its "bind <path>" step.
+	Workspace Pinned
 	// ReadPaths are extra files or directories the child may read and
-	// execute (--allow-read). Each is resolved to its canonical path, which
-	// is where the child sees it.
-	ReadPaths []string
+	// execute (--allow-read), each pinned at start as Workspace is and seen
+	// at its Path. The entries of /etc that are hidden from the child stay
+	// visible at and beneath a path named here.
+	ReadPaths []Pinned
 	// WritePaths are extra files or directories the child may read, write
-	// and execute (--allow-write), resolved as ReadPaths are.
-	WritePaths []string
+	// and execute (--allow-write), pinned as ReadPaths are.
+	WritePaths []Pinned
 	// Net false (the default) gives the child a fresh network namespace that
 	// holds only a loopback interface: nothing outside the call is
 	// reachable. Net true leaves the host's network reachable; the Landlock
@@ -199,8 +202,11 @@ func (s Spec) validate() error {
 	if len(s.Argv) == 0 {
 		return errors.New("spawn: Spec.Argv is empty: want at least argv[0]")
 	}
-	if s.Workspace == "" || !isAbs(s.Workspace) {
-		return fmt.Errorf("spawn: Spec.Workspace %q: want an absolute path", s.Workspace)
+	if err := s.Workspace.check("Spec.Workspace"); err != nil {
+		return err
+	}
+	if !s.Workspace.Dir {
+		return fmt.Errorf("spawn: Spec.Workspace %q: not a directory", s.Workspace.Path)
 	}
 	if s.Dir == "" || !isAbs(s.Dir) {
 		return fmt.Errorf("spawn: Spec.Dir %q: want an absolute path", s.Dir)
@@ -214,7 +220,7 @@ func (s Spec) validate() error {
 		}
 		return nil
 	}
-	for _, f := range []struct{ what, v string }{{"Spec.Path", s.Path}, {"Spec.Dir", s.Dir}, {"Spec.Workspace", s.Workspace}} {
+	for _, f := range []struct{ what, v string }{{"Spec.Path", s.Path}, {"Spec.Dir", s.Dir}} {
 		if err := check(f.what, f.v); err != nil {
 			return err
 		}
@@ -234,14 +240,11 @@ func (s Spec) validate() error {
 	}
 	for _, list := range []struct {
 		what  string
-		paths []string
+		paths []Pinned
 	}{{"Spec.ReadPaths", s.ReadPaths}, {"Spec.WritePaths", s.WritePaths}} {
 		for i, p := range list.paths {
-			if err := check(fmt.Sprintf("%s[%d]", list.what, i), p); err != nil {
+			if err := p.check(fmt.Sprintf("%s[%d]", list.what, i)); err != nil {
 				return err
-			}
-			if !isAbs(p) {
-				return fmt.Errorf("spawn: %s[%d] %q: want an absolute path", list.what, i, p)
 			}
 		}
 	}

@@ -398,7 +398,7 @@ func harnessMain() {
 		r = b
 	}
 	script := fmt.Sprintf("setsid sleep %s & sleep %s & echo started; wait", uniq, uniq)
-	s := Spec{Path: sh, Argv: []string{"sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: ws, Workspace: ws}
+	s := Spec{Path: sh, Argv: []string{"sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: ws, Workspace: pinOrExit(ws)}
 	_, err := r.Run(context.Background(), s, Stdio{Stdout: os.Stdout, Stderr: os.Stderr})
 	fmt.Fprintln(os.Stderr, "harness: run returned:", err)
 	os.Exit(4)
@@ -478,12 +478,32 @@ func own(t testing.TB, path string) string {
 	return path
 }
 
+// pin pins p as a caller does at start.
+func pin(t testing.TB, p string) Pinned {
+	t.Helper()
+	pp, err := Pin(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pp
+}
+
+// pinOrExit is pin for code that has no testing.TB.
+func pinOrExit(p string) Pinned {
+	pp, err := Pin(p)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	return pp
+}
+
 func shSpec(t testing.TB, ws, script string) Spec {
-	return Spec{Path: lookPath(t, "sh"), Argv: []string{"sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin", "HOME=" + ws}, Dir: ws, Workspace: ws}
+	return Spec{Path: lookPath(t, "sh"), Argv: []string{"sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin", "HOME=" + ws}, Dir: ws, Workspace: pin(t, ws)}
 }
 
 func probeSpec(t testing.TB, ws string, probes ...string) Spec {
-	return Spec{Path: selfExe(t), Argv: append([]string{"b10x-reexec:" + probeEntry}, probes...), Env: []string{"PATH=/usr/bin:/bin"}, Dir: ws, Workspace: ws}
+	return Spec{Path: selfExe(t), Argv: append([]string{"b10x-reexec:" + probeEntry}, probes...), Env: []string{"PATH=/usr/bin:/bin"}, Dir: ws, Workspace: pin(t, ws)}
 }
 
 // output is what a run wrote, captured through pipes.
@@ -556,7 +576,7 @@ func requireSpawn(t testing.TB) {
 			return
 		}
 		defer os.RemoveAll(ws)
-		s := Spec{Path: lookPath(t, "true"), Argv: []string{"true"}, Dir: ws, Workspace: ws}
+		s := Spec{Path: lookPath(t, "true"), Argv: []string{"true"}, Dir: ws, Workspace: pinOrExit(ws)}
 		_, spawnable.err = NewDirect(testOptions()).Run(context.Background(), s, Stdio{})
 	})
 	what := "a confined call"

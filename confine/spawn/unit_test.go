@@ -24,7 +24,7 @@ import (
 )
 
 func TestWireRoundTrip(t *testing.T) {
-	s := Spec{Path: "/p", Argv: []string{"", "a b"}, Env: []string{"X=y"}, Dir: "/d", Workspace: "/w", ReadPaths: []string{"/r"}, WritePaths: []string{"/x"}, Net: true, Timeout: 3 * time.Second}
+	s := Spec{Path: "/p", Argv: []string{"", "a b"}, Env: []string{"X=y"}, Dir: "/d", Workspace: Pinned{Path: "/w", Dev: 1, Ino: 2, Dir: true}, ReadPaths: []Pinned{{Path: "/r", Dev: 3, Ino: 1 << 40}}, WritePaths: []Pinned{{Path: "/x", Dev: 4, Ino: 5, Dir: true}, {Path: "/y", Ino: 6}}, Net: true, Timeout: 3 * time.Second}
 	s.Limits.PidsMax, s.Limits.MemoryMax, s.Limits.CPUQuota, s.Limits.CPUPeriod = 5, 6, time.Millisecond, time.Second
 	var e helper.Encoder
 	encodeSpec(&e, s)
@@ -180,7 +180,7 @@ func TestBuildView(t *testing.T) {
 	if err := os.Symlink("w", link); err != nil {
 		t.Fatal(err)
 	}
-	s := Spec{Path: prog, Argv: []string{"p"}, Dir: ws, Workspace: ws, ReadPaths: []string{link, ws}, WritePaths: []string{wdir}}
+	s := Spec{Path: prog, Argv: []string{"p"}, Dir: ws, Workspace: pin(t, ws), ReadPaths: []Pinned{pin(t, link), pin(t, ws)}, WritePaths: []Pinned{pin(t, wdir)}}
 	ops, rules, err := buildView(s, []string{"/etc/shadow", "/etc/ssl/private/", filepath.Join(wdir, "masked")})
 	if err != nil {
 		t.Fatal(err)
@@ -224,9 +224,12 @@ func TestBuildView(t *testing.T) {
 		t.Errorf("rules %+v lack the workspace or the program", rules)
 	}
 
-	for _, bad := range [][]string{{"/"}, {"/proc/self"}, {"/dev"}} {
+	for _, bad := range []string{"/", "/proc/self", "/dev"} {
+		if p, err := Pin(bad); err == nil {
+			t.Errorf("Pin(%s) = %+v, want an error", bad, p)
+		}
 		s2 := s
-		s2.ReadPaths = bad
+		s2.ReadPaths = []Pinned{{Path: bad, Ino: 1, Dir: true}}
 		if _, _, err := buildView(s2, nil); err == nil {
 			t.Errorf("read path %v accepted", bad)
 		}
@@ -333,7 +336,7 @@ func TestBuildViewResolvConf(t *testing.T) {
 	resolvConf = link
 	defer func() { resolvConf = old }()
 	ws := workspace(t)
-	s := Spec{Path: lookPath(t, "true"), Argv: []string{"true"}, Dir: ws, Workspace: ws}
+	s := Spec{Path: lookPath(t, "true"), Argv: []string{"true"}, Dir: ws, Workspace: pin(t, ws)}
 	for _, net := range []bool{false, true} {
 		s.Net = net
 		ops, _, err := buildView(s, nil)

@@ -50,8 +50,9 @@ var devFiles = []string{"null", "zero", "full", "random", "urandom"}
 const maskedRoot = "/etc"
 
 // buildView returns the mounts and Landlock rules of the child's view of s,
-// with masks hiding the listed paths beneath maskedRoot. Paths the caller
-// named are resolved to their canonical form here.
+// with masks hiding the listed paths beneath maskedRoot. The paths the
+// caller named are pinned (Spec.Workspace, ReadPaths, WritePaths): their
+// binds carry the identity the helper checks.
 func buildView(s Spec, masks []string) ([]helper.Mount, []llRule, error) {
 	type entry struct {
 		op   helper.Mount
@@ -89,23 +90,18 @@ func buildView(s Spec, masks []string) ([]helper.Mount, []llRule, error) {
 	add(entry{op: helper.Mount{Kind: helper.Proc, Dst: "/proc"}, rule: llRead})
 	add(entry{op: helper.Mount{Kind: helper.Tmpfs, Dst: "/tmp", Data: "mode=1777"}, rule: llWrite})
 
-	user := func(what, p string, rw bool) error {
-		c, err := canonical(p)
-		if err != nil {
-			return fmt.Errorf("spawn: %s %s: %w", what, p, err)
-		}
-		if err := viewable(what, c); err != nil {
+	// The paths the caller named were pinned at start (Pin): each is bound
+	// from the file found then, never resolved again here.
+	user := func(what string, p Pinned, rw bool) error {
+		if err := viewable(what, p.Path); err != nil {
 			return err
-		}
-		fi, err := os.Stat(c)
-		if err != nil {
-			return fmt.Errorf("spawn: %s %s: %w", what, p, err)
 		}
 		k := llRead
 		if rw {
 			k = llWrite
 		}
-		add(entry{op: helper.Mount{Kind: helper.Bind, Src: c, Dst: c, RO: !rw, File: !fi.IsDir()}, user: true, rule: k})
+		add(entry{op: helper.Mount{Kind: helper.Bind, Src: p.Path, Dst: p.Path, RO: !rw, File: !p.Dir,
+			Pinned: true, PinDev: p.Dev, PinIno: p.Ino}, user: true, rule: k})
 		return nil
 	}
 	if err := user("workspace", s.Workspace, true); err != nil {

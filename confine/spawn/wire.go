@@ -13,9 +13,9 @@ func encodeSpec(e *helper.Encoder, s Spec) {
 	e.Strs(s.Argv)
 	e.Strs(s.Env)
 	e.Str(s.Dir)
-	e.Str(s.Workspace)
-	e.Strs(s.ReadPaths)
-	e.Strs(s.WritePaths)
+	encodePinned(e, []Pinned{s.Workspace})
+	encodePinned(e, s.ReadPaths)
+	encodePinned(e, s.WritePaths)
 	e.Bool(s.Net)
 	e.I64(s.Limits.PidsMax)
 	e.I64(s.Limits.MemoryMax)
@@ -30,9 +30,13 @@ func decodeSpec(d *helper.Decoder) Spec {
 	s.Argv = d.Strs()
 	s.Env = d.Strs()
 	s.Dir = d.Str()
-	s.Workspace = d.Str()
-	s.ReadPaths = d.Strs()
-	s.WritePaths = d.Strs()
+	if ws := decodePinned(d); len(ws) == 1 {
+		s.Workspace = ws[0]
+	} else {
+		d.Failf("workspace")
+	}
+	s.ReadPaths = decodePinned(d)
+	s.WritePaths = decodePinned(d)
 	s.Net = d.Bool()
 	s.Limits.PidsMax = d.I64()
 	s.Limits.MemoryMax = d.I64()
@@ -70,4 +74,25 @@ func decodeResult(d *helper.Decoder) Result {
 	r.HostGID = int(d.I64())
 	r.LockedView = d.Bool()
 	return r
+}
+
+// encodePinned writes a list of pinned paths: each its path, device, inode
+// and kind.
+func encodePinned(e *helper.Encoder, ps []Pinned) {
+	e.U32(uint32(len(ps)))
+	for _, p := range ps {
+		e.Str(p.Path)
+		e.U64(p.Dev)
+		e.U64(p.Ino)
+		e.Bool(p.Dir)
+	}
+}
+
+func decodePinned(d *helper.Decoder) []Pinned {
+	n := d.Count(21, "pinned paths")
+	var ps []Pinned
+	for i := 0; i < n && d.Err == nil; i++ {
+		ps = append(ps, Pinned{Path: d.Str(), Dev: d.U64(), Ino: d.U64(), Dir: d.Bool()})
+	}
+	return ps
 }

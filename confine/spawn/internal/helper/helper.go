@@ -166,9 +166,9 @@ func buildRoot(p *Plan) (string, error) {
 			trees[i] = m.TreeFD
 			continue
 		}
-		fd, err := sysOpenTree(m.Src, openTreeClone|openTreeCloexec|atRecursive)
+		fd, err := bindTree(m)
 		if err != nil {
-			return "bind " + m.Dst, opErr("open_tree", m.Src, err)
+			return "bind " + m.Dst, err
 		}
 		trees[i] = fd
 		attr := uint64(mountAttrNosuid)

@@ -85,6 +85,12 @@ type Mount struct {
 	// parent prepared (an idmapped workspace, already nosuid and nodev):
 	// a Bind attaches it instead of cloning Src.
 	TreeFD int
+	// Pinned binds only the file the harness pinned at start: Src is
+	// opened without following any symbolic link, and the bind fails
+	// unless that file's st_dev and st_ino are PinDev and PinIno and its
+	// kind (directory or not) is as File says. See pinned.go.
+	Pinned         bool
+	PinDev, PinIno uint64
 }
 
 // Rule is one Landlock rule: beneath Path, Access (LANDLOCK_ACCESS_FS_*
@@ -138,6 +144,9 @@ func (p *Plan) Encode(e *Encoder) {
 		e.Bool(m.Dev)
 		e.Str(m.Data)
 		e.U32(uint32(m.TreeFD))
+		e.Bool(m.Pinned)
+		e.U64(m.PinDev)
+		e.U64(m.PinIno)
 	}
 	e.Bool(p.Loopback)
 	e.Bool(p.NestUser)
@@ -161,7 +170,7 @@ func DecodePlan(d *Decoder) *Plan {
 	p.Env = d.Strs()
 	p.Dir = d.Str()
 	p.Hostname = d.Str()
-	n := d.Count(16, "mounts")
+	n := d.Count(33, "mounts")
 	for i := 0; i < n && d.Err == nil; i++ {
 		var m Mount
 		m.Kind = MountKind(d.U8())
@@ -172,6 +181,9 @@ func DecodePlan(d *Decoder) *Plan {
 		m.Dev = d.Bool()
 		m.Data = d.Str()
 		m.TreeFD = int(d.U32())
+		m.Pinned = d.Bool()
+		m.PinDev = d.U64()
+		m.PinIno = d.U64()
 		if m.Kind == 0 || m.Kind >= mountKindEnd {
 			d.Failf("mount kind " + strconv.Itoa(int(m.Kind)))
 		}

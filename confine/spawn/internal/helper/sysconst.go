@@ -16,6 +16,7 @@ const (
 	sysOpenTreeNr              = 428
 	sysMoveMountNr             = 429
 	sysCloseRangeNr            = 436
+	sysOpenat2Nr               = 437
 	sysMountSetattrNr          = 442
 	sysLandlockCreateRulesetNr = 444
 	sysLandlockAddRuleNr       = 445
@@ -30,7 +31,10 @@ const (
 
 	oPath = 0x200000 // O_PATH
 
-	prGetNoNewPrivs      = 39 // PR_GET_NO_NEW_PRIVS
+	prGetNoNewPrivs     = 39   // PR_GET_NO_NEW_PRIVS
+	resolveNoMagiclinks = 0x02 // RESOLVE_NO_MAGICLINKS
+	resolveNoSymlinks   = 0x04 // RESOLVE_NO_SYMLINKS
+
 	prSetNoNewPrivs      = 38 // PR_SET_NO_NEW_PRIVS
 	prCapAmbient         = 47 // PR_CAP_AMBIENT
 	prCapAmbientClearAll = 4  // PR_CAP_AMBIENT_CLEAR_ALL
@@ -56,6 +60,13 @@ type mountAttr struct {
 	attrClr     uint64
 	propagation uint64
 	usernsFD    uint64
+}
+
+// openHow is struct open_how (openat2).
+type openHow struct {
+	flags   uint64
+	mode    uint64
+	resolve uint64
 }
 
 // landlockRulesetAttr is struct landlock_ruleset_attr up to the scoped

@@ -16,6 +16,7 @@ func samplePlan() *Plan {
 		Hostname: "sandbox",
 		Mounts: []Mount{
 			{Kind: Bind, Src: "/usr", Dst: "/usr", RO: true},
+			{Kind: Bind, Src: "/w", Dst: "/w", Pinned: true, PinDev: 0x803, PinIno: 1 << 40},
 			{Kind: Symlink, Src: "usr/bin", Dst: "/bin"},
 			{Kind: Tmpfs, Dst: "/tmp", Data: "mode=1777"},
 			{Kind: Bind, Src: "/dev/null", Dst: "/dev/null", File: true, Dev: true},
