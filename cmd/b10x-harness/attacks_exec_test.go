@@ -582,7 +582,7 @@ func TestAttackExecForkBomb(t *testing.T) {
 		u := atkUnique(t)
 		tree := fmt.Sprintf(`t(){ echo x >> nodes; if [ $1 -gt 0 ]; then t $(($1-1)) & t $(($1-1)) & fi; sleep 1000.%s; }; t 5`, u)
 		at := a.call(t, nil, append([]string{"--pids-max", "512"}, runFlags("sh")...), "run",
-			runArgs(t, []string{"sh", "-c", tree}, map[string]any{"timeout_s": 3, "cwd": "sub"}))
+			runArgs(t, []string{"sh", "-c", tree}, map[string]any{"timeout_s": 10, "cwd": "sub"}))
 		at.want(t, "failed", "timeout")
 		if left := atkProcs("1000." + u); len(left) > 0 {
 			atkReap("1000." + u)
