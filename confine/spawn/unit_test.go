@@ -24,7 +24,7 @@ import (
 )
 
 func TestWireRoundTrip(t *testing.T) {
-	s := Spec{Path: "/p", Argv: []string{"", "a b"}, Env: []string{"X=y"}, Dir: "/d", Workspace: "/w", ReadPaths: []string{"/r"}, WritePaths: []string{"/x"}, Net: true, Timeout: 3 * time.Second}
+	s := Spec{Path: "/p", Argv: []string{"", "a b"}, Env: []string{"X=y"}, Dir: "/d", Workspace: "/w", ReadPaths: []string{"/r"}, WritePaths: []string{"/x"}, Net: true, Timeout: 3 * time.Second, TmpSize: 8}
 	s.Limits.PidsMax, s.Limits.MemoryMax, s.Limits.CPUQuota, s.Limits.CPUPeriod = 5, 6, time.Millisecond, time.Second
 	var e helper.Encoder
 	encodeSpec(&e, s)
