@@ -89,6 +89,7 @@ type RunConfig struct {
 	Env        []string      // the complete environment of every child (already scrubbed)
 	Timeout    time.Duration // per call; the model's timeout_s may only lower it; 0: 2 minutes
 	Limits     cgroup.Limits
+	TmpSize    int64 // cap of each of the child's /tmp and /dev/shm; 0: spawn.DefaultTmpSize
 	Net        bool
 	ReadPaths  []string
 	WritePaths []string
@@ -178,6 +179,7 @@ func (t *runTool) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) 
 	spec := spawn.Spec{
 		Path: path, Argv: a.Argv, Env: t.cfg.Env, Dir: dir, Workspace: ws.Dir(),
 		ReadPaths: read, WritePaths: t.cfg.WritePaths, Net: t.cfg.Net, Limits: t.cfg.Limits, Timeout: timeout,
+		TmpSize: t.cfg.TmpSize,
 	}
 	return &runCall{t: t, args: a, spec: spec}, nil
 }

@@ -193,6 +193,7 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 		Env:        childEnv(p.PassEnv),
 		Timeout:    timeout,
 		Limits:     lim,
+		TmpSize:    int64(p.TmpSize),
 		Net:        p.Net == "host",
 		ReadPaths:  p.AllowRead,
 		WritePaths: p.AllowWrite,

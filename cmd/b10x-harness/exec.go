@@ -113,6 +113,7 @@ func (c *execCmd) Run(e *env) error {
 	spec := spawn.Spec{
 		Path: progs[argv[0]], Argv: argv, Env: childEnv(c.PassEnv), Dir: dir, Workspace: ws.Dir(),
 		ReadPaths: c.AllowRead, WritePaths: c.AllowWrite, Net: c.Net == "host", Limits: lim, Timeout: timeout,
+		TmpSize: int64(c.TmpSize),
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
