@@ -240,6 +240,7 @@ type RunConfig struct {
 	Env       []string      // the complete environment of every child (already scrubbed)
 	Timeout   time.Duration // per call; the model's timeout_s may only lower it; 0: 2 minutes
 	Limits    cgroup.Limits
+	TmpSize   int64 // cap of each of the child's /tmp and /dev/shm; 0: spawn.DefaultTmpSize
 	Net       bool
 	View      RunView // the workspace (the one given to Prepare) and the extra paths
 	MaxOutput int     // per stream; 0: 64 KiB
@@ -331,6 +332,7 @@ func (t *runTool) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) 
 	spec := spawn.Spec{
 		Path: path, Argv: a.Argv, Env: t.cfg.Env, Dir: dir, Workspace: t.cfg.View.Workspace,
 		ReadPaths: t.cfg.View.Read, WritePaths: t.cfg.View.Write, Net: t.cfg.Net, Limits: t.cfg.Limits, Timeout: timeout,
+		TmpSize: t.cfg.TmpSize,
 	}
 	return &runCall{t: t, args: a, spec: spec}, nil
 }

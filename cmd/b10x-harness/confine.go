@@ -120,14 +120,18 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 	if !plan.ConfinedWorkspace {
 		c.host.WorkspaceWhy = "this host cannot confine the harness's own writes (Landlock unavailable)"
 	} else {
-		tmp, err := os.MkdirTemp("", "b10x-harness-")
-		if err != nil {
-			return nil, fmt.Errorf("creating the harness's temporary directory: %w", err)
-		}
-		c.tmpDir = tmp
-		s.closers = append(s.closers, func() { os.RemoveAll(tmp) })
 		c.restrict = func() error {
-			write := []string{tmp}
+			var write []string
+			if len(p.Hook) > 0 {
+				// Hooks inherit the domain and need a TMPDIR it lets them
+				// write (tmpdir.go); nothing else of the harness does.
+				tmp, err := privateTmp(s)
+				if err != nil {
+					return err
+				}
+				c.tmpDir = tmp
+				write = append(write, tmp)
+			}
 			if c.cgroupBase != "" {
 				// Open moved the harness aside in a cgroup it was alone in;
 				// Close must move it back and remove the parent there.
@@ -217,6 +221,7 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 		Env:       childEnv(p.PassEnv),
 		Timeout:   timeout,
 		Limits:    lim,
+		TmpSize:   int64(p.TmpSize),
 		Net:       p.Net == "host",
 		View:      view,
 		MaxOutput: int(p.MaxOutput),

@@ -148,6 +148,7 @@ func (c *doctorCmd) Run(e *env) error {
 			}
 			if m.Plan.ConfinedExecution {
 				fmt.Fprintf(e.stdout, "  whole-tree kill: %s; resource limits: %v\n", m.Plan.WholeTreeKill, m.Plan.ResourceLimits)
+				fmt.Fprintf(e.stdout, "  private /tmp and /dev/shm: tmpfs, each capped at --tmp-size (default %s)\n", tmpSizeDefault)
 			}
 		}
 	}

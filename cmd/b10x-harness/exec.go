@@ -120,10 +120,20 @@ func (c *execCmd) Run(e *env) error {
 	spec := spawn.Spec{
 		Path: progs[argv[0]], Argv: argv, Env: childEnv(c.PassEnv), Dir: dir, Workspace: view.Workspace,
 		ReadPaths: view.Read, WritePaths: view.Write, Net: c.Net == "host", Limits: lim, Timeout: timeout,
+		TmpSize: int64(c.TmpSize),
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The child gets the user's terminal itself (spawn passes the
+	// descriptors): its state is saved now and restored after the call,
+	// whatever ended it. The signals that end a call are caught until then,
+	// so the restore also runs after SIGINT, SIGTERM and SIGHUP.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	terms := saveTerminals(os.Stdin, os.Stdout, os.Stderr)
 	res, runErr := runner.Run(ctx, spec, spawn.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+	termErrs := restoreTerminals(terms)
+	for _, err := range termErrs {
+		fmt.Fprintf(e.stderr, "b10x-harness: the terminal could not be restored after the command: %v\n", err)
+	}
 	rep := execReport{Argv: argv, Program: spec.Path, ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut,
 		OOMKilled: res.OOMKilled, DurationMS: res.Duration.Milliseconds(), MemoryPeak: res.MemoryPeak, PidsPeak: res.PidsPeak, Layers: res.Layers}
 	rep.Missing = missingLayers(res.Layers, lim)
@@ -140,7 +150,7 @@ func (c *execCmd) Run(e *env) error {
 		rep.Status = 128 + int(syscall.SIGTERM)
 		fmt.Fprintln(e.stderr, "b10x-harness: interrupted; the command's whole process tree was killed")
 	case runErr != nil:
-		return runErr
+		return runErr // exit 1
 	case res.TimedOut:
 		rep.Status = exitTimeout
 		fmt.Fprintf(e.stderr, "b10x-harness: the command was killed at its time limit (%s), with its whole process tree\n", timeout)
@@ -151,6 +161,9 @@ func (c *execCmd) Run(e *env) error {
 		}
 	default:
 		rep.Status = res.ExitCode
+	}
+	if len(termErrs) > 0 && rep.Status == 0 {
+		rep.Status = exitFailed
 	}
 	if c.Report != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")

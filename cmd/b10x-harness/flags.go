@@ -43,13 +43,18 @@ func (b *byteSize) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// limits turns the limit flags into cgroup limits.
+// limits turns the limit flags into cgroup limits, after checking every
+// limit flag (--tmp-size included, which is not a cgroup limit).
 func (l *limitFlags) limits() (cgroup.Limits, error) {
 	if l.PidsMax < 0 {
 		return cgroup.Limits{}, usagef("--pids-max %d: must not be negative", l.PidsMax)
 	}
 	if l.CPUMax < 0 || l.CPUMax > 1024 {
 		return cgroup.Limits{}, usagef("--cpu-max %g: want a number of CPUs between 0 and 1024", l.CPUMax)
+	}
+	if l.TmpSize <= 0 {
+		// tmpfs reads size=0 as "no cap", so 0 is refused rather than passed on.
+		return cgroup.Limits{}, usagef("--tmp-size %d: must be a positive size, e.g. 64MiB", l.TmpSize)
 	}
 	lim := cgroup.Limits{PidsMax: l.PidsMax, MemoryMax: int64(l.MemoryMax)}
 	if l.CPUMax > 0 {
@@ -96,6 +101,7 @@ type policyFlags struct {
 type limitFlags struct {
 	Timeout    time.Duration `help:"Wall-clock limit per run call (default 2m for the tool, 10m for exec)."`
 	MemoryMax  byteSize      `default:"2GiB" help:"memory.max of each run call's cgroup."`
+	TmpSize    byteSize      `default:"${tmp_size_default}" help:"Size cap of each of a run call's private /tmp and /dev/shm (tmpfs, held in memory); a write past it fails with ENOSPC. A cap above the host's memory is accepted and bounds nothing."`
 	PidsMax    int64         `default:"512" help:"pids.max of each run call's cgroup."`
 	CPUMax     float64       `help:"CPUs each run call may use (cpu.max), e.g. 1.5; 0: unlimited."`
 	Net        string        `default:"none" enum:"none,host" help:"Network for run calls: none (an empty network namespace) or host."`

@@ -12,6 +12,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/internal/reexec"
 )
 
@@ -87,7 +88,7 @@ func realMain(args []string, e env) (code int) {
 	parser, err := kong.New(&c,
 		kong.Name("b10x-harness"),
 		kong.Description("A Linux-native sandboxed executor for model and CI tool calls."),
-		kong.Vars{"version": version},
+		kong.Vars{"version": version, "tmp_size_default": tmpSizeDefault},
 		kong.Writers(e.stdout, e.stderr),
 		kong.Exit(func(c int) { exited = c; panic(kongExit{}) }),
 		kong.Bind(&e),
@@ -120,6 +121,9 @@ func realMain(args []string, e env) (code int) {
 }
 
 type kongExit struct{}
+
+// tmpSizeDefault is --tmp-size's default: spawn's own default cap.
+var tmpSizeDefault = fmt.Sprintf("%dMiB", spawn.DefaultTmpSize>>20)
 
 // parseArgs runs kong's parser, turning its exit hook (help, version) into a
 // return instead of a process exit.

@@ -108,6 +108,9 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 	if p.MaxResult <= 0 {
 		return nil, usagef("--max-result must be positive")
 	}
+	if _, err := p.limitFlags.limits(); err != nil {
+		return nil, err // checked here too: without a program they are not used, but still wrong
+	}
 
 	ws, err := tools.OpenWorkspace(p.Workspace)
 	if err != nil {

@@ -21,7 +21,8 @@
 //     read-write at its own path, the extra read and write paths (each
 //     bound only while it is still the file pinned at start; see Pinned),
 //     a private /tmp, a minimal /dev (null, zero, full, random, urandom, shm, fd
-//     links) and a fresh /proc; entries of /etc that not every user may
+//     links) and a fresh /proc (/tmp and /dev/shm are tmpfs mounts, each
+//     capped at Spec.TmpSize); entries of /etc that not every user may
 //     read (/etc/shadow, private keys) are hidden; then pivot_root into it
 //     and detach the old root, so nothing else of the host is reachable;
 //  3. sets the hostname, brings lo up in the new network namespace, changes

@@ -538,3 +538,47 @@ func TestFailsClosedWithoutNamespaces(t *testing.T) {
 		t.Fatalf("the call should run here: %v, marker: %v\n%s", err, statErr, out)
 	}
 }
+
+// TestTmpSize: the child's /tmp and /dev/shm are each capped by
+// Spec.TmpSize (a write below the cap succeeds, one past it gets ENOSPC),
+// and the zero value gives DefaultTmpSize.
+func TestTmpSize(t *testing.T) {
+	const mib = 1 << 20
+	script := `for d in /tmp /dev/shm; do
+  dd if=/dev/zero of=$d/below bs=1048576 count=3 2>/dev/null; echo "$d below=$?"
+  rm -f $d/below
+  dd if=/dev/zero of=$d/past bs=1048576 count=6 2>&1 | grep -c 'No space left' | sed "s|^|$d enospc=|"
+done
+grep -E ' /(tmp|dev/shm) tmpfs ' /proc/mounts`
+	for name, r := range runners(t) {
+		ws := workspace(t)
+		s := shSpec(t, ws, script)
+		s.TmpSize = 4 * mib
+		res, out, err := run(t, r, s)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%s: %v %+v\n%s", name, err, res, out)
+		}
+		got := string(out.stdout.Bytes())
+		for _, want := range []string{"/tmp below=0\n", "/tmp enospc=1\n", "/dev/shm below=0\n", "/dev/shm enospc=1\n", " /tmp tmpfs ", "size=4096k", " /dev/shm tmpfs "} {
+			if !strings.Contains(got, want) {
+				t.Errorf("%s: with TmpSize 4 MiB, want %q in the child's output\n%s", name, want, out)
+			}
+		}
+		if n := strings.Count(got, "size=4096k"); n != 2 {
+			t.Errorf("%s: want both /tmp and /dev/shm capped at 4096k, %d are\n%s", name, n, out)
+		}
+
+		s = shSpec(t, ws, `grep -E ' /(tmp|dev/shm) tmpfs ' /proc/mounts`)
+		res, out, err = run(t, r, s)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%s: %v %+v\n%s", name, err, res, out)
+		}
+		want := "size=" + strconv.FormatInt(DefaultTmpSize>>10, 10) + "k"
+		if n := strings.Count(string(out.stdout.Bytes()), want); n != 2 {
+			t.Errorf("%s: with TmpSize 0, want /tmp and /dev/shm capped at DefaultTmpSize (%s), %d are\n%s", name, want, n, out)
+		}
+	}
+	if _, err := NewDirect(testOptions()).Run(context.Background(), Spec{Path: "/bin/true", Argv: []string{"true"}, Dir: "/", Workspace: pin(t, workspace(t)), TmpSize: -1}, Stdio{}); err == nil || !strings.Contains(err.Error(), "TmpSize") {
+		t.Errorf("a negative TmpSize: want an error naming it, got %v", err)
+	}
+}

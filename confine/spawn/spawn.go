@@ -64,6 +64,32 @@ type Spec struct {
 	// call is killed and Result.TimedOut is true. 0 means no deadline (the
 	// context still applies).
 	Timeout time.Duration
+	// TmpSize caps, in bytes, each of the child's private /tmp and /dev/shm
+	// (two tmpfs mounts, so the child may hold up to twice TmpSize there). A
+	// write past the cap fails with ENOSPC. The zero value means
+	// DefaultTmpSize; a negative value is an error. The kernel rounds the
+	// cap up to whole pages.
+	//
+	// What is written there is memory. With a memory controller it is also
+	// charged to the call's leaf, so Limits.MemoryMax bounds it as well;
+	// without one this cap is the only bound. It is a cap, not a
+	// reservation: a cap larger than the host's memory is accepted and then
+	// bounds nothing. It does not cap the number of files (each costs
+	// memory too; tmpfs's own default inode limit applies).
+	TmpSize int64
+}
+
+// DefaultTmpSize is the cap of each of a child's /tmp and /dev/shm when
+// Spec.TmpSize is zero: 512 MiB.
+const DefaultTmpSize int64 = 512 << 20
+
+// tmpfsData is the mount data of the child's /tmp and /dev/shm.
+func tmpfsData(s Spec) string {
+	size := s.TmpSize
+	if size == 0 {
+		size = DefaultTmpSize
+	}
+	return fmt.Sprintf("mode=1777,size=%d", size)
 }
 
 // Stdio are the child's standard streams. A nil field means /dev/null. The
@@ -213,6 +239,9 @@ func (s Spec) validate() error {
 	}
 	if s.Timeout < 0 {
 		return fmt.Errorf("spawn: Spec.Timeout %v is negative", s.Timeout)
+	}
+	if s.TmpSize < 0 {
+		return fmt.Errorf("spawn: Spec.TmpSize %d is negative", s.TmpSize)
 	}
 	check := func(what string, v string) error {
 		if strings.IndexByte(v, 0) >= 0 {

@@ -86,9 +86,9 @@ func buildView(s Spec, masks []string) ([]helper.Mount, []llRule, error) {
 	for _, l := range [][2]string{{"/proc/self/fd", "/dev/fd"}, {"/proc/self/fd/0", "/dev/stdin"}, {"/proc/self/fd/1", "/dev/stdout"}, {"/proc/self/fd/2", "/dev/stderr"}} {
 		add(entry{op: helper.Mount{Kind: helper.Symlink, Src: l[0], Dst: l[1]}})
 	}
-	add(entry{op: helper.Mount{Kind: helper.Tmpfs, Dst: "/dev/shm", Data: "mode=1777"}, rule: llWrite})
+	add(entry{op: helper.Mount{Kind: helper.Tmpfs, Dst: "/dev/shm", Data: tmpfsData(s)}, rule: llWrite})
 	add(entry{op: helper.Mount{Kind: helper.Proc, Dst: "/proc"}, rule: llRead})
-	add(entry{op: helper.Mount{Kind: helper.Tmpfs, Dst: "/tmp", Data: "mode=1777"}, rule: llWrite})
+	add(entry{op: helper.Mount{Kind: helper.Tmpfs, Dst: "/tmp", Data: tmpfsData(s)}, rule: llWrite})
 
 	// The paths the caller named were pinned at start (Pin): each is bound
 	// from the file found then, never resolved again here.

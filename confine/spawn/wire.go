@@ -22,6 +22,7 @@ func encodeSpec(e *helper.Encoder, s Spec) {
 	e.I64(int64(s.Limits.CPUQuota))
 	e.I64(int64(s.Limits.CPUPeriod))
 	e.I64(int64(s.Timeout))
+	e.I64(s.TmpSize)
 }
 
 func decodeSpec(d *helper.Decoder) Spec {
@@ -43,6 +44,7 @@ func decodeSpec(d *helper.Decoder) Spec {
 	s.Limits.CPUQuota = time.Duration(d.I64())
 	s.Limits.CPUPeriod = time.Duration(d.I64())
 	s.Timeout = time.Duration(d.I64())
+	s.TmpSize = d.I64()
 	return s
 }
 

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/b10x/harness/internal/reexec"
+)
+
+// The hooks' private temporary directory, and why a second process removes
+// it.
+//
+// Hooks run as children of the harness after it has confined its own
+// writes, so they inherit its Landlock domain; their TMPDIR must be a
+// directory that domain lets them write. The harness creates it in $TMPDIR
+// before confining itself, but afterwards it can empty it and never remove
+// it: removing a directory needs the remove_dir right on its parent ($TMPDIR
+// itself), which the domain does not grant and must not (it would let the
+// harness remove any empty directory there). So a small process started
+// before the harness confines itself, and never confined, removes it: it
+// waits until the harness closes its end of a pipe (at Close, or when the
+// harness dies in any way, SIGKILL included) and then removes the
+// directory. Close waits for it, so the directory is gone when a command
+// returns; after a signal or a crash it is gone moments after the harness.
+
+const tmpReaperEntry = "tmp-reaper"
+
+func init() { reexec.Register(tmpReaperEntry, tmpReaperMain) }
+
+// privateTmp creates the hooks' temporary directory in $TMPDIR and starts
+// the process that removes it; s's Close waits for that removal. It must be
+// called after the cgroup is opened (the reaper joins the harness's cgroup)
+// and before the harness confines its own writes.
+func privateTmp(s *session) (string, error) {
+	dir, err := os.MkdirTemp("", "b10x-harness-")
+	if err != nil {
+		return "", fmt.Errorf("creating the hooks' temporary directory: %w", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		os.Remove(dir)
+		return "", fmt.Errorf("creating the hooks' temporary directory: %w", err)
+	}
+	cmd := reexec.Command(tmpReaperEntry, dir)
+	cmd.Stdin = r
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	// Its own process group: a Ctrl-C for the harness's group must not end
+	// it before it has removed the directory.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	r.Close()
+	if err != nil {
+		w.Close()
+		os.Remove(dir)
+		return "", fmt.Errorf("starting the remover of the hooks' temporary directory: %w", err)
+	}
+	s.closers = append(s.closers, func() {
+		w.Close()
+		_ = cmd.Wait()
+	})
+	return dir, nil
+}
+
+// tmpReaperMain is the reaper: argv[1] is the directory; it is removed when
+// stdin ends, if it is still the directory that was there at the start.
+func tmpReaperMain() {
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	if len(os.Args) != 2 {
+		os.Exit(2)
+	}
+	dir := os.Args[1]
+	before, err := os.Lstat(dir)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	if after, err2 := os.Lstat(dir); err == nil && err2 == nil && os.SameFile(before, after) {
+		_ = os.RemoveAll(dir)
+	}
+	os.Exit(0)
+}
