@@ -151,11 +151,9 @@ func landlockRemedy(ll LandlockReport) string {
 // childLandlockNote says what the child domain covers at this ABI.
 func childLandlockNote(ll LandlockInfo) string {
 	parts := []string{"read and execute on system directories, read and write on the workspace and a private /tmp"}
-	if ll.Has(FeatureTCP) {
-		parts = append(parts, "TCP bind/connect denied")
-	} else {
-		parts = append(parts, "no TCP rules below ABI 4 (the network namespace isolates instead)")
-	}
+	// No Landlock TCP rules at any ABI: they are per port, not per address,
+	// so the call's own network namespace is the boundary (decision 0032).
+	parts = append(parts, "no TCP rules (the call's own network namespace isolates the network; loopback works inside it)")
 	if ll.Has(FeatureScope) {
 		parts = append(parts, "signals and abstract unix sockets scoped")
 	} else {

@@ -25,14 +25,31 @@
 //     capped at Spec.TmpSize); entries of /etc that not every user may
 //     read (/etc/shadow, private keys) are hidden; then pivot_root into it
 //     and detach the old root, so nothing else of the host is reachable;
-//  3. sets the hostname, brings lo up in the new network namespace, changes
-//     to Spec.Dir;
-//  4. without a user namespace (root on a host that refuses one), drops
-//     every capability;
-//  5. marks every descriptor but 0, 1 and 2 close-on-exec;
-//  6. sets no_new_privs, installs the seccomp filter, and enforces a fresh
+//  3. sets the hostname and brings lo up in the new network namespace;
+//  4. starts the program's stage from its own executable in a new user,
+//     mount and cgroup namespace nested in its own (so the kernel locks
+//     every mount of the view: no mount call can remove a mask, clone a
+//     directory without what covers it, or make a read-only mount
+//     writable) whose root maps onto the program's host id, or, where
+//     user namespaces are refused (root only), as that id; and stays as
+//     the namespace's init.
+//
+// The program's stage then:
+//
+//  1. checks its ids, changes to Spec.Dir;
+//  2. empties every capability set, the bounding set included, and reads
+//     them back;
+//  3. marks every descriptor but 0, 1 and 2 close-on-exec;
+//  4. sets no_new_privs, installs the seccomp filter, and enforces a fresh
 //     Landlock domain (the probed ABI's full right set, never best-effort);
-//  7. executes Spec.Path with Spec.Argv and Spec.Env, exactly.
+//  5. executes Spec.Path with Spec.Argv and Spec.Env, exactly.
+//
+// The program is never host root: it runs as the harness's own ids, or, when
+// the harness is root, as the workspace owner's (a root-owned workspace, and
+// each root-owned write path, is bound as an idmapped mount onto uid 65534;
+// see ErrRootWorkspace and Result.HostUID). The seccomp filter refuses
+// set-user-ID and set-group-ID mode bits, so it leaves no set-id file behind.
+// See docs/decisions/0037-child-identity.md.
 //
 // A failure at any step is reported on a close-on-exec status pipe and Run
 // returns a *SetupError naming the step: the program never ran, and its
@@ -40,8 +57,10 @@
 //
 // # Lifetime
 //
-// The helper executes into the program: the program is its PID namespace's
-// init. When it exits, the kernel kills every other process of the
+// The helper stays as PID 1 of the call's PID namespace, a minimal init: it
+// forwards SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH
+// to the program, reaps every orphan, and when the program ends reports its
+// wait status and exits; the kernel then kills every other process of the
 // namespace (background children, setsid'd double forks) before Run sees
 // the exit, so a call ends when argv[0]'s process ends and leaves nothing.
 // At Spec.Timeout or when the context ends, Run kills the leaf
