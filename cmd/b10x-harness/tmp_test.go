@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -167,7 +166,7 @@ func TestNothingLeftInTmp(t *testing.T) {
 		return
 	}
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
-		cmd := exec.Command(os.Args[0], "call", "--workspace", ws, "--hook", tmpHook, "--hook", "sleep 60", "--hook-timeout", "90s", "dir_list", "{}")
+		cmd := harnessCommand("call", "--workspace", ws, "--hook", tmpHook, "--hook", "sleep 60", "--hook-timeout", "90s", "dir_list", "{}")
 		cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		must(t, cmd.Start())

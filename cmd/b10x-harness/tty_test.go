@@ -200,7 +200,7 @@ func (p *pty) drain() string {
 // terminal and stdin, stdout and stderr, and PATH holding dir first.
 func execOnTTY(t *testing.T, p *pty, dir string, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"exec"}, args...)...)
+	cmd := harnessCommand(append([]string{"exec"}, args...)...)
 	cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1", "PATH="+dir+":"+safePath)
 	// A descriptor of its own: starting a process puts the files it is
 	// given in blocking mode.
