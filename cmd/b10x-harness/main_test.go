@@ -46,26 +46,41 @@ func harnessCommand(args ...string) *exec.Cmd {
 	return exec.Command(os.Args[0], args...)
 }
 
-// giveWorkspace chowns the tree of the --workspace in args to runOwner
-// when this root process could not give it to a run child as it is.
+// giveWorkspace chowns the tree of the --workspace in args, and of each
+// --allow-write path, to runOwner when this root process could not give
+// the workspace to a run child as it is.
 func giveWorkspace(args []string) {
 	if os.Geteuid() != 0 {
 		return
 	}
-	for i, a := range args {
-		var ws string
+	value := func(i int, flag string) (string, bool) {
+		a := args[i]
 		switch {
-		case a == "--workspace" && i+1 < len(args):
-			ws = args[i+1]
-		case strings.HasPrefix(a, "--workspace="):
-			ws = strings.TrimPrefix(a, "--workspace=")
-		default:
-			continue
+		case a == flag && i+1 < len(args):
+			return args[i+1], true
+		case strings.HasPrefix(a, flag+"="):
+			return strings.TrimPrefix(a, flag+"="), true
 		}
-		if _, err := spawn.ProbeIdentity(ws); !errors.Is(err, spawn.ErrRootWorkspace) {
-			continue
+		return "", false
+	}
+	var ws string
+	var writable []string
+	for i := range args {
+		if v, ok := value(i, "--workspace"); ok {
+			ws = v
 		}
-		_ = filepath.WalkDir(ws, func(p string, _ fs.DirEntry, err error) error {
+		if v, ok := value(i, "--allow-write"); ok {
+			writable = append(writable, v)
+		}
+	}
+	if ws == "" {
+		return
+	}
+	if _, err := spawn.ProbeIdentity(ws); !errors.Is(err, spawn.ErrRootWorkspace) {
+		return
+	}
+	for _, dir := range append([]string{ws}, writable...) {
+		_ = filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
 			if err == nil {
 				_ = os.Lchown(p, runOwner, runOwner)
 			}
