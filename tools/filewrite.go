@@ -218,9 +218,17 @@ func mkdirAllBeneath(root int, rel string) (int, error) {
 		if err == unix.ENOENT {
 			merr := unix.Mkdirat(cur, c, 0o755)
 			if merr == nil && asRoot {
+				// Chowned through a descriptor of the directory made (the
+				// beneath open refuses a link swapped in), never by name:
+				// the workspace's owner could replace the name with a hard
+				// link to a file of theirs before the chown.
 				var o fileOwner
 				if o, merr = dirOwner(cur); merr == nil {
-					merr = unix.Fchownat(cur, c, o.uid, o.gid, unix.AT_SYMLINK_NOFOLLOW)
+					var nfd int
+					if nfd, merr = openBeneath(cur, c, unix.O_RDONLY|unix.O_DIRECTORY, 0); merr == nil {
+						merr = unix.Fchown(nfd, o.uid, o.gid)
+						unix.Close(nfd)
+					}
 				}
 			}
 			if merr != nil && merr != unix.EEXIST {

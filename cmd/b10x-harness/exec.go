@@ -125,8 +125,9 @@ func (c *execCmd) Run(e *env) error {
 	// The child gets the user's terminal itself (spawn passes the
 	// descriptors): its state is saved now and restored after the call,
 	// whatever ended it. The signals that end a call are caught until then,
-	// so the restore also runs after SIGINT, SIGTERM and SIGHUP.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// so the restore also runs after SIGINT, SIGTERM, SIGHUP and SIGQUIT
+	// (a child can make any key send the last one: stty quit ^M).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer stop()
 	terms := saveTerminals(os.Stdin, os.Stdout, os.Stderr)
 	res, runErr := runner.Run(ctx, spec, spawn.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})

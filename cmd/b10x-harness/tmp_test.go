@@ -187,3 +187,23 @@ func TestNothingLeftInTmp(t *testing.T) {
 		}
 	}
 }
+
+// TestRelativeTmpdir: a relative $TMPDIR still gives the harness an
+// absolute temporary directory: it confines its own writes (which takes
+// absolute paths only) and leaves nothing behind.
+func TestRelativeTmpdir(t *testing.T) {
+	base := t.TempDir()
+	ws := filepath.Join(base, "ws")
+	must(t, os.MkdirAll(filepath.Join(base, "tmp"), 0o755))
+	must(t, os.MkdirAll(ws, 0o755))
+	cmd := harnessCommand("call", "--workspace", ws, "--hook", tmpHook, "dir_list", "{}")
+	cmd.Dir = base
+	cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1", "TMPDIR=tmp")
+	r := runHarnessCmd(t, cmd, "")
+	if r.code != 0 || strings.Contains(r.stderr, "not an absolute path") {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if left := waitTmpLeft(t, filepath.Join(base, "tmp"), 0); len(left) > 0 {
+		t.Fatalf("left in the relative $TMPDIR: %v", left)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/b10x/harness/internal/reexec"
@@ -38,6 +39,14 @@ func privateTmp(s *session) (string, error) {
 	dir, err := os.MkdirTemp("", "b10x-harness-")
 	if err != nil {
 		return "", fmt.Errorf("creating the hooks' temporary directory: %w", err)
+	}
+	// A relative $TMPDIR gives a relative name: the reaper runs in "/" and
+	// the harness's own Landlock rules take absolute paths only.
+	if abs, err := filepath.Abs(dir); err != nil {
+		os.Remove(dir)
+		return "", fmt.Errorf("creating the hooks' temporary directory: %w", err)
+	} else {
+		dir = abs
 	}
 	r, w, err := os.Pipe()
 	if err != nil {

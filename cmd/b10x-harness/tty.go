@@ -99,6 +99,12 @@ func restoreTerminals(saved []termState) []error {
 	defer signal.Reset(syscall.SIGTTOU)
 	var errs []error
 	for _, s := range saved {
+		// A harness sent to the background must not overwrite the
+		// settings of the job that now owns the terminal.
+		if fg, err := unix.IoctlGetInt(s.fd, unix.TIOCGPGRP); err == nil && fg != unix.Getpgrp() {
+			errs = append(errs, fmt.Errorf("%s: not restored: another process group (%d) is in the foreground", s.name, fg))
+			continue
+		}
 		errs = append(errs, s.restore()...)
 	}
 	return errs

@@ -282,7 +282,8 @@ func TestExecRestoresTerminal(t *testing.T) {
 }
 
 // TestExecRestoresTerminalOnSignal: the same child, still running when the
-// harness gets SIGTERM, SIGINT or SIGHUP, or when the call times out.
+// harness gets SIGTERM, SIGINT, SIGHUP or SIGQUIT (which a child can bind
+// to any key), or when the call times out.
 func TestExecRestoresTerminalOnSignal(t *testing.T) {
 	ws, bin, p, before := ttySetup(t)
 	for _, c := range []struct {
@@ -294,6 +295,7 @@ func TestExecRestoresTerminalOnSignal(t *testing.T) {
 		{"SIGTERM", syscall.SIGTERM, "", 128 + int(syscall.SIGTERM)},
 		{"SIGINT", syscall.SIGINT, "", 128 + int(syscall.SIGTERM)},
 		{"SIGHUP", syscall.SIGHUP, "", 128 + int(syscall.SIGTERM)},
+		{"SIGQUIT", syscall.SIGQUIT, "", 128 + int(syscall.SIGTERM)},
 		{"timeout", 0, "2s", exitTimeout},
 	} {
 		os.Remove(filepath.Join(ws, "hostile.out"))

@@ -373,3 +373,35 @@ func TestInitIsPID1(t *testing.T) {
 		}
 	}
 }
+
+// TestIdmappedSetIDRefused: a root-owned workspace holding a set-user-ID
+// file of root's (or one with file capabilities) is not bound idmapped: a
+// run child would own it through the mount, and a write through a shared
+// mapping keeps its bits (a red-team finding). The call is refused at its
+// identity step naming the file, and the program never runs.
+func TestIdmappedSetIDRefused(t *testing.T) {
+	testenv.Require(t, os.Geteuid() == 0, "running as root", testenv.ShapeNoUserns)
+	for name, r := range runners(t) {
+		ws, err := filepath.EvalSymlinks(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		suid := filepath.Join(ws, "sub", "suid")
+		if err := os.MkdirAll(filepath.Dir(suid), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(suid, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(suid, 0o755|os.ModeSetuid); err != nil {
+			t.Fatal(err)
+		}
+		_, out, err := run(t, r, probeSpec(t, ws, "write:"+filepath.Join(ws, "ran")))
+		if !errors.Is(err, ErrRootWorkspace) || !strings.Contains(err.Error(), suid) {
+			t.Fatalf("%s: a root-owned workspace with a setuid file: %v, want a refusal naming %s\n%s", name, err, suid, out)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+			t.Fatalf("%s: the program ran", name)
+		}
+	}
+}

@@ -3,7 +3,9 @@ package spawn
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -21,7 +23,9 @@ import (
 // being root; it still cannot make a set-id file (the seccomp filter
 // refuses the mode bits) nor give a file capabilities (it holds none). A
 // filesystem without idmapped mounts (tmpfs before Linux 6.3, for one)
-// refuses the call at its "identity" step, naming the remedy.
+// refuses the call at its "identity" step, naming the remedy. So does a
+// root-owned path holding a set-id or file-capability file (see
+// checkNoPrivilegedFiles).
 // See docs/decisions/0037-child-identity.md.
 
 // idmapUID is the host id a program runs as in a root-owned workspace:
@@ -97,6 +101,9 @@ func idmappedTree(ws Pinned, uid int, workspace bool) (*os.File, error) {
 	if err != nil {
 		return nil, notIdmapped(dir, workspace, err.Error())
 	}
+	if err := checkNoPrivilegedFiles(ws, workspace); err != nil {
+		return nil, err
+	}
 	pfd, err := ws.open()
 	if err != nil {
 		return nil, err
@@ -132,4 +139,56 @@ func notIdmapped(dir string, workspace bool, why string) error {
 		return fmt.Errorf("%w (%s) and cannot be idmapped here: %s; a run child never runs as host root: give the workspace to an unprivileged user (chown -R USER %s) or run the harness as that user", ErrRootWorkspace, dir, why, dir)
 	}
 	return fmt.Errorf("the write path %s is owned by root and cannot be idmapped here: %s; a run child never runs as host root: give it to the user run children run as (see `b10x-harness doctor`)", dir, why)
+}
+
+// setIDClean holds the idmapped paths found free of set-id and
+// file-capability files, by identity. A run child can add neither (the
+// seccomp filter refuses set-id mode bits; setting a file capability needs
+// CAP_SETFCAP, which it never holds), so one scan per process is enough.
+var setIDClean sync.Map // [2]uint64{dev, ino} → struct{}
+
+// checkNoPrivilegedFiles refuses an idmapped path that holds a set-user-ID
+// or set-group-ID file, or a file with capabilities: through the idmapped
+// mount such a file of root's is the program's own, and a write through a
+// shared memory mapping changes its content without clearing its bits, so
+// the program could turn it into host root.
+func checkNoPrivilegedFiles(p Pinned, workspace bool) error {
+	key := [2]uint64{p.Dev, p.Ino}
+	if _, ok := setIDClean.Load(key); ok {
+		return nil
+	}
+	var found string
+	err := filepath.WalkDir(p.Path, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(path, &st); err != nil {
+			return err
+		}
+		if st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
+			found = path + " is set-user-ID or set-group-ID"
+			return fs.SkipAll
+		}
+		if _, err := unix.Lgetxattr(path, "security.capability", nil); err == nil {
+			found = path + " carries file capabilities"
+			return fs.SkipAll
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("scan %s for set-id files: %w", p.Path, err)
+	}
+	if found != "" {
+		what := "the write path " + p.Path
+		if workspace {
+			what = "the workspace " + p.Path
+		}
+		return fmt.Errorf("%w (%s would be bound idmapped) and %s: a run child, its owner through the idmapped mount, could rewrite it into host root; remove the bits (chmod u-s,g-s; setcap -r) or give %s to an unprivileged user", ErrRootWorkspace, what, found, p.Path)
+	}
+	setIDClean.Store(key, struct{}{})
+	return nil
 }

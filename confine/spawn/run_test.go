@@ -548,6 +548,9 @@ func TestTmpSize(t *testing.T) {
   dd if=/dev/zero of=$d/below bs=1048576 count=3 2>/dev/null; echo "$d below=$?"
   rm -f $d/below
   dd if=/dev/zero of=$d/past bs=1048576 count=6 2>&1 | grep -c 'No space left' | sed "s|^|$d enospc=|"
+  rm -f $d/past
+  i=0; while [ $i -lt 1100 ]; do echo -n 2>/dev/null >$d/f$i || break; i=$((i+1)); done; echo "$d files=$i"
+  rm -f $d/f*
 done
 grep -E ' /(tmp|dev/shm) tmpfs ' /proc/mounts`
 	for name, r := range runners(t) {
@@ -559,7 +562,16 @@ grep -E ' /(tmp|dev/shm) tmpfs ' /proc/mounts`
 			t.Fatalf("%s: %v %+v\n%s", name, err, res, out)
 		}
 		got := string(out.stdout.Bytes())
-		for _, want := range []string{"/tmp below=0\n", "/tmp enospc=1\n", "/dev/shm below=0\n", "/dev/shm enospc=1\n", " /tmp tmpfs ", "size=4096k", " /dev/shm tmpfs "} {
+		// 4 MiB gives 1024 inodes (one per 4 KiB, the floor): a little
+		// fewer files can be made, never 1100.
+		for _, d := range []string{"/tmp", "/dev/shm"} {
+			_, rest, _ := strings.Cut(got, d+" files=")
+			n, _ := strconv.Atoi(strings.SplitN(rest, "\n", 2)[0])
+			if n < 1000 || n > 1024 {
+				t.Errorf("%s: %s took %d empty files, want the 1024-inode cap to stop it", name, d, n)
+			}
+		}
+		for _, want := range []string{"/tmp below=0\n", "/tmp enospc=1\n", "/dev/shm below=0\n", "/dev/shm enospc=1\n", " /tmp tmpfs ", "size=4096k", " /dev/shm tmpfs ", "nr_inodes=1024"} {
 			if !strings.Contains(got, want) {
 				t.Errorf("%s: with TmpSize 4 MiB, want %q in the child's output\n%s", name, want, out)
 			}

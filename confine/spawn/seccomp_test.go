@@ -157,6 +157,8 @@ func TestSeccompArguments(t *testing.T) {
 		{"socket AF_VSOCK", unix.SYS_SOCKET, []uint32{afVsock, unix.SOCK_STREAM}, "EPERM"},
 		{"socket AF_INET", unix.SYS_SOCKET, []uint32{unix.AF_INET, unix.SOCK_STREAM}, "allow"},
 		{"ioctl TCGETS", unix.SYS_IOCTL, []uint32{0, unix.TCGETS}, "allow"},
+		{"prlimit64 self", unix.SYS_PRLIMIT64, []uint32{0, unix.RLIMIT_NOFILE}, "allow"},
+		{"prlimit64 pid 1", unix.SYS_PRLIMIT64, []uint32{1, unix.RLIMIT_NOFILE}, "EPERM"},
 		{"ioctl TIOCGWINSZ", unix.SYS_IOCTL, []uint32{0, unix.TIOCGWINSZ}, "allow"},
 	}
 	for name, io := range mustDenyIoctls {

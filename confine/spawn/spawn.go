@@ -74,8 +74,9 @@ type Spec struct {
 	// charged to the call's leaf, so Limits.MemoryMax bounds it as well;
 	// without one this cap is the only bound. It is a cap, not a
 	// reservation: a cap larger than the host's memory is accepted and then
-	// bounds nothing. It does not cap the number of files (each costs
-	// memory too; tmpfs's own default inode limit applies).
+	// bounds nothing. The number of files is capped too, at one per 4 KiB
+	// of the cap (at least 1024): empty files cost kernel memory that the
+	// size does not count.
 	TmpSize int64
 }
 
@@ -83,13 +84,16 @@ type Spec struct {
 // Spec.TmpSize is zero: 512 MiB.
 const DefaultTmpSize int64 = 512 << 20
 
+// tmpInodes is the cap on the number of files of a tmpfs of size bytes.
+func tmpInodes(size int64) int64 { return max(size>>12, 1024) }
+
 // tmpfsData is the mount data of the child's /tmp and /dev/shm.
 func tmpfsData(s Spec) string {
 	size := s.TmpSize
 	if size == 0 {
 		size = DefaultTmpSize
 	}
-	return fmt.Sprintf("mode=1777,size=%d", size)
+	return fmt.Sprintf("mode=1777,size=%d,nr_inodes=%d", size, tmpInodes(size))
 }
 
 // Stdio are the child's standard streams. A nil field means /dev/null. The

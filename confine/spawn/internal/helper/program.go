@@ -85,6 +85,13 @@ func startProgram(p *Plan) (int, error) {
 // signal's number); the kernel then kills whatever is left in the
 // namespace.
 func initLoop(pid int) {
+	// Signals a shell would not forward must not end the init (and with
+	// it the call) or make its runtime print a trace on the program's
+	// stderr, where a program can send them (below Landlock ABI 6, which
+	// scopes signals).
+	signal.Ignore(syscall.SIGABRT, syscall.SIGALRM, syscall.SIGPIPE, syscall.SIGPROF, syscall.SIGVTALRM,
+		syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGTRAP, syscall.SIGSTKFLT, syscall.SIGPWR,
+		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH)
 	go func() {
@@ -187,8 +194,10 @@ func confineProgram(p *Plan) (layers uint32, step string, err error) {
 }
 
 // checkIdentity fails unless this process runs as the plan says: uid and
-// gid 0 of its own user namespace (NestUser), or ChildUID and ChildGID,
-// with no supplementary group but its own.
+// gid 0 of its own user namespace (NestUser), or ChildUID and ChildGID.
+// Supplementary groups are not checked: as root the helper dropped them
+// (setgroups), and a harness that is not root cannot drop its own (the
+// kernel forbids it in a user namespace it made), so they are its own.
 func checkIdentity(p *Plan) error {
 	wantUID, wantGID := p.ChildUID, p.ChildGID
 	if p.NestUser {
