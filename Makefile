@@ -14,7 +14,7 @@ HELPER_ARCH := $(shell $(GO) env GOARCH)
 HELPER := confine/spawn/internal/helperimage/bin/helper-$(HELPER_ARCH)
 HELPER_LDFLAGS = -X=github.com/b10x/harness/confine/spawn/internal/helperimage.stamp=$(shell sha256sum $(HELPER) | cut -d' ' -f1)
 
-.PHONY: all build helper helper-ldflags test hosttest lint vmtest vmtest-ci demo demo-calls bench bench-spawn clean
+.PHONY: all build helper helper-ldflags test hosttest lint vmtest vmtest-ci mutate demo demo-calls bench bench-spawn clean
 
 all: build
 
@@ -52,6 +52,14 @@ VM_CI_SHAPES := debian-6.1,no-landlock,no-userns,cgroup-v1
 VM_CI_PKGS := ./confine/...,./cgroup/...,./gate/...,./surface/...,./tools/...,./agent/...,./cmd/...
 vmtest-ci: helper
 	$(GO) run ./vmtest -ldflags='$(HELPER_LDFLAGS)' -env B10X_REQUIRE_HELPER_IMAGE=1 -selftest -shapes $(VM_CI_SHAPES) -pkgs $(VM_CI_PKGS)
+
+# mutate applies each mutation of scripts/mutations.txt to a scratch copy
+# of the tree and runs the tests that must catch it, on this host (decision
+# 0044). Not part of `make test`: it takes tens of minutes. It fails unless
+# every mutation is killed; MUTATE_ARGS passes options or ids, e.g.
+# make mutate MUTATE_ARGS='-k nnp-skip'.
+mutate:
+	./scripts/mutate.sh $(MUTATE_ARGS)
 
 demo: build
 	./scripts/demo-run.sh

@@ -12,8 +12,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/b10x/harness/internal/reexec"
 	"github.com/b10x/harness/internal/testenv"
@@ -76,6 +78,9 @@ func TestProbeHost(t *testing.T) {
 // killTreeResult is what the killtree scenario saw.
 type killTreeResult struct {
 	Pids     []int
+	SubPid   int         // a process in a child cgroup of the leaf
+	Freezes  int         // inotify's IN_MODIFY events on the leaf's cgroup.freeze during Kill
+	Thawed   bool        // cgroup.freeze reads 0 after Kill
 	Sessions map[int]int // pid -> session ID
 	Leaf     string
 	Parent   string
@@ -101,10 +106,17 @@ func TestKillTree(t *testing.T) {
 			if len(sessions) < 2 {
 				t.Errorf("no process in a second session (setsid did not take): %v", r.Sessions)
 			}
-			for _, pid := range r.Pids {
+			for _, pid := range append(r.Pids, r.SubPid) {
 				if err := gone(pid); err != nil {
 					t.Error(err)
 				}
+			}
+			// The fallback freezes the tree before it signals anything,
+			// so nothing in it can fork past the kill, and thaws it after.
+			// inotify merges the two writes into one event when neither
+			// was read in between; the file ends at 0.
+			if mode == "freeze" && (r.Freezes < 1 || !r.Thawed) {
+				t.Errorf("Kill without cgroup.kill: %d writes to cgroup.freeze seen (thawed at the end: %v), want the tree frozen and thawed", r.Freezes, r.Thawed)
 			}
 			for _, dir := range []string{r.Leaf, r.Parent} {
 				if exists(dir) {
@@ -141,7 +153,24 @@ func scenarioKillTree(args []string) (any, error) {
 	if err := startIn(leaf, cmd); err != nil {
 		return nil, err
 	}
-	r := killTreeResult{Leaf: leaf.Path(), Parent: m.Parent(), Sessions: map[int]int{}}
+	// A child cgroup of the leaf, with a process of its own: a program
+	// may make one where it can write cgroupfs. Kill must reach it too.
+	sub := filepath.Join(leaf.Path(), "sub")
+	if err := unix.Mkdir(sub, 0o755); err != nil {
+		return nil, fmt.Errorf("create a child cgroup of the leaf: %w", err)
+	}
+	subFD, err := unix.Open(sub, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	subCmd := exec.Command("sleep", "1000")
+	subCmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: subFD}
+	err = subCmd.Start()
+	unix.Close(subFD)
+	if err != nil {
+		return nil, fmt.Errorf("start a process in %s: %w", sub, err)
+	}
+	r := killTreeResult{Leaf: leaf.Path(), Parent: m.Parent(), Sessions: map[int]int{}, SubPid: subCmd.Process.Pid}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	// Wait for the three sleeps; each must sit in the leaf.
@@ -156,7 +185,7 @@ func scenarioKillTree(args []string) (any, error) {
 		r.Pids = []int{cmd.Process.Pid}
 		for _, pid := range pids {
 			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-			if strings.TrimSpace(string(comm)) == "sleep" && pid != cmd.Process.Pid {
+			if strings.TrimSpace(string(comm)) == "sleep" && pid != cmd.Process.Pid && pid != r.SubPid {
 				r.Pids = append(r.Pids, pid)
 			}
 		}
@@ -190,14 +219,58 @@ func scenarioKillTree(args []string) (any, error) {
 			r.Files |= k
 		}
 	}
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", r.SubPid))
+	if err != nil {
+		return nil, err
+	}
+	if want := "0::" + cgPath(m, sub) + "\n"; !strings.HasSuffix(string(cg), want) {
+		return nil, fmt.Errorf("process %d is in %q, want %q", r.SubPid, cg, want)
+	}
+	// Every write to the leaf's cgroup.freeze during Kill, as the kernel
+	// reports it.
+	freeze := filepath.Join(leaf.Path(), "cgroup.freeze")
+	ifd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(ifd)
+	if _, err := unix.InotifyAddWatch(ifd, freeze, unix.IN_MODIFY); err != nil {
+		return nil, fmt.Errorf("watch %s (Linux 5.2+ has it in every cgroup but the root): %w", freeze, err)
+	}
 	if err := leaf.Kill(); err != nil {
 		return nil, err
 	}
-	if err := leaf.WaitEmpty(ctx); err != nil {
-		return nil, err
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.Read(ifd, buf)
+		if err == unix.EAGAIN || n <= 0 {
+			break
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			if ev.Mask&unix.IN_MODIFY != 0 {
+				r.Freezes++
+			}
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+		}
+	}
+	if b, err := os.ReadFile(freeze); err == nil && strings.TrimSpace(string(b)) == "0" {
+		r.Thawed = true
+	}
+	// The whole tree empties, the child cgroup's process included.
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	err = leaf.WaitEmpty(wctx)
+	wcancel()
+	if err != nil {
+		_ = subCmd.Process.Kill()
+		_ = subCmd.Wait()
+		return nil, fmt.Errorf("after Kill: %w (the process in the child cgroup %s is alive: %v)", err, sub, gone(r.SubPid) != nil)
 	}
 	if err := cmd.Wait(); err == nil {
 		return nil, fmt.Errorf("the shell exited cleanly; it should have been killed")
+	}
+	if err := subCmd.Wait(); err == nil {
+		return nil, fmt.Errorf("the process in the child cgroup exited cleanly; it should have been killed")
 	}
 	if err := reapAll(5 * time.Second); err != nil {
 		return nil, err

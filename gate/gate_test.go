@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,7 +32,9 @@ func newTestGate(t *testing.T, cfg Config) (*Gate, string, *bytes.Buffer) {
 		cfg.Tools = append(tools.ReadTools(), tools.WriteTools()...)
 	}
 	cfg.Host.ConfinedWorkspace = true
-	cfg.Recorder = NewRecorder(&rec)
+	if cfg.Recorder == nil {
+		cfg.Recorder = NewRecorder(&rec)
+	}
 	g, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -358,8 +361,10 @@ func TestRecordRedactsLargeBodies(t *testing.T) {
 }
 
 func TestEveryReasonCodeIsReachable(t *testing.T) {
-	// The reasons the gate itself produces; program_not_allowed, timeout
-	// and tool_error come from tools and are covered with them.
+	// The reasons the gate itself produces; program_not_allowed and timeout
+	// come from tools and are covered with them, as tool_error is for a
+	// tool's own failures. The gate's own tool_error is the record that
+	// cannot be written (see the end).
 	g, dir, _ := newTestGate(t, Config{MaxResult: 4, MaxCalls: 6, Hooks: []Hook{{Argv: []string{"/bin/sh", "-c", `grep -q blockme && { echo no >&2; exit 2; }; exit 0`}}}})
 	write(t, filepath.Join(dir, "f"), "hello\n")
 	write(t, filepath.Join(dir, "blockme"), "x")
@@ -375,11 +380,101 @@ func TestEveryReasonCodeIsReachable(t *testing.T) {
 	} {
 		got[call(g, c[0], c[1]).Reason] = true
 	}
+	// A record write that fails: that call fails, and every later one is
+	// refused, with tool_error.
+	bad, dir2, _ := newTestGate(t, Config{Recorder: NewRecorder(&flakyWriter{failAt: 1})})
+	write(t, filepath.Join(dir2, "f"), "hello\n")
+	for i := 0; i < 2; i++ {
+		o := call(bad, "file_read", `{"path":"f"}`)
+		if o.Status != Failed || !strings.Contains(o.Message, "run record could not be written") {
+			t.Errorf("with a failed record: %+v, want failed and the record named", o)
+			continue
+		}
+		got[o.Reason] = true
+	}
 	for _, r := range []tools.Reason{tools.ReasonUnpublished, tools.ReasonInvalidArgument, tools.ReasonDeniedPath, tools.ReasonHookBlocked,
-		tools.ReasonApprovalRejected, tools.ReasonOversizedResult, tools.ReasonBudgetExhausted} {
+		tools.ReasonApprovalRejected, tools.ReasonOversizedResult, tools.ReasonBudgetExhausted, tools.ReasonToolError} {
 		if !got[r] {
 			t.Errorf("reason %s did not occur", r)
 		}
+	}
+}
+
+// flakyWriter fails its write number failAt (counting from 1) and accepts
+// every other, keeping what it accepted: a disk that fills up, then frees.
+type flakyWriter struct {
+	n, failAt int
+	buf       bytes.Buffer
+}
+
+func (w *flakyWriter) Write(p []byte) (int, error) {
+	w.n++
+	if w.n == w.failAt {
+		return 0, errors.New("no space left on device")
+	}
+	return w.buf.Write(p)
+}
+
+// TestRecorderErrorIsSticky: after a failed write the recorder writes
+// nothing more, even when its writer would accept it again (a record with a
+// hole proves nothing), and every later Write returns the first error.
+func TestRecorderErrorIsSticky(t *testing.T) {
+	w := &flakyWriter{failAt: 2}
+	r := NewRecorder(w)
+	if err := r.Write(map[string]int{"line": 1}); err != nil {
+		t.Fatal(err)
+	}
+	first := r.Write(map[string]int{"line": 2})
+	if first == nil || !strings.Contains(first.Error(), "no space left") {
+		t.Fatalf("second write: %v, want the writer's error", first)
+	}
+	for i := 3; i <= 4; i++ {
+		if err := r.Write(map[string]int{"line": i}); err == nil || err.Error() != first.Error() {
+			t.Fatalf("write %d after the failure: %v, want %v", i, err, first)
+		}
+	}
+	if got := w.buf.String(); got != `{"line":1}`+"\n" {
+		t.Fatalf("the writer got %q after the failure, want only the first line", got)
+	}
+	if w.n != 2 {
+		t.Fatalf("the writer was called %d times, want 2: nothing after the failure", w.n)
+	}
+}
+
+// TestBrokenRecordStopsLaterCalls: once a call's record line could not be
+// written, no later call acts on the workspace, through Call or Record, and
+// none is recorded, even when the writer would accept the line again.
+func TestBrokenRecordStopsLaterCalls(t *testing.T) {
+	w := &flakyWriter{failAt: 1}
+	g, dir, _ := newTestGate(t, Config{ApproveUpTo: High, Recorder: NewRecorder(w)})
+	write(t, filepath.Join(dir, "f"), "hello\n")
+	o := call(g, "file_read", `{"path":"f"}`)
+	if o.Status != Failed || o.Reason != tools.ReasonToolError || o.Result != "" {
+		t.Fatalf("the call whose record failed: %+v, want failed with tool_error and no result", o)
+	}
+	for _, c := range [][2]string{
+		{"file_write", `{"path":"a.txt","content":"x"}`},
+		{"file_edit", `{"path":"f","old_string":"hello","new_string":"bye"}`},
+		{"file_read", `{"path":"f"}`},
+	} {
+		// Refused before any step (and its refusal cannot be recorded
+		// either, so it reports the failure).
+		o := call(g, c[0], c[1])
+		if o.Status != Failed || o.Reason != tools.ReasonToolError || o.Result != "" {
+			t.Errorf("%s after the record failed: %+v, want failed with tool_error", c[0], o)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a.txt")); err == nil {
+		t.Error("file_write ran after the record failed")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "f")); string(b) != "hello\n" {
+		t.Errorf("file_edit ran after the record failed: f holds %q", b)
+	}
+	if o := g.Record(Call{Surface: "test", Name: "tool_search"}, Outcome{Status: Executed, Result: "x"}); o.Status != Failed || o.Reason != tools.ReasonToolError {
+		t.Errorf("Record after the record failed: %+v, want failed with tool_error", o)
+	}
+	if w.buf.Len() != 0 {
+		t.Errorf("lines were recorded after a failed one: %q", w.buf.String())
 	}
 }
 

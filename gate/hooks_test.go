@@ -170,3 +170,63 @@ func TestRefusedReadReleasesItsFile(t *testing.T) {
 		t.Fatalf("approver asked %d times, want 21", a.n)
 	}
 }
+
+// TestHooksMixedVerdicts: several hooks combine to the most cautious of
+// their answers, whatever their order. A later hook's allow never
+// overrides an earlier one's ask (the approver is still asked), any deny
+// blocks, and allow skips the approver only when no hook asked.
+func TestHooksMixedVerdicts(t *testing.T) {
+	hooks := map[string]Hook{
+		"allow":    sh(`echo '{"decision":"allow","reason":"fine by me"}'`),
+		"ask":      sh(`echo '{"decision":"ask","reason":"a human should look"}'`),
+		"deny":     sh(`echo '{"decision":"deny","reason":"policy 9"}'`),
+		"continue": sh(`cat >/dev/null`),
+	}
+	cases := []struct {
+		order  []string
+		status Status // with an approver that rejects everything
+		asked  bool
+		reason tools.Reason
+	}{
+		{[]string{"ask", "allow"}, Refused, true, tools.ReasonApprovalRejected},
+		{[]string{"allow", "ask"}, Refused, true, tools.ReasonApprovalRejected},
+		{[]string{"ask", "allow", "allow"}, Refused, true, tools.ReasonApprovalRejected},
+		{[]string{"allow", "continue", "ask", "continue", "allow"}, Refused, true, tools.ReasonApprovalRejected},
+		{[]string{"allow", "continue"}, Executed, false, ""},
+		{[]string{"continue", "allow"}, Executed, false, ""},
+		{[]string{"allow", "deny"}, Refused, false, tools.ReasonHookBlocked},
+		{[]string{"ask", "deny"}, Refused, false, tools.ReasonHookBlocked},
+		{[]string{"deny", "allow"}, Refused, false, tools.ReasonHookBlocked},
+		{[]string{"continue", "continue"}, Refused, true, tools.ReasonApprovalRejected},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.order, ","), func(t *testing.T) {
+			var hs []Hook
+			for _, name := range c.order {
+				hs = append(hs, hooks[name])
+			}
+			// A medium-risk write above the ceiling: without an allow the
+			// rejecting approver decides.
+			a := &countingApprover{}
+			g, dir, rec := newTestGate(t, Config{Approver: a, Hooks: hs})
+			o := call(g, "file_write", `{"path":"a.txt","content":"x"}`)
+			if o.Status != c.status || o.Reason != c.reason || (a.n == 1) != c.asked || a.n > 1 {
+				t.Fatalf("outcome %+v, approver asked %d times; want %s %q, asked=%v", o, a.n, c.status, c.reason, c.asked)
+			}
+			_, err := os.Stat(filepath.Join(dir, "a.txt"))
+			if (err == nil) != (c.status == Executed) {
+				t.Fatalf("the file exists=%v after a %s call", err == nil, o.Status)
+			}
+			r := records(t, rec)[0]
+			approval := ""
+			for _, s := range r.Steps {
+				if s.Step == "approval" {
+					approval = s.Verdict
+				}
+			}
+			if c.asked && approval != "refuse" {
+				t.Errorf("recorded approval step %q, want refuse: %+v", approval, r.Steps)
+			}
+		})
+	}
+}

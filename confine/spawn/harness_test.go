@@ -258,6 +258,10 @@ func TestRootWithoutUserNamespace(t *testing.T) {
 	testenv.Require(t, os.Geteuid() == 0, "running as root", testenv.ShapeNoUserns)
 	requireSpawn(t)
 	refuseNewUserNamespaces(t)
+	// The harness holds inheritable and ambient capabilities, which a
+	// switch from root to another uid keeps (inheritable) and execve
+	// passes on: the program must still hold none.
+	raiseInheritable(t)
 
 	ws := workspace(t)
 	required := testOptions()
@@ -270,7 +274,8 @@ func TestRootWithoutUserNamespace(t *testing.T) {
 
 	r := NewDirect(testOptions())
 	for i := 0; i < 2; i++ { // the second call knows already
-		res, out, err := run(t, r, probeSpec(t, ws, "uid", "caps", "mount", "write:"+filepath.Join(ws, "f")))
+		res, out, err := run(t, r, probeSpec(t, ws, "uid", "caps", "mount", "write:"+filepath.Join(ws, "f"),
+			"status:CapInh", "status:CapPrm", "status:CapBnd", "status:CapAmb", "status:NoNewPrivs", "cgroup"))
 		if err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
@@ -281,6 +286,55 @@ func TestRootWithoutUserNamespace(t *testing.T) {
 		p := probes(out)
 		if p["uid"] != strconv.Itoa(testOwner) || p["caps"] != "0000000000000000" || p["mount"] != "EPERM" || p["write:"+filepath.Join(ws, "f")] != "ok" {
 			t.Errorf("without a user namespace: %v, want the workspace owner's uid %d, no capability, mount EPERM, workspace writable", p, testOwner)
+		}
+		for _, set := range []string{"CapInh", "CapPrm", "CapBnd", "CapAmb"} {
+			if got := p["status:"+set]; got != "0000000000000000" {
+				t.Errorf("without a user namespace, from a harness with inheritable capabilities: %s = %q, want none", set, got)
+			}
+		}
+		if p["status:NoNewPrivs"] != "1" {
+			t.Errorf("without a user namespace: NoNewPrivs = %q, want 1", p["status:NoNewPrivs"])
+		}
+		// Its own cgroup namespace: every line ends at its root.
+		for _, l := range strings.Split(p["cgroup"], ";") {
+			if !strings.HasSuffix(l, ":/") {
+				t.Errorf("without a user namespace the program sees a cgroup path outside its own namespace: %q", p["cgroup"])
+				break
+			}
+		}
+	}
+}
+
+// raiseInheritable adds CAP_NET_RAW, CAP_SYS_ADMIN and CAP_DAC_OVERRIDE
+// to the inheritable and ambient sets of every thread of this process
+// (root's permitted set holds them).
+func raiseInheritable(t *testing.T) {
+	t.Helper()
+	caps := []uintptr{unix.CAP_NET_RAW, unix.CAP_SYS_ADMIN, unix.CAP_DAC_OVERRIDE}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range caps {
+		data[c/32].Inheritable |= 1 << (c % 32)
+	}
+	if _, _, e := syscall.AllThreadsSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
+		t.Fatalf("capset inheritable on every thread: %v", e)
+	}
+	for _, c := range caps {
+		if _, _, e := syscall.AllThreadsSyscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, c, 0, 0, 0); e != 0 {
+			t.Fatalf("raise ambient capability %d on every thread: %v", c, e)
+		}
+	}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range []string{"CapInh:", "CapAmb:"} {
+		i := strings.Index(string(status), set)
+		if i < 0 || strings.HasPrefix(strings.TrimSpace(string(status[i+len(set):])), "0000000000000000") {
+			t.Fatalf("%s did not take:\n%s", set, status)
 		}
 	}
 }

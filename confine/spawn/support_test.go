@@ -312,6 +312,13 @@ func probe(name, operand string) string {
 		return "unknown"
 	case "uid":
 		return strconv.Itoa(os.Getuid())
+	case "cgroup":
+		// The lines of /proc/self/cgroup, joined by ";".
+		b, err := os.ReadFile("/proc/self/cgroup")
+		if err != nil {
+			return errName(err)
+		}
+		return strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", ";")
 	case "caps":
 		status, err := os.ReadFile("/proc/self/status")
 		if err != nil {

@@ -392,3 +392,61 @@ func TestScanMasksMatchesWalk(t *testing.T) {
 	}
 	t.Logf("%d entries of /etc hidden", len(got))
 }
+
+// TestScanMasksNeedReadAndSearch: a directory of /etc stays visible only
+// when every user may both list it (r) and enter it (x); one that others
+// may only list, or only enter, is hidden whole, /etc itself included,
+// and so is a file others may not read.
+func TestScanMasksNeedReadAndSearch(t *testing.T) {
+	root := t.TempDir()
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []struct {
+		rel  string
+		mode os.FileMode
+	}{{"listonly", 0o754}, {"enteronly", 0o751}, {"open", 0o755}, {"open/listonly", 0o744}, {"open/sub", 0o705}} {
+		p := filepath.Join(root, d.rel)
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, d.mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []struct {
+		rel  string
+		mode os.FileMode
+	}{{"open/readable", 0o644}, {"open/private", 0o640}, {"open/sub/writeonly", 0o602}} {
+		p := filepath.Join(root, f.rel)
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, f.mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := scanMasks(root, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{root + "/enteronly/", root + "/listonly/", root + "/open/listonly/", root + "/open/private", root + "/open/sub/writeonly"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("masks %q, want %q", got, want)
+	}
+	for _, mode := range []os.FileMode{0o754, 0o751, 0o750} {
+		if err := os.Chmod(root, mode); err != nil {
+			t.Fatal(err)
+		}
+		got, err := scanMasks(root, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, []string{root + "/"}) {
+			t.Errorf("root of mode %o: masks %q, want the root itself", mode, got)
+		}
+	}
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
