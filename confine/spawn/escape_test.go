@@ -87,7 +87,15 @@ func TestChildNeverHostRoot(t *testing.T) {
 // file, the masks' parent, its /proc.
 func TestMountCallsRefused(t *testing.T) {
 	var probes_ []string
-	for _, target := range []string{"/etc", "/usr", "/etc/shadow", "/proc", "/"} {
+	targets := []string{"/etc", "/usr", "/proc", "/"}
+	masks, err := sharedMasks.get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range masks {
+		targets = append(targets, strings.TrimSuffix(m, "/")) // every mask of the view
+	}
+	for _, target := range targets {
 		for _, call := range []string{"open_tree", "open_tree_attr", "mount_setattr", "move_mount", "umount2", "fspick", "remount-rw"} {
 			probes_ = append(probes_, call+":"+target)
 		}
@@ -402,6 +410,34 @@ func TestIdmappedSetIDRefused(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
 			t.Fatalf("%s: the program ran", name)
+		}
+	}
+}
+
+// TestReadPathFollowsOwnership: a path the caller names is bound without
+// the /etc masks, but the program reads it as its own unprivileged host id:
+// a file only root may read stays unreadable, as it is to any other user.
+func TestReadPathFollowsOwnership(t *testing.T) {
+	testenv.Require(t, os.Geteuid() == 0, "running as root", testenv.ShapeNoUserns)
+	dir := t.TempDir()
+	secret, public := filepath.Join(dir, "secret"), filepath.Join(dir, "public")
+	if err := os.WriteFile(secret, []byte("ROOT-ONLY\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(public, []byte("anyone\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range runners(t) {
+		ws := workspace(t)
+		s := probeSpec(t, ws, "read:"+secret, "read:"+public)
+		s.ReadPaths = []Pinned{pin(t, dir)}
+		_, out, err := run(t, r, s)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, out)
+		}
+		p := probes(out)
+		if p["read:"+secret] != "EACCES" || !strings.HasPrefix(p["read:"+public], "data:") {
+			t.Errorf("%s: read path: secret %q, public %q; want EACCES and the data", name, p["read:"+secret], p["read:"+public])
 		}
 	}
 }
