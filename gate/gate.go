@@ -139,27 +139,29 @@ func New(cfg Config) (*Gate, error) {
 
 func (g *Gate) availability(e Entry) string {
 	h := g.cfg.Host
-	if e.Needs == ConfinedExecution && h.Programs == 0 {
-		// The spec's rule, whatever the host: an empty program set
-		// publishes no run tool (and a session without one configures no
-		// implementation for it).
-		return "no program is allowed (--allow-program)"
-	}
-	if _, ok := g.tools[e.Name]; !ok {
-		return "no implementation was configured"
-	}
+	// The host's reason first: it is the true one whatever else is
+	// missing (a session that cannot confine run configures no
+	// implementation for it, and may not have looked at its programs).
 	switch e.Needs {
 	case ConfinedWorkspace:
 		if !h.ConfinedWorkspace {
 			return "needs a confined workspace: " + orUnknown(h.WorkspaceWhy)
 		}
 	case ConfinedExecution:
+		if !h.ConfinedExecution && h.ExecutionWhy != "" {
+			return "needs confined execution: " + h.ExecutionWhy
+		}
+		if h.Programs == 0 {
+			// The spec's rule, whatever the host: an empty program set
+			// publishes no run tool.
+			return "no program is allowed (--allow-program)"
+		}
 		if !h.ConfinedExecution {
 			return "needs confined execution: " + orUnknown(h.ExecutionWhy)
 		}
-		if h.Programs == 0 {
-			return "no program is allowed (--allow-program)"
-		}
+	}
+	if _, ok := g.tools[e.Name]; !ok {
+		return "no implementation was configured"
 	}
 	return ""
 }

@@ -520,3 +520,26 @@ func TestRedact(t *testing.T) {
 		})
 	}
 }
+
+// TestUnpublishedSaysTheHostsReason: an entry the host cannot confine says
+// so, not that no program or no implementation was given (issue 18).
+func TestUnpublishedSaysTheHostsReason(t *testing.T) {
+	for _, c := range []struct {
+		host Host
+		name string
+		want string
+	}{
+		{Host{WorkspaceWhy: "--confine off", ExecutionWhy: "--confine off"}, "file_write", "needs a confined workspace: --confine off"},
+		{Host{WorkspaceWhy: "--confine off", ExecutionWhy: "--confine off"}, "run", "needs confined execution: --confine off"},
+		{Host{ConfinedWorkspace: true, ConfinedExecution: true}, "run", "no program is allowed (--allow-program)"},
+		{Host{ConfinedWorkspace: true}, "run", "no program is allowed (--allow-program)"},
+	} {
+		g, err := New(Config{Host: c.host})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.Unpublished()[c.name]; got != c.want {
+			t.Errorf("host %+v: %s unpublished because %q, want %q", c.host, c.name, got, c.want)
+		}
+	}
+}
