@@ -534,7 +534,12 @@ func TestUnpublishedSaysTheHostsReason(t *testing.T) {
 		{Host{ConfinedWorkspace: true, ConfinedExecution: true}, "run", "no program is allowed (--allow-program)"},
 		{Host{ConfinedWorkspace: true}, "run", "no program is allowed (--allow-program)"},
 	} {
-		g, err := New(Config{Host: c.host})
+		ws, err := tools.OpenWorkspace(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.Close()
+		g, err := New(Config{Host: c.host, Workspace: ws, Tools: tools.ReadTools()})
 		if err != nil {
 			t.Fatal(err)
 		}
