@@ -25,7 +25,7 @@ func TestWholeDir(t *testing.T) {
 		{[]string{"tests/**=denied"}, "tests", true},
 		{[]string{"tests/**=denied"}, "tests/unit", true},
 		{[]string{"**=denied"}, "a", true},
-		{[]string{"keys/*=denied"}, "keys/sub", false},                            // not every descendant matches
+		{[]string{"keys/*=denied"}, "keys/sub", false},                             // not every descendant matches
 		{[]string{"tests/fixtures/**=allowed", "tests/**=denied"}, "tests", false}, // an earlier allow beneath
 		{[]string{"tests/fixtures/**=allowed", "tests/**=denied"}, "tests/unit", true},
 		{[]string{"**/*.go=allowed", "tests/**=denied"}, "tests", false},
