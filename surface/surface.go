@@ -97,7 +97,7 @@ func scopeText(rules []gate.ScopeRule) string {
 		}
 	}
 	b.WriteString("\n- paths no rule mentions are unrestricted, except .git/ and the harness's own files, which are protected")
-	b.WriteString("\n- run is held to these rules too: a program cannot change a path a denied or partial-only rule matches (it is read-only to it, and whatever it creates there is removed and the call fails)")
+	b.WriteString("\n- run is held to these rules too: a path a denied or partial-only rule matches is read-only to the program (up to 256 such paths per call; a change to one beyond that is detected after the call and fails it), and whatever the program creates there is removed after the call, which then fails")
 	return b.String()
 }
 
