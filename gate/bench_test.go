@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -39,5 +40,73 @@ func BenchmarkGateFileRead1KiB(b *testing.B) {
 		if o := g.Call(ctx, c); o.Status != Executed || len(o.Result) != 1024 {
 			b.Fatalf("%+v", o)
 		}
+	}
+}
+
+// BenchmarkRunHold10k is what holding a run call's child to the policy
+// costs the gate per call (docs/BENCHMARKS.md): reading what must not
+// change before the call and again after it, on a workspace of 10,000
+// files in 101 directories (a .git directory, keys/ with 10 .pem files,
+// tests/ with 100 files). "protected" has no write-scope rule (only the
+// protected paths are read); "scope" adds keys/*.pem=denied and
+// tests/**=denied, so the whole workspace is walked twice. The child
+// itself is not run: BenchmarkRunTrueHeld in confine/spawn measures
+// what the binds add to a spawn.
+//
+//	go test ./gate -run '^$' -bench RunHold10k -benchtime 50x
+func BenchmarkRunHold10k(b *testing.B) {
+	dir := b.TempDir()
+	mk := func(rel string) {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	n := 0
+	for i := 0; i < 10; i++ {
+		mk(filepath.Join("keys", "k"+strconv.Itoa(i)+".pem"))
+		n++
+	}
+	for i := 0; i < 100; i++ {
+		mk(filepath.Join("tests", "t"+strconv.Itoa(i)+"_test.go"))
+		n++
+	}
+	mk(".git/config")
+	n++
+	for d := 0; n < 10000; d++ {
+		for f := 0; f < 100 && n < 10000; f++ {
+			mk(filepath.Join("src", "d"+strconv.Itoa(d), "f"+strconv.Itoa(f)+".go"))
+			n++
+		}
+	}
+	ws, err := tools.OpenWorkspace(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ws.Close()
+	var rules []ScopeRule
+	for _, s := range []string{"keys/*.pem=denied", "tests/**=denied"} {
+		r, _ := ParseScopeRule(s)
+		rules = append(rules, r)
+	}
+	for _, c := range []struct {
+		name  string
+		rules []ScopeRule
+	}{{"protected", nil}, {"scope", rules}} {
+		b.Run(c.name, func(b *testing.B) {
+			g := &Gate{cfg: Config{Workspace: ws, WriteScope: c.rules, Protected: []string{"hook.sh", "run.jsonl"}}}
+			for b.Loop() {
+				h, err := g.holdBefore()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if vs := h.after(); len(vs) != 0 {
+					b.Fatal(vs)
+				}
+			}
+		})
 	}
 }

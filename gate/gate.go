@@ -405,8 +405,55 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 		pass("approval", fmt.Sprintf("risk %s within ceiling %s", entry.Risk, g.cfg.ApproveUpTo))
 	}
 
-	// 6 execute
+	// 6 execute; a run call's child is held to what the file tools may
+	// not change (hold.go)
+	var hold *runHold
+	if h, ok := prep.(tools.Holder); ok {
+		var herr error
+		hold, herr = g.holdBefore()
+		if herr != nil {
+			rec.Steps = append(rec.Steps, StepVerdict{Step: "hold", Verdict: "fail", Detail: "the paths the call must not change could not be read"})
+			rec.Cause = herr.Error()
+			return Outcome{Status: Failed, Reason: tools.ReasonToolError, Message: "the paths the call must not change could not be read; the program did not run"}
+		}
+		h.Hold(hold.hold)
+		detail := fmt.Sprintf("%d paths held read-only, %d directories anchored", len(hold.hold.ReadOnly), len(hold.hold.Anchored))
+		if hold.capped > 0 {
+			detail += fmt.Sprintf(", %d matches beyond the cap of %d checked after the call only", hold.capped, MaxScopeHolds)
+		}
+		if hold.skipped > 0 {
+			detail += fmt.Sprintf(", %d directories could not be walked", hold.skipped)
+		}
+		pass("hold", detail)
+	}
 	res, err := prep.Execute(ctx)
+	if hold != nil {
+		if vs := hold.after(); len(vs) > 0 {
+			msg := violationText(vs)
+			if n := hold.note(); n != "" {
+				msg += "\n" + n
+			}
+			var te *tools.Error
+			if errors.As(err, &te) {
+				msg += "\n" + te.Public
+			} else if res.Text != "" {
+				msg += "\n" + res.Text
+			}
+			if res.Meta == nil {
+				res.Meta = map[string]any{}
+			}
+			res.Meta["violations"] = vs
+			rec.Steps = append(rec.Steps, StepVerdict{Step: "held", Verdict: "fail", Detail: violationText(vs)})
+			if err != nil {
+				rec.Cause = err.Error()
+			}
+			return Outcome{Status: Failed, Reason: violationReason(vs), Message: msg, Meta: res.Meta}
+		}
+		pass("held", "nothing held was changed")
+		if n := hold.note(); n != "" {
+			res.Text += "\n--- note ---\n" + n + "\n"
+		}
+	}
 	if err != nil {
 		var te *tools.Error
 		if !errors.As(err, &te) {

@@ -101,7 +101,7 @@ func digest(s string) map[string]any {
 
 // StepVerdict is one gate step's verdict in a call record.
 type StepVerdict struct {
-	Step    string `json:"step"`    // published, budget, arguments, paths, scope, hooks, approval, execute, result
+	Step    string `json:"step"`    // published, budget, arguments, paths, scope, hooks, approval, hold, execute, held, result
 	Verdict string `json:"verdict"` // pass, refuse, fail, skip
 	Detail  string `json:"detail,omitempty"`
 	Rule    *int   `json:"rule,omitempty"` // write-scope rule index, when one matched

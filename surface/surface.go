@@ -76,7 +76,7 @@ func (s *Surface) Kind() Kind { return s.kind }
 func (s *Surface) entryDef(e gate.Entry) Def {
 	t, _ := s.g.Tool(e.Name)
 	desc := t.Description()
-	if (e.Name == "file_write" || e.Name == "file_edit") && !s.opt.SilentScope {
+	if (e.Name == "file_write" || e.Name == "file_edit" || e.Name == "run") && !s.opt.SilentScope {
 		desc += scopeText(s.g.Scope())
 	}
 	return Def{Name: e.Name, Description: desc, InputSchema: t.Schema()}
@@ -97,6 +97,7 @@ func scopeText(rules []gate.ScopeRule) string {
 		}
 	}
 	b.WriteString("\n- paths no rule mentions are unrestricted, except .git/ and the harness's own files, which are protected")
+	b.WriteString("\n- run is held to these rules too: a path a denied or partial-only rule matches is read-only to the program (up to 256 such paths per call; a change to one beyond that is detected after the call and fails it), and whatever the program creates there is removed after the call, which then fails")
 	return b.String()
 }
 

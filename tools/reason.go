@@ -8,9 +8,15 @@ type Reason string
 
 // The reason codes.
 const (
-	ReasonUnpublished       Reason = "unpublished"
-	ReasonInvalidArgument   Reason = "invalid_argument"
-	ReasonDeniedPath        Reason = "denied_path"
+	ReasonUnpublished     Reason = "unpublished"
+	ReasonInvalidArgument Reason = "invalid_argument"
+	ReasonDeniedPath      Reason = "denied_path"
+	// ReasonProtectedPath: a run call's program created or changed a
+	// protected workspace path (.git, the harness's own files) that the
+	// kernel could not hold read-only because it did not exist yet; what
+	// it created was removed again. A write-scope path a run call created
+	// or changed is ReasonDeniedPath.
+	ReasonProtectedPath     Reason = "protected_path"
 	ReasonProgramNotAllowed Reason = "program_not_allowed"
 	ReasonHookBlocked       Reason = "hook_blocked"
 	ReasonApprovalRejected  Reason = "approval_rejected"
@@ -22,7 +28,7 @@ const (
 
 // Reasons lists every reason code, in a stable order.
 var Reasons = []Reason{
-	ReasonUnpublished, ReasonInvalidArgument, ReasonDeniedPath, ReasonProgramNotAllowed,
+	ReasonUnpublished, ReasonInvalidArgument, ReasonDeniedPath, ReasonProtectedPath, ReasonProgramNotAllowed,
 	ReasonHookBlocked, ReasonApprovalRejected, ReasonBudgetExhausted, ReasonOversizedResult,
 	ReasonTimeout, ReasonToolError,
 }

@@ -245,6 +245,9 @@ type RunConfig struct {
 	View      RunView // the workspace (the one given to Prepare) and the extra paths
 	MaxOutput int     // per stream; 0: 64 KiB
 	MaxStdin  int     // 0: 1 MiB
+	// Held is what the description tells the model about the paths the
+	// gate holds from the program (gate.RunHeldSummary); "" says nothing.
+	Held string
 }
 
 // RunTool returns the run tool.
@@ -278,7 +281,8 @@ func (t *runTool) Description() string {
 	return "Run a program in the workspace inside a sandbox: fresh namespaces, no network unless allowed, " +
 		"writes only in the workspace and a private /tmp, and the whole process tree is killed when the program " +
 		"exits or the time limit passes. argv is passed as is, without a shell. Allowed programs (argv[0]): " +
-		strings.Join(names, ", ") + ". The result gives the exit status, stdout and stderr (each capped, head and tail kept)."
+		strings.Join(names, ", ") + ". The result gives the exit status, stdout and stderr (each capped, head and tail kept). " +
+		t.cfg.Held
 }
 
 var runSpec = sync.OnceValue(func() *argSpec { return mustArgSpec(RunArgs{}) })
@@ -343,7 +347,13 @@ type runCall struct {
 	spec spawn.Spec
 }
 
-func (c *runCall) Args() any       { return c.args }
+func (c *runCall) Args() any { return c.args }
+
+// Hold makes the child see h's paths held (see Holder).
+func (c *runCall) Hold(h Hold) {
+	c.spec.ReadOnly = holdPaths(c.spec.Workspace.Path, h.ReadOnly)
+	c.spec.Anchored = holdPaths(c.spec.Workspace.Path, h.Anchored)
+}
 func (c *runCall) Writes() []Write { return nil }
 
 func (c *runCall) Execute(ctx context.Context) (Result, error) {

@@ -225,6 +225,7 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 		Net:       p.Net == "host",
 		View:      view,
 		MaxOutput: int(p.MaxOutput),
+		Held:      gate.RunHeldSummary,
 	}))
 	c.host.ConfinedExecution = true
 	return c, nil

@@ -36,6 +36,8 @@ type doctorReport struct {
 	// none can run there (RunAsError).
 	RunAs      string `json:"run_as,omitempty"`
 	RunAsError string `json:"run_as_error,omitempty"`
+	// Held is what a run child may not change in the workspace.
+	Held string `json:"run_held"`
 }
 
 // publication says which entries a plan lets the gate publish, assuming at
@@ -66,7 +68,7 @@ func publication(plan confine.Plan) ([]string, map[string]string) {
 
 func (c *doctorCmd) Run(e *env) error {
 	rep := confine.Probe()
-	d := doctorReport{Probe: rep, Layers: rep.Table(), Helper: spawn.HelperSource()}
+	d := doctorReport{Probe: rep, Layers: rep.Table(), Helper: spawn.HelperSource(), Held: gate.RunHeldSummary}
 	if ws, err := filepath.Abs(c.Workspace); err != nil {
 		d.RunAsError = err.Error()
 	} else if id, err := spawn.ProbeIdentity(ws); err != nil {
@@ -125,6 +127,7 @@ func (c *doctorCmd) Run(e *env) error {
 		} else {
 			fmt.Fprintf(e.stdout, "run children of %s: cannot run: %s\n", c.Workspace, d.RunAsError)
 		}
+		fmt.Fprintf(e.stdout, "protected from run children: %s\n", d.Held)
 		if len(remedies) > 0 {
 			fmt.Fprintln(e.stdout, "\nHow to get what is missing:")
 			for _, r := range remedies {

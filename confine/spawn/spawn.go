@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine"
+	"github.com/b10x/harness/confine/spawn/internal/helper"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,6 +51,33 @@ type Spec struct {
 	// WritePaths are extra files or directories the child may read, write
 	// and execute (--allow-write), pinned as ReadPaths are.
 	WritePaths []Pinned
+	// ReadOnly are files and directories strictly beneath Workspace.Path,
+	// canonical absolute paths, that the child sees read-only: each is
+	// bound over itself, read-only, and since the program's mount
+	// namespace is nested in the helper's, the kernel locks the bind. The
+	// child cannot write, truncate, chmod, chown, rename, unlink or
+	// replace such a path (EROFS or EBUSY), nor anything beneath a
+	// directory named here. Each must exist as a regular file or a
+	// directory when the call starts, reached from the workspace without
+	// any symbolic link; otherwise the call fails at its
+	// "hold read-only <path>" step and the program never runs.
+	//
+	// Every directory between Workspace.Path and a ReadOnly or Anchored
+	// path is anchored too (see Anchored), so the path cannot be moved
+	// away with a parent either and another put in its place.
+	//
+	// What it does not protect against: a hard link to the same file that
+	// already exists elsewhere in the workspace (writes through it change
+	// the file); a path that does not exist at the start of the call (there
+	// is nothing to bind: the caller must check afterwards). At most
+	// MaxHeld paths, ReadOnly and Anchored together.
+	ReadOnly []string
+	// Anchored are directories strictly beneath Workspace.Path, canonical
+	// absolute paths, that the child may write in but cannot rename,
+	// remove or replace: each is bound over itself read-write, and a mount
+	// point cannot be renamed or removed (EBUSY). They must exist as
+	// ReadOnly paths must; the step is "hold in place <path>".
+	Anchored []string
 	// Net false (the default) gives the child a fresh network namespace that
 	// holds only a loopback interface: nothing outside the call is
 	// reachable. Net true leaves the host's network reachable; the Landlock
@@ -271,6 +300,9 @@ func (s Spec) validate() error {
 			return fmt.Errorf("spawn: Spec.Env[%d] %q: want NAME=value", i, e)
 		}
 	}
+	if err := s.checkHeld(); err != nil {
+		return err
+	}
 	for _, list := range []struct {
 		what  string
 		paths []Pinned
@@ -285,6 +317,85 @@ func (s Spec) validate() error {
 }
 
 func isAbs(p string) bool { return strings.HasPrefix(p, "/") }
+
+// MaxHeld bounds Spec.ReadOnly and Spec.Anchored together: each path is a
+// mount of the child's view (and each directory above one another), made
+// on every call.
+const MaxHeld = 1024
+
+// checkHeld validates Spec.ReadOnly and Spec.Anchored.
+func (s Spec) checkHeld() error {
+	if n := len(s.ReadOnly) + len(s.Anchored); n > MaxHeld {
+		return fmt.Errorf("spawn: Spec.ReadOnly and Spec.Anchored hold %d paths, above MaxHeld (%d)", n, MaxHeld)
+	}
+	for _, list := range []struct {
+		what  string
+		paths []string
+	}{{"Spec.ReadOnly", s.ReadOnly}, {"Spec.Anchored", s.Anchored}} {
+		for i, p := range list.paths {
+			switch {
+			case strings.IndexByte(p, 0) >= 0:
+				return fmt.Errorf("spawn: %s[%d] holds a NUL byte: %q", list.what, i, p)
+			case !isAbs(p) || filepath.Clean(p) != p:
+				return fmt.Errorf("spawn: %s[%d] %q: want a canonical absolute path", list.what, i, p)
+			case p == s.Workspace.Path || !within(p, s.Workspace.Path):
+				return fmt.Errorf("spawn: %s[%d] %q: not strictly beneath the workspace %s", list.what, i, p, s.Workspace.Path)
+			}
+		}
+	}
+	return nil
+}
+
+// held returns the rebinds of the child's view for Spec.ReadOnly and
+// Spec.Anchored: a path beneath a read-only one is dropped (the read-only
+// bind covers it), and every directory between the workspace and a held
+// path is anchored. Parents come before their children.
+func (s Spec) held() []helper.Mount {
+	if len(s.ReadOnly) == 0 && len(s.Anchored) == 0 {
+		return nil
+	}
+	ro := map[string]bool{}
+	for _, p := range s.ReadOnly {
+		ro[p] = true
+	}
+	covered := func(p string) bool {
+		for d := filepath.Dir(p); d != s.Workspace.Path && len(d) > len(s.Workspace.Path); d = filepath.Dir(d) {
+			if ro[d] {
+				return true
+			}
+		}
+		return false
+	}
+	kind := map[string]bool{} // path -> read-only
+	for _, p := range s.ReadOnly {
+		if !covered(p) {
+			kind[p] = true
+		}
+	}
+	for _, p := range s.Anchored {
+		if !ro[p] && !covered(p) {
+			kind[p] = false
+		}
+	}
+	for p := range kind {
+		for d := filepath.Dir(p); d != s.Workspace.Path && len(d) > len(s.Workspace.Path); d = filepath.Dir(d) {
+			if _, ok := kind[d]; !ok {
+				kind[d] = false
+			}
+		}
+	}
+	out := make([]helper.Mount, 0, len(kind))
+	for p, r := range kind {
+		out = append(out, helper.Mount{Kind: helper.Rebind, Src: s.Workspace.Path, Dst: p, RO: r})
+	}
+	slices.SortFunc(out, func(a, b helper.Mount) int {
+		if d := depth(a.Dst) - depth(b.Dst); d != 0 {
+			return d
+		}
+		return strings.Compare(a.Dst, b.Dst)
+	})
+	return out
+}
 
 // signalName names a signal the way Result.Signal does ("SIGKILL").
 func signalName(sig syscall.Signal) string {

@@ -209,6 +209,13 @@ func buildView(s Spec, masks []string) ([]helper.Mount, []llRule, error) {
 		}
 	}
 
+	// The held paths beneath the workspace come last: each is resolved
+	// in the view, beneath the workspace's bind, after every bind it may
+	// lie in.
+	for _, m := range s.held() {
+		kept = append(kept, entry{op: m})
+	}
+
 	ops := make([]helper.Mount, 0, len(kept))
 	rules := []llRule{{Path: "/", Dir: true, Kind: llList}}
 	for _, e := range kept {

@@ -23,6 +23,8 @@ func encodeSpec(e *helper.Encoder, s Spec) {
 	e.I64(int64(s.Limits.CPUPeriod))
 	e.I64(int64(s.Timeout))
 	e.I64(s.TmpSize)
+	e.Strs(s.ReadOnly)
+	e.Strs(s.Anchored)
 }
 
 func decodeSpec(d *helper.Decoder) Spec {
@@ -45,6 +47,8 @@ func decodeSpec(d *helper.Decoder) Spec {
 	s.Limits.CPUPeriod = time.Duration(d.I64())
 	s.Timeout = time.Duration(d.I64())
 	s.TmpSize = d.I64()
+	s.ReadOnly = d.Strs()
+	s.Anchored = d.Strs()
 	return s
 }
 

@@ -210,6 +210,8 @@ func buildRoot(p *Plan) (string, error) {
 			if err = mountPoint(base, m.Dst, true); err == nil {
 				err = opErr("mount proc", m.Dst, sysMount("proc", dst, "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, ""))
 			}
+		case Rebind:
+			err = rebind(base, m)
 		case MaskFile:
 			err = opErr("bind /dev/null", m.Dst, sysMount("/dev/null", dst, "", syscall.MS_BIND, ""))
 		case MaskDir:
@@ -261,6 +263,11 @@ func mountStep(m Mount) string {
 	switch m.Kind {
 	case Bind:
 		return "bind " + m.Dst
+	case Rebind:
+		if m.RO {
+			return "hold read-only " + m.Dst
+		}
+		return "hold in place " + m.Dst
 	case Symlink:
 		return "symlink " + m.Dst
 	case Proc:

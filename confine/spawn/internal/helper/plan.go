@@ -69,6 +69,11 @@ const (
 	Proc                          // a fresh proc at Dst for the new PID namespace
 	MaskFile                      // hide the file at Dst behind /dev/null
 	MaskDir                       // hide the directory at Dst behind an empty tmpfs
+	// Rebind binds Dst over itself (read-only with RO), Dst resolved
+	// beneath Src, the destination of an earlier bind, without following
+	// any symbolic link; it must exist as a regular file or a directory.
+	// See rebind.go.
+	Rebind
 	mountKindEnd
 )
 

@@ -34,6 +34,7 @@ const (
 	prGetNoNewPrivs     = 39   // PR_GET_NO_NEW_PRIVS
 	resolveNoMagiclinks = 0x02 // RESOLVE_NO_MAGICLINKS
 	resolveNoSymlinks   = 0x04 // RESOLVE_NO_SYMLINKS
+	resolveBeneath      = 0x08 // RESOLVE_BENEATH
 
 	prSetNoNewPrivs      = 38 // PR_SET_NO_NEW_PRIVS
 	prCapAmbient         = 47 // PR_CAP_AMBIENT
@@ -47,6 +48,7 @@ const (
 	mountAttrNodev  = 0x4 // MOUNT_ATTR_NODEV
 
 	moveMountFEmptyPath = 0x4    // MOVE_MOUNT_F_EMPTY_PATH
+	moveMountTEmptyPath = 0x40   // MOVE_MOUNT_T_EMPTY_PATH
 	closeRangeCloexec   = 1 << 2 // CLOSE_RANGE_CLOEXEC
 
 	seccompSetModeFilter = 1 // SECCOMP_SET_MODE_FILTER

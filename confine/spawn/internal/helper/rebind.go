@@ -1,0 +1,87 @@
+package helper
+
+import (
+	"strings"
+	"syscall"
+	"unsafe"
+)
+
+// Rebinds (Mount kind Rebind): a file or directory beneath an earlier bind
+// of the view (the workspace) is bound over itself, read-only or not. Once
+// the program's mount namespace is made (nested, so every mount is locked),
+// a read-only rebind cannot be written, chmod-ed, unmounted or remounted,
+// and no mount point, read-only or not, can be renamed, removed or
+// replaced: rename(2), unlink(2) and rmdir(2) of a mount point fail with
+// EBUSY. The parent computes which paths; here each is resolved beneath its
+// bind without following any symbolic link, and cloned from the descriptor
+// resolved, so a link planted in the workspace never redirects a rebind.
+
+// rebind binds m.Dst over itself in the view at base: resolved beneath
+// base+m.Src (an earlier bind's destination) with RESOLVE_BENEATH and
+// RESOLVE_NO_SYMLINKS, it must be a regular file or a directory.
+func rebind(base string, m Mount) error {
+	if !strings.HasPrefix(m.Dst, m.Src+"/") {
+		return opErr("rebind", m.Dst, syscall.EINVAL)
+	}
+	rel := m.Dst[len(m.Src)+1:]
+	root, err := sysOpenat2(atFDCWDInt, base+m.Src, oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, resolveNoSymlinks|resolveNoMagiclinks)
+	if err != nil {
+		return opErr("openat2", m.Src, err)
+	}
+	defer sysClose(root)
+	fd, err := sysOpenat2(root, rel, oPath|syscall.O_CLOEXEC, resolveBeneath|resolveNoSymlinks|resolveNoMagiclinks)
+	switch err {
+	case nil:
+	case syscall.ELOOP:
+		return opErr("openat2", m.Dst, &hintError{err, "a component is a symbolic link; a path held for the child is never followed through a link"})
+	case syscall.ENOENT:
+		return opErr("openat2", m.Dst, &hintError{err, "the path to hold was removed before the call started"})
+	default:
+		return opErr("openat2", m.Dst, err)
+	}
+	defer sysClose(fd)
+	var st syscall.Stat_t
+	empty, _ := ptr("")
+	if _, _, e := syscall.RawSyscall6(sysFstatat, uintptr(fd), uintptr(unsafe.Pointer(empty)), uintptr(unsafe.Pointer(&st)), atEmptyPath, 0, 0); e != 0 {
+		return opErr("fstat", m.Dst, e)
+	}
+	if t := st.Mode & syscall.S_IFMT; t != syscall.S_IFREG && t != syscall.S_IFDIR {
+		return opErr("rebind", m.Dst, &hintError{syscall.EINVAL, "only a regular file or a directory can be held"})
+	}
+	tfd, _, e := syscall.RawSyscall(sysOpenTreeNr, uintptr(fd), uintptr(unsafe.Pointer(empty)), openTreeClone|openTreeCloexec|atRecursive|atEmptyPath)
+	if e != 0 {
+		return opErr("open_tree", m.Dst, e)
+	}
+	tree := int(tfd)
+	defer sysClose(tree)
+	attr := uint64(mountAttrNosuid | mountAttrNodev)
+	if m.RO {
+		attr |= mountAttrRdonly
+	}
+	if err := sysMountSetattr(tree, "", atEmptyPath|atRecursive, attr); err != nil {
+		return opErr("mount_setattr", m.Dst, err)
+	}
+	if _, _, e := syscall.RawSyscall6(sysMoveMountNr, uintptr(tree), uintptr(unsafe.Pointer(empty)), uintptr(fd), uintptr(unsafe.Pointer(empty)), moveMountFEmptyPath|moveMountTEmptyPath, 0); e != 0 {
+		return opErr("move_mount", m.Dst, e)
+	}
+	return nil
+}
+
+// sysOpenat2 is openat2(2), retried on EINTR and EAGAIN.
+func sysOpenat2(dirfd int, path string, flags int, resolve uint64) (int, error) {
+	p, err := ptr(path)
+	if err != nil {
+		return -1, err
+	}
+	how := openHow{flags: uint64(flags), resolve: resolve}
+	for {
+		fd, _, e := syscall.RawSyscall6(sysOpenat2Nr, uintptr(dirfd), uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(&how)), unsafe.Sizeof(how), 0, 0)
+		if e == syscall.EINTR || e == syscall.EAGAIN {
+			continue
+		}
+		if e != 0 {
+			return -1, e
+		}
+		return int(fd), nil
+	}
+}
