@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"unicode/utf8"
 
 	"github.com/alecthomas/kong"
@@ -72,6 +73,15 @@ func realMain(args []string, e env) (code int) {
 			code = 70
 		}
 	}()
+	// A relative $TMPDIR names a different place for every process that
+	// does not share the harness's working directory (hooks, the
+	// temporary directory's remover) and cannot be a Landlock rule: it is
+	// made absolute once, here, for the harness and all it starts.
+	if d := os.Getenv("TMPDIR"); d != "" && !filepath.IsAbs(d) {
+		if abs, err := filepath.Abs(d); err == nil {
+			os.Setenv("TMPDIR", abs)
+		}
+	}
 	// Kong turns invalid UTF-8 in an argument into U+FFFD, which could alias
 	// one name to another. So: no argument may be invalid UTF-8, except the
 	// last one of call (its ARGS_JSON), which callCmd takes byte for byte so
