@@ -551,6 +551,23 @@ func TestAttackExecForkBomb(t *testing.T) {
 			t.Fatal("the bomb ran although strict refused")
 		}
 	})
+	t.Run("an asked limit the host cannot enforce refuses to start", func(t *testing.T) {
+		t.Parallel()
+		testenv.Require(t, !pids, "a shape without pids.max", testenv.ShapeDebian61)
+		u := atkUnique(t)
+		for _, args := range [][]string{
+			append([]string{"call", "--workspace", a.ws, "--pids-max", "64"}, append(progFlags("sh"), "run", runArgs(t, bomb(u), map[string]any{"timeout_s": 3}))...),
+			{"exec", "--workspace", a.ws, "--pids-max=64", "--", "/bin/sh", "-c", "echo started > started"},
+		} {
+			r := atkHarness(t, nil, "", args...)
+			if r.code != exitUsage || r.stdout != "" || !strings.Contains(r.stderr, "--pids-max was given but cannot be enforced") || !strings.Contains(r.stderr, "pids") {
+				t.Fatalf("%s: exit %d stdout %q stderr %s", args[0], r.code, r.stdout, r.stderr)
+			}
+			if _, err := os.Stat(filepath.Join(a.ws, "started")); err == nil {
+				t.Fatalf("%s: the program ran although the asked limit cannot hold", args[0])
+			}
+		}
+	})
 	t.Run("bounded by pids.max", func(t *testing.T) {
 		t.Parallel()
 		testenv.Require(t, pids, "pids.max for run calls", testenv.ShapeHost, testenv.ShapeCgroupV1)
@@ -581,7 +598,12 @@ func TestAttackExecForkBomb(t *testing.T) {
 		// on a host without pids.max.
 		u := atkUnique(t)
 		tree := fmt.Sprintf(`t(){ echo x >> nodes; if [ $1 -gt 0 ]; then t $(($1-1)) & t $(($1-1)) & fi; sleep 1000.%s; }; t 5`, u)
-		at := a.call(t, nil, append([]string{"--pids-max", "512"}, runFlags("sh")...), "run",
+		flags := runFlags("sh")
+		if pids {
+			// An asked limit must hold: it is asked only where it can.
+			flags = append([]string{"--pids-max", "512"}, flags...)
+		}
+		at := a.call(t, nil, flags, "run",
 			runArgs(t, []string{"sh", "-c", tree}, map[string]any{"timeout_s": 10, "cwd": "sub"}))
 		at.want(t, "failed", "timeout")
 		if left := atkProcs("1000." + u); len(left) > 0 {

@@ -97,6 +97,11 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 	if m == confine.Off {
 		c.host.WorkspaceWhy = "--confine off"
 		c.host.ExecutionWhy = "--confine off"
+		if len(p.AllowProgram) > 0 {
+			if err := checkAskedLimits(nil, p.limitFlags.asked(), "--confine off publishes no run tool"); err != nil {
+				return nil, err
+			}
+		}
 		return c, nil
 	}
 	if len(plan.Missing) > 0 {
@@ -169,6 +174,11 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 	}
 	if !plan.ConfinedExecution {
 		c.host.ExecutionWhy = "this host cannot confine run calls (see `b10x-harness doctor`)"
+		if len(progs) > 0 {
+			if err := checkAskedLimits(nil, p.limitFlags.asked(), "this host cannot confine run calls"); err != nil {
+				return nil, err
+			}
+		}
 		return c, nil
 	}
 	if len(progs) == 0 {
@@ -179,6 +189,9 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 	// child needs fresh mounts (docs/decisions/0030-spawn-broker.md).
 	mgr, err := openCgroup(m, plan, s)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkAskedLimits(mgr, p.limitFlags.asked(), ""); err != nil {
 		return nil, err
 	}
 	if mgr != nil {

@@ -113,6 +113,9 @@ func (c *execCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
+	if err := checkAskedLimits(mgr, c.asked(), ""); err != nil {
+		return err
+	}
 	for _, n := range s.notes {
 		fmt.Fprintln(e.stderr, "b10x-harness: "+n)
 	}

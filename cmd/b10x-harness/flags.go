@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"github.com/b10x/harness/cgroup"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -100,13 +101,79 @@ type policyFlags struct {
 // limitFlags are shared by the run tool and exec.
 type limitFlags struct {
 	Timeout    time.Duration `help:"Wall-clock limit per run call (default 2m for the tool, 10m for exec)."`
-	MemoryMax  byteSize      `default:"2GiB" help:"memory.max of each run call's cgroup."`
+	MemoryMax  byteSize      `default:"2GiB" help:"memory.max of each run call's cgroup. The default degrades with a note where the host has no memory controller; a value given here refuses to start there."`
 	TmpSize    byteSize      `default:"${tmp_size_default}" help:"Size cap of each of a run call's private /tmp and /dev/shm (tmpfs, held in memory); a write past it fails with ENOSPC. A cap above the host's memory is accepted and bounds nothing."`
-	PidsMax    int64         `default:"512" help:"pids.max of each run call's cgroup."`
-	CPUMax     float64       `help:"CPUs each run call may use (cpu.max), e.g. 1.5; 0: unlimited."`
+	PidsMax    int64         `default:"512" help:"pids.max of each run call's cgroup. The default degrades with a note where the host has no pids controller; a value given here refuses to start there."`
+	CPUMax     float64       `help:"CPUs each run call may use (cpu.max), e.g. 1.5; 0: unlimited. Refuses to start where the host has no cpu controller."`
 	Net        string        `default:"none" enum:"none,host" help:"Network for run calls: none (an empty network namespace) or host."`
 	AllowRead  []string      `sep:"none" help:"An extra path run calls may read; outside the workspace, resolved once at start (a later rename or link there makes calls fail)." placeholder:"PATH"`
 	AllowWrite []string      `sep:"none" help:"An extra path run calls may write; outside the workspace, resolved once at start (a later rename or link there makes calls fail)." placeholder:"PATH"`
 	PassEnv    []string      `sep:"none" help:"An environment variable passed to run calls; repeatable." placeholder:"NAME"`
 	MaxOutput  byteSize      `default:"64KiB" help:"Cap on each of stdout and stderr of a run call (head and tail kept)."`
+}
+
+// askedLimits records which limit flags the command line gave explicitly
+// (set by realMain): a limit the user asked for must hold or the harness
+// refuses to start; a default may degrade with a note.
+var askedLimits = map[string]bool{}
+
+// noteAskedLimits scans args, up to a "--", for the limit flags.
+func noteAskedLimits(args []string) {
+	for _, a := range args {
+		if a == "--" {
+			return
+		}
+		for _, f := range []string{"--memory-max", "--pids-max", "--cpu-max"} {
+			if a == f || strings.HasPrefix(a, f+"=") {
+				askedLimits[f] = true
+			}
+		}
+	}
+}
+
+// asked returns the limits the flags set (zero where unset or invalid:
+// limits() reports bad values).
+func (l *limitFlags) asked() cgroup.Limits {
+	lim := cgroup.Limits{PidsMax: max(l.PidsMax, 0), MemoryMax: int64(l.MemoryMax)}
+	if l.CPUMax > 0 {
+		lim.CPUQuota = time.Duration(l.CPUMax * float64(cgroup.DefaultCPUPeriod))
+	}
+	return lim
+}
+
+// checkAskedLimits refuses (a usage error, exit 2) when a limit flag the
+// user gave cannot be enforced by the cgroup leaves here, naming the
+// controller and how to get it. mgr nil means run calls get no leaf; why,
+// when not empty, says why no run call gets anything at all.
+func checkAskedLimits(mgr *cgroup.Manager, lim cgroup.Limits, why string) error {
+	for _, l := range []struct {
+		flag, ctl string
+		set       bool
+	}{
+		{"--pids-max", "pids", lim.PidsMax > 0},
+		{"--memory-max", "memory", lim.MemoryMax > 0},
+		{"--cpu-max", "cpu", lim.CPUQuota > 0},
+	} {
+		if !askedLimits[l.flag] || !l.set {
+			continue
+		}
+		if mgr != nil && slices.Contains(mgr.Controllers(), l.ctl) {
+			continue
+		}
+		reason := why
+		switch {
+		case reason != "":
+		case mgr == nil:
+			reason = "run calls get no cgroup leaf here, so no " + l.ctl + " controller"
+		default:
+			reason = "the cgroup leaves here have no " + l.ctl + " controller"
+			for _, m := range mgr.Missing() {
+				if strings.HasPrefix(m, l.ctl+" ") {
+					reason = m
+				}
+			}
+		}
+		return usagef("%s was given but cannot be enforced: %s (see `b10x-harness doctor`; drop the flag to run without the limit)", l.flag, reason)
+	}
+	return nil
 }

@@ -82,6 +82,7 @@ func realMain(args []string, e env) (code int) {
 			os.Setenv("TMPDIR", abs)
 		}
 	}
+	noteAskedLimits(args)
 	// Kong turns invalid UTF-8 in an argument into U+FFFD, which could alias
 	// one name to another. So: no argument may be invalid UTF-8, except the
 	// last one of call (its ARGS_JSON), which callCmd takes byte for byte so
