@@ -182,8 +182,11 @@ func (g *Gate) runHooks(ctx context.Context, req Request, rec *CallRecord) (hook
 		cmd.WaitDelay = time.Second
 		// The hook and whatever it starts form one process group, killed
 		// whole at the timeout and after the hook ends: nothing a hook
-		// started outlives its verdict.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		// started outlives its verdict. If the harness dies first (even
+		// by SIGKILL) the hook itself is killed too (its descendants then
+		// have no group leader's parent to answer to: a hook that forks
+		// must not rely on outliving the harness).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 		runErr := cmd.Run()
 		if cmd.Process != nil {
