@@ -20,21 +20,27 @@ func (r *specRunner) Run(ctx context.Context, s spawn.Spec, io spawn.Stdio) (spa
 	return spawn.Result{}, nil
 }
 
-// TestRunConfigReachesSpec: the run tool's configuration, TmpSize included,
-// is what the runner gets.
-func TestRunConfigReachesSpec(t *testing.T) {
+// specWorkspace opens a fresh workspace and its view as PinRunView would
+// make it, without holding a descriptor for the rest of the test process
+// (specRunner checks nothing).
+func specWorkspace(t *testing.T) (*Workspace, RunView) {
+	t.Helper()
 	ws, err := OpenWorkspace(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ws.Close()
-	// The view as PinRunView would make it, without holding a descriptor
-	// for the rest of the test process (this runner checks nothing).
+	t.Cleanup(func() { ws.Close() })
 	var st syscall.Stat_t
 	if err := syscall.Stat(ws.Dir(), &st); err != nil {
 		t.Fatal(err)
 	}
-	view := RunView{Workspace: spawn.Pinned{Path: ws.Dir(), Dev: st.Dev, Ino: st.Ino, Dir: true}}
+	return ws, RunView{Workspace: spawn.Pinned{Path: ws.Dir(), Dev: st.Dev, Ino: st.Ino, Dir: true}}
+}
+
+// TestRunConfigReachesSpec: the run tool's configuration, TmpSize included,
+// is what the runner gets.
+func TestRunConfigReachesSpec(t *testing.T) {
+	ws, view := specWorkspace(t)
 	for _, size := range []int64{0, 3 << 20} {
 		r := &specRunner{}
 		tool := RunTool(RunConfig{Programs: Programs{"true": "/bin/true"}, Runner: r, TmpSize: size, Net: true, View: view})
@@ -54,16 +60,7 @@ func TestRunConfigReachesSpec(t *testing.T) {
 // TestModelTimeoutOnlyLowers: the model's timeout_s may lower the
 // harness's limit, never raise it; the runner gets the smaller of the two.
 func TestModelTimeoutOnlyLowers(t *testing.T) {
-	ws, err := OpenWorkspace(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Close()
-	var st syscall.Stat_t
-	if err := syscall.Stat(ws.Dir(), &st); err != nil {
-		t.Fatal(err)
-	}
-	view := RunView{Workspace: spawn.Pinned{Path: ws.Dir(), Dev: st.Dev, Ino: st.Ino, Dir: true}}
+	ws, view := specWorkspace(t)
 	cases := []struct {
 		limit time.Duration // RunConfig.Timeout, the harness's --timeout
 		args  string

@@ -134,6 +134,20 @@ func (e *atkExecCall) check(t *testing.T, r atkRun) {
 func (a *atkWS) exec(t *testing.T, env []string, args ...string) atkRun {
 	t.Helper()
 	e := a.execPrepare(t, env, args...)
+	r := e.run(t)
+	if strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, "panic:") {
+		t.Fatalf("a stack trace reached the user:\n%s", r.stderr)
+	}
+	if atkExecution() {
+		e.check(t, r)
+	}
+	return r
+}
+
+// run runs the prepared command to its end and returns what it printed
+// and how it ended.
+func (e *atkExecCall) run(t *testing.T) atkRun {
+	t.Helper()
 	var so, se bytes.Buffer
 	e.cmd.Stdout, e.cmd.Stderr = &so, &se
 	err := e.cmd.Run()
@@ -144,12 +158,6 @@ func (a *atkWS) exec(t *testing.T, env []string, args ...string) atkRun {
 		r.code = ee.ExitCode()
 	case err != nil:
 		t.Fatalf("running the harness: %v", err)
-	}
-	if strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, "panic:") {
-		t.Fatalf("a stack trace reached the user:\n%s", r.stderr)
-	}
-	if atkExecution() {
-		e.check(t, r)
 	}
 	return r
 }

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -37,17 +34,7 @@ func atkShadowHashes() []string {
 func (a *atkWS) execOnce(t *testing.T, args ...string) (atkRun, *execReport) {
 	t.Helper()
 	e := a.execPrepare(t, nil, args...)
-	var so, se bytes.Buffer
-	e.cmd.Stdout, e.cmd.Stderr = &so, &se
-	err := e.cmd.Run()
-	r := atkRun{stdout: so.String(), stderr: se.String(), state: e.cmd.ProcessState}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("running the harness: %v", err)
-	}
+	r := e.run(t)
 	b, err := os.ReadFile(e.report)
 	if err != nil {
 		return r, nil

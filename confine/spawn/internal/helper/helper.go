@@ -68,16 +68,7 @@ func opErr(op, operand string, err error) error {
 // Every failure before the program's execve is reported on the status
 // pipe and ends the helper, and with it the namespace.
 func Main() {
-	// Every step below must run on this one thread: the mount and
-	// capability state of the second stage's clone are this thread's.
-	runtime.LockOSThread()
-	if _, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, StatusFD, syscall.F_SETFD, syscall.FD_CLOEXEC); e != 0 {
-		os.Exit(ExitSetup)
-	}
-	p, err := readPlan()
-	if err != nil {
-		fail("read plan", err)
-	}
+	p := startStage()
 	// Nothing this stage holds (the helper image, the runtime's own
 	// descriptors) reaches the second stage but what it is given.
 	if _, _, e := syscall.RawSyscall(sysCloseRangeNr, StatusFD+1, ^uintptr(0), closeRangeCloexec); e != 0 {
@@ -99,6 +90,23 @@ func Main() {
 		fail("start the program's stage", err)
 	}
 	initLoop(pid)
+}
+
+// startStage begins either stage: it locks the thread (every step of a
+// stage must run on one thread: the mount, capability, no_new_privs,
+// seccomp and Landlock state are per thread, and the second stage's clone
+// copies this thread's), marks the status pipe close-on-exec and reads the
+// plan.
+func startStage() *Plan {
+	runtime.LockOSThread()
+	if _, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, StatusFD, syscall.F_SETFD, syscall.FD_CLOEXEC); e != 0 {
+		os.Exit(ExitSetup)
+	}
+	p, err := readPlan()
+	if err != nil {
+		fail("read plan", err)
+	}
+	return p
 }
 
 // fail reports a failed step and ends the process (in the first stage, as

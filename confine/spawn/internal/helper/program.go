@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"os/signal"
-	"runtime"
 	"strconv"
 	"syscall"
 	"unsafe"
@@ -127,14 +126,7 @@ func initLoop(pid int) {
 // programMain is the second stage: it confines itself and executes the
 // program. It never returns.
 func programMain() {
-	runtime.LockOSThread()
-	if _, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, StatusFD, syscall.F_SETFD, syscall.FD_CLOEXEC); e != 0 {
-		os.Exit(ExitSetup)
-	}
-	p, err := readPlan()
-	if err != nil {
-		fail("read plan", err)
-	}
+	p := startStage()
 	layers, step, err := confineProgram(p)
 	if err != nil {
 		fail(step, err)
