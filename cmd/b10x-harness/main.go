@@ -72,7 +72,7 @@ func main() {
 func realMain(args []string, e env) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
-			fmt.Fprintf(e.stderr, "b10x-harness: internal error: %s\n", termsafe.Text(fmt.Sprint(r)))
+			fmt.Fprintf(e.stderr, "b10x-harness: internal error: %s\n", termsafe.Message(fmt.Sprint(r)))
 			code = 70
 		}
 	}()
@@ -116,7 +116,7 @@ func realMain(args []string, e env) (code int) {
 		return exited
 	}
 	if perr != nil {
-		fmt.Fprintf(e.stderr, "b10x-harness: %s\n", termsafe.Text(perr.Error()))
+		fmt.Fprintf(e.stderr, "b10x-harness: %s\n", termsafe.Message(perr.Error()))
 		return exitUsage
 	}
 	if err := kctx.Run(&e); err != nil {
@@ -125,7 +125,7 @@ func realMain(args []string, e env) (code int) {
 			return ee.code
 		}
 		// An error may quote what a record, a file or a model holds.
-		fmt.Fprintf(e.stderr, "b10x-harness: %s\n", termsafe.Text(err.Error()))
+		fmt.Fprintf(e.stderr, "b10x-harness: %s\n", termsafe.Message(err.Error()))
 		var ue usageError
 		if errors.As(err, &ue) {
 			return exitUsage

@@ -47,6 +47,19 @@ func Line(s string) string { return render(s, false) }
 // else is escaped as Line escapes it. It is safe for concurrent use.
 func Text(s string) string { return render(s, true) }
 
+// Message renders an error or a note that may quote untrusted text: as it
+// is when it holds nothing a terminal would act on (so a message that
+// quoted its operands with %q is not escaped twice), as Text renders it
+// otherwise. Unlike Text, its result is safe but not always unambiguous.
+func Message(s string) string {
+	for _, r := range s {
+		if r == utf8.RuneError || (r != '\n' && r != '\t' && Unsafe(r)) {
+			return Text(s)
+		}
+	}
+	return s
+}
+
 // Unsafe reports whether r is escaped by Line and Text (apart from the
 // backslash, \n and \t, which depend on the context).
 func Unsafe(r rune) bool {

@@ -55,6 +55,15 @@ func TestAttacks(t *testing.T) {
 	}
 }
 
+func TestMessage(t *testing.T) {
+	if got := Message(`rule "a\x1b" is invalid`); got != `rule "a\x1b" is invalid` {
+		t.Errorf("a quoted message was escaped again: %q", got)
+	}
+	if got := Message("rule a\x1b[2J\\ is invalid"); got != `rule a\x1b[2J\\ is invalid` {
+		t.Errorf("Message = %q", got)
+	}
+}
+
 func TestArg(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{"git", "git"},
@@ -162,6 +171,7 @@ func FuzzRender(f *testing.F) {
 				t.Fatalf("render(%q, %v) = %q does not decode back (%v, %q)", in, multiline, out, ok, back)
 			}
 		}
+		checkSafe(t, Message(in), true)
 		arg := Arg(in)
 		checkSafe(t, arg, false)
 		checkSafe(t, string(JSON([]byte(in))), true)
