@@ -14,6 +14,10 @@ type Request struct {
 	Writes  []tools.Write // canonical paths a write tool would change
 	Surface string        // the surface the call arrived by
 	Via     string        // "tool_invoke" when it came through the verbs surface
+	// Preview is what the call would do (a file_edit's diff, a run's
+	// resolved program and cwd), filled in only for an approver. Like
+	// Args it is untrusted text: render it with internal/termsafe.
+	Preview tools.Preview
 }
 
 // Decision is an approver's answer.

@@ -382,6 +382,9 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 			rec.Approval = "approved-standing"
 			pass("approval", "standing approval for "+entry.Name)
 		} else {
+			if pv, ok := prep.(tools.Previewer); ok {
+				req.Preview = pv.Preview()
+			}
 			d, err := g.cfg.Approver.Approve(ctx, req)
 			if err != nil || !d.Approved {
 				rec.Approval = "rejected"

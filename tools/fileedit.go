@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -78,13 +79,25 @@ type fileEditCall struct {
 func (c *fileEditCall) Args() any       { return c.args }
 func (c *fileEditCall) Writes() []Write { return []Write{{Path: c.rel, Whole: false}} }
 
-func (c *fileEditCall) Execute(ctx context.Context) (Result, error) {
-	if err := ctx.Err(); err != nil {
-		return Result{}, ctxError(err, "file_edit")
+// Preview implements Previewer: the diff the edit would make to the file
+// as it is now. The file is read again when the call executes; if it
+// changed in between, the change applied is the one the result shows.
+func (c *fileEditCall) Preview() Preview {
+	text, _, offs, err := c.plan()
+	if err != nil {
+		msg := "the file could not be read"
+		if te := (*Error)(nil); errors.As(err, &te) {
+			msg = te.Public
+		}
+		return Preview{DiffErr: msg}
 	}
-	var text string
-	var before unix.Stat_t
-	err := c.ws.withRoot(func(root int) error {
+	return Preview{Diff: editDiff(c.rel, text, c.args.OldString, c.args.NewString, offs)}
+}
+
+// plan reads the file and finds the occurrences of old_string; errors are
+// the call's.
+func (c *fileEditCall) plan() (text string, before unix.Stat_t, offs []int, err error) {
+	err = c.ws.withRoot(func(root int) error {
 		f, err := openRegular(root, c.rel, "read")
 		if err != nil {
 			return err
@@ -108,13 +121,9 @@ func (c *fileEditCall) Execute(ctx context.Context) (Result, error) {
 		return nil
 	})
 	if err != nil {
-		return Result{}, err
+		return "", before, nil, err
 	}
-	if testHookAfterEditRead != nil {
-		testHookAfterEditRead()
-	}
-	old, repl := c.args.OldString, c.args.NewString
-	var offs []int
+	old := c.args.OldString
 	for pos := 0; ; {
 		i := strings.Index(text[pos:], old)
 		if i < 0 {
@@ -125,10 +134,25 @@ func (c *fileEditCall) Execute(ctx context.Context) (Result, error) {
 	}
 	switch {
 	case len(offs) == 0:
-		return Result{}, Errorf(ReasonToolError, nil, "old_string was not found in %q (0 occurrences); it must match the file exactly, whitespace included", c.rel)
+		return "", before, nil, Errorf(ReasonToolError, nil, "old_string was not found in %q (0 occurrences); it must match the file exactly, whitespace included", c.rel)
 	case len(offs) > 1 && !c.args.ReplaceAll:
-		return Result{}, Errorf(ReasonToolError, nil, "old_string occurs %d times in %q; include more surrounding text to make it unique, or set replace_all", len(offs), c.rel)
+		return "", before, nil, Errorf(ReasonToolError, nil, "old_string occurs %d times in %q; include more surrounding text to make it unique, or set replace_all", len(offs), c.rel)
 	}
+	return text, before, offs, nil
+}
+
+func (c *fileEditCall) Execute(ctx context.Context) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, ctxError(err, "file_edit")
+	}
+	text, before, offs, err := c.plan()
+	if err != nil {
+		return Result{}, err
+	}
+	if testHookAfterEditRead != nil {
+		testHookAfterEditRead()
+	}
+	old, repl := c.args.OldString, c.args.NewString
 	var nb strings.Builder
 	pos := 0
 	for _, o := range offs {

@@ -338,14 +338,19 @@ func (t *runTool) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) 
 		ReadPaths: t.cfg.View.Read, WritePaths: t.cfg.View.Write, Net: t.cfg.Net, Limits: t.cfg.Limits, Timeout: timeout,
 		TmpSize: t.cfg.TmpSize,
 	}
-	return &runCall{t: t, args: a, spec: spec}, nil
+	return &runCall{t: t, args: a, spec: spec, cwd: cwd}, nil
 }
 
 type runCall struct {
 	t    *runTool
 	args RunArgs
 	spec spawn.Spec
+	cwd  string // canonical, relative to the workspace root
 }
+
+// Preview implements Previewer: the program's resolved path and the
+// working directory.
+func (c *runCall) Preview() Preview { return Preview{Program: c.spec.Path, Dir: c.cwd} }
 
 func (c *runCall) Args() any { return c.args }
 

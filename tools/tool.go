@@ -53,6 +53,26 @@ type Releaser interface {
 	Release()
 }
 
+// Previewer is implemented by a Prepared call that can show a person,
+// before it executes, what it would do (file_edit, run). The gate asks for
+// a preview only when an approver is to be asked. Preview reads what it
+// needs at that moment; nothing guarantees the call, executed later, finds
+// the same state (the result says what was done).
+type Previewer interface {
+	Preview() Preview
+}
+
+// Preview is what a call would do, for an approver. The strings are
+// untrusted (they hold model arguments and file text): render them with
+// internal/termsafe before they reach a terminal. Fields that do not apply
+// to the call are empty; the zero value previews nothing.
+type Preview struct {
+	Diff    string // file_edit: the unified diff of the change to the file as it is now
+	DiffErr string // file_edit: why no diff could be made (the call would fail with it)
+	Program string // run: the host path argv[0] resolves to
+	Dir     string // run: the working directory, relative to the workspace root
+}
+
 // Write is one path a write tool would change. Path is canonical and
 // workspace-relative (symbolic links resolved), so a write-scope rule
 // matched against it cannot be dodged through a link. Whole is true for a

@@ -268,9 +268,17 @@ func TestFileEdit(t *testing.T) {
 	if w := pr.Writes(); len(w) != 1 || w[0] != (Write{Path: "sub/inner.txt", Whole: false}) {
 		t.Fatalf("Writes() = %v", w)
 	}
+	pv := pr.(Previewer).Preview()
 	r, err := pr.Execute(context.Background())
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The approver is shown, before the call, the diff the result shows after it.
+	if wantDiff := strings.TrimPrefix(r.Text, "edited sub/inner.txt: 1 replacement(s)\n"); pv.Diff != wantDiff || pv.DiffErr != "" {
+		t.Errorf("Preview() = %+v, want the diff %q", pv, wantDiff)
+	}
+	if pv := pr.(Previewer).Preview(); pv.Diff != "" || !strings.Contains(pv.DiffErr, "not found") {
+		t.Errorf("after the edit, Preview() = %+v, want old_string not found", pv)
 	}
 	want := "edited sub/inner.txt: 1 replacement(s)\n--- a/sub/inner.txt\n+++ b/sub/inner.txt\n@@ -1,1 +1,1 @@\n-inner text\n+outer text\n"
 	if r.Text != want {

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/internal/termsafe"
 	"github.com/b10x/harness/surface"
 )
 
@@ -39,9 +40,7 @@ func (c *toolsCmd) Run(e *env) error {
 		if defs == nil {
 			defs = []surface.Def{}
 		}
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(defs)
+		return writeJSON(e.stdout, "  ", defs)
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "SURFACE %s — what the model sees:\n", kind)
@@ -51,7 +50,7 @@ func (c *toolsCmd) Run(e *env) error {
 		if en, ok := gate.Lookup(d.Name); ok {
 			risk = en.Operation + ", risk " + en.Risk.String()
 		}
-		fmt.Fprintf(w, "  %s\t%s\t%s\n", d.Name, risk, first)
+		fmt.Fprintf(w, "  %s\t%s\t%s\n", termsafe.Line(d.Name), risk, termsafe.Line(first))
 	}
 	w.Flush()
 	un := s.gate.Unpublished()
@@ -63,7 +62,7 @@ func (c *toolsCmd) Run(e *env) error {
 		}
 		sort.Slice(names, func(i, j int) bool { return catalogueIndex(names[i]) < catalogueIndex(names[j]) })
 		for _, n := range names {
-			fmt.Fprintf(e.stdout, "  %s: %s\n", n, un[n])
+			fmt.Fprintf(e.stdout, "  %s: %s\n", termsafe.Line(n), termsafe.Line(un[n]))
 		}
 	}
 	return nil
@@ -114,9 +113,7 @@ func (c *callCmd) Run(e *env) error {
 	defer stop()
 	out := sf.Dispatch(ctx, c.Tool, json.RawMessage(raw))
 	s.end("completed")
-	enc := json.NewEncoder(e.stdout)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(out); err != nil {
+	if err := writeJSON(e.stdout, "", out); err != nil {
 		return err
 	}
 	switch out.Status {

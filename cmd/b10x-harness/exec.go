@@ -18,6 +18,7 @@ import (
 	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn"
+	"github.com/b10x/harness/internal/termsafe"
 	"github.com/b10x/harness/tools"
 )
 
@@ -117,7 +118,7 @@ func (c *execCmd) Run(e *env) error {
 		return err
 	}
 	for _, n := range s.notes {
-		fmt.Fprintln(e.stderr, "b10x-harness: "+n)
+		fmt.Fprintln(e.stderr, "b10x-harness: "+termsafe.Message(n))
 	}
 	runner := spawn.NewDirect(spawn.Options{Cgroup: mgr, Require: requirements(m)})
 	spec := spawn.Spec{

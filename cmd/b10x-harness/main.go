@@ -4,6 +4,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/internal/reexec"
+	"github.com/b10x/harness/internal/termsafe"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -69,7 +72,7 @@ func main() {
 func realMain(args []string, e env) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
-			fmt.Fprintf(e.stderr, "b10x-harness: internal error: %v\n", r)
+			fmt.Fprintf(e.stderr, "b10x-harness: internal error: %s\n", termsafe.Message(fmt.Sprint(r)))
 			code = 70
 		}
 	}()
@@ -113,7 +116,7 @@ func realMain(args []string, e env) (code int) {
 		return exited
 	}
 	if perr != nil {
-		fmt.Fprintf(e.stderr, "b10x-harness: %v\n", perr)
+		fmt.Fprintf(e.stderr, "b10x-harness: %s\n", termsafe.Message(perr.Error()))
 		return exitUsage
 	}
 	if err := kctx.Run(&e); err != nil {
@@ -121,7 +124,8 @@ func realMain(args []string, e env) (code int) {
 		if errors.As(err, &ee) {
 			return ee.code
 		}
-		fmt.Fprintf(e.stderr, "b10x-harness: %v\n", err)
+		// An error may quote what a record, a file or a model holds.
+		fmt.Fprintf(e.stderr, "b10x-harness: %s\n", termsafe.Message(err.Error()))
 		var ue usageError
 		if errors.As(err, &ue) {
 			return exitUsage
@@ -148,4 +152,21 @@ func parseArgs(p *kong.Kong, args []string, exited *int) (kctx *kong.Context, er
 		}
 	}()
 	return p.Parse(args)
+}
+
+// writeJSON writes v as one JSON value and a newline, indented by indent
+// when it is not empty, made safe for a terminal by termsafe.JSON (the same
+// value, with no raw DEL, C1 or bidi character in its strings).
+func writeJSON(w io.Writer, indent string, v any) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if indent != "" {
+		enc.SetIndent("", indent)
+	}
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(termsafe.JSON(b.Bytes()))
+	return err
 }

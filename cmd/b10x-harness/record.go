@@ -8,6 +8,8 @@ import (
 	"os"
 	"sort"
 	"text/tabwriter"
+
+	"github.com/b10x/harness/internal/termsafe"
 )
 
 type recordCmd struct {
@@ -118,9 +120,7 @@ func (c *recordSummaryCmd) Run(e *env) error {
 		return usageError{err}
 	}
 	if c.JSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(s)
+		return writeJSON(e.stdout, "  ", s)
 	}
 	fmt.Fprintf(e.stdout, "%d run(s), %d call(s)", s.Runs, s.Calls)
 	if !s.Complete {
@@ -136,7 +136,7 @@ func (c *recordSummaryCmd) Run(e *env) error {
 	sort.Strings(entries)
 	for _, k := range entries {
 		m := s.ByEntry[k]
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\n", k, m["executed"], m["refused"], m["failed"])
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\n", termsafe.Line(k), m["executed"], m["refused"], m["failed"])
 	}
 	w.Flush()
 	if len(s.NotOK) > 0 {
@@ -144,9 +144,12 @@ func (c *recordSummaryCmd) Run(e *env) error {
 		for _, r := range s.NotOK {
 			via := ""
 			if r.Via != "" {
-				via = " via " + r.Via
+				via = " via " + termsafe.Line(r.Via)
 			}
-			fmt.Fprintf(e.stdout, "  #%d %s%s: %s %s at %s — %s\n", r.Seq, r.Entry, via, r.Status, r.Reason, r.Step, r.Message)
+			// Every field is the record's: a forged or model-written
+			// record must not drive the terminal.
+			fmt.Fprintf(e.stdout, "  #%d %s%s: %s %s at %s — %s\n", r.Seq, termsafe.Line(r.Entry), via,
+				termsafe.Line(r.Status), termsafe.Line(r.Reason), termsafe.Line(r.Step), termsafe.Line(r.Message))
 		}
 	}
 	return nil

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +19,7 @@ import (
 	"github.com/b10x/harness/agent"
 	"github.com/b10x/harness/agent/provider"
 	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/internal/termsafe"
 	"github.com/b10x/harness/surface"
 )
 
@@ -256,9 +256,7 @@ func isTerminal(f *os.File) bool {
 }
 
 func (o *runOutput) event(v any) {
-	enc := json.NewEncoder(o.w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
+	_ = writeJSON(o.w, "", v)
 }
 
 func (o *runOutput) header(prov string, def *agent.Def, g *gate.Gate) {
@@ -287,18 +285,18 @@ func (o *runOutput) header(prov string, def *agent.Def, g *gate.Gate) {
 	if o.quiet {
 		return
 	}
-	fmt.Fprintf(o.w, "run: provider %s, surface %s\n", prov, o.kind)
+	fmt.Fprintf(o.w, "run: provider %s, surface %s\n", termsafe.Line(prov), o.kind)
 	if def != nil {
 		decl := "all of the parent's"
 		if def.HasTools {
 			decl = "[" + strings.Join(def.Tools, ", ") + "]"
 		}
-		fmt.Fprintf(o.w, "agent: %s (%s:%d), declared tools %s, approve-up-to %s\n", def.Name, def.File, def.Line, decl, g.Config().ApproveUpTo)
+		fmt.Fprintf(o.w, "agent: %s (%s:%d), declared tools %s, approve-up-to %s\n", termsafe.Line(def.Name), termsafe.Line(def.File), def.Line, termsafe.Line(decl), g.Config().ApproveUpTo)
 	}
 	fmt.Fprintf(o.w, "published: %s\n", orNone(pub))
 	for _, en := range gate.Catalogue {
 		if why, ok := g.Unpublished()[en.Name]; ok {
-			fmt.Fprintf(o.w, "not published: %s (%s)\n", en.Name, why)
+			fmt.Fprintf(o.w, "not published: %s (%s)\n", en.Name, termsafe.Line(why))
 		}
 	}
 }
@@ -314,7 +312,7 @@ func (o *runOutput) Turn(n int, t agent.Turn) {
 	}
 	fmt.Fprintf(o.w, "\n[%d]", n)
 	if t.Text != "" {
-		lines := strings.Split(strings.TrimRight(clean(t.Text), "\n"), "\n")
+		lines := strings.Split(strings.TrimRight(termsafe.Text(t.Text), "\n"), "\n")
 		fmt.Fprintf(o.w, " model: %s\n", lines[0])
 		for _, l := range lines[1:] {
 			fmt.Fprintf(o.w, "    %s\n", l)
@@ -333,7 +331,7 @@ func (o *runOutput) CallStart(turn int, c agent.ToolCall) {
 	if entry := o.entryOf(c); entry != c.Name {
 		name = c.Name + " → " + entry
 	}
-	fmt.Fprintf(o.w, "  -> %s %s\n", clean(name), argsText(c.Args, 200))
+	fmt.Fprintf(o.w, "  -> %s %s\n", termsafe.Text(name), argsText(c.Args, 200))
 	if o.progress != progressOff && o.entryOf(c) == "run" {
 		o.startTicker()
 	}
@@ -433,7 +431,7 @@ func (o *runOutput) CallDone(turn int, c agent.ToolCall, out gate.Outcome, took 
 		printPreview(o.w, out.Result)
 		return
 	}
-	msg := strings.ReplaceAll(strings.TrimRight(clean(out.Message), "\n"), "\n", "\n       | ")
+	msg := strings.ReplaceAll(strings.TrimRight(termsafe.Text(out.Message), "\n"), "\n", "\n       | ")
 	fmt.Fprintf(o.w, "     %s %s: %s\n", strings.ToUpper(string(out.Status)), out.Reason, msg)
 }
 
@@ -446,7 +444,7 @@ func (o *runOutput) Skipped(turn int, c agent.ToolCall, why agent.EndReason) {
 		o.event(map[string]any{"event": "skipped", "turn": turn, "name": c.Name, "why": why})
 		return
 	}
-	fmt.Fprintf(o.w, "  -- %s not dispatched: the run ended (%s)\n", clean(c.Name), why)
+	fmt.Fprintf(o.w, "  -- %s not dispatched: the run ended (%s)\n", termsafe.Text(c.Name), why)
 }
 
 func (o *runOutput) summary(s agent.Summary) {
@@ -465,7 +463,7 @@ func (o *runOutput) summary(s agent.Summary) {
 	}
 	fmt.Fprintf(o.w, "\nsummary: ended by %s after %d turn(s) in %s", s.EndedBy, s.Turns, roundDur(s.Duration))
 	if s.EndedBy == agent.EndModelStopped && s.LastStop != "" {
-		fmt.Fprintf(o.w, " (stop: %s)", s.LastStop)
+		fmt.Fprintf(o.w, " (stop: %s)", termsafe.Line(s.LastStop))
 	}
 	fmt.Fprintln(o.w)
 	fmt.Fprintf(o.w, "calls: %d: %d executed, %d refused, %d failed", len(s.Calls), ex, re, fa)
@@ -485,7 +483,7 @@ func (o *runOutput) summary(s agent.Summary) {
 		if name != c.Name {
 			name = c.Name + " → " + c.Entry
 		}
-		fmt.Fprintf(o.w, "  #%-3d %-26s %-7s %-20s %s\n", c.Seq, clean(name), c.Status, c.Reason, clean(firstLine(c.Message, 120)))
+		fmt.Fprintf(o.w, "  #%-3d %-26s %-7s %-20s %s\n", c.Seq, termsafe.Text(name), c.Status, c.Reason, termsafe.Text(firstLine(c.Message, 120)))
 	}
 }
 
@@ -509,7 +507,7 @@ func printPreview(w io.Writer, s string) {
 			fmt.Fprintf(w, "       | ... (%d more lines)\n", len(lines)-maxLines)
 			break
 		}
-		fmt.Fprintf(w, "       | %s\n", clean(firstLine(l, maxWidth)))
+		fmt.Fprintf(w, "       | %s\n", termsafe.Text(firstLine(l, maxWidth)))
 	}
 }
 
@@ -526,41 +524,15 @@ func firstLine(s string, max int) string {
 }
 
 // argsText renders a call's arguments for the transcript: compact JSON, or
-// the raw bytes quoted when they are not JSON.
+// the raw bytes escaped when they are not JSON; safe for a terminal either
+// way.
 func argsText(raw json.RawMessage, max int) string {
 	var b strings.Builder
 	if json.Valid(raw) {
 		var v any
 		_ = json.Unmarshal(raw, &v)
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		_ = enc.Encode(v)
-	} else {
-		fmt.Fprintf(&b, "(not JSON) %q", string(raw))
+		_ = writeJSON(&b, "", v)
+		return firstLine(strings.TrimSpace(b.String()), max)
 	}
-	return clean(firstLine(strings.TrimSpace(b.String()), max))
-}
-
-// clean makes text from a model or a file safe to print on a terminal:
-// control characters other than newline and tab (escape sequences that could
-// rewrite the screen) are shown as \xNN, and invalid UTF-8 as U+FFFD.
-func clean(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		switch {
-		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
-			b.WriteRune('\uFFFD')
-		case r == '\n' || r == '\t':
-			b.WriteRune(r)
-		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069'):
-			if r <= 0xff {
-				fmt.Fprintf(&b, "\\x%02x", r)
-			} else {
-				fmt.Fprintf(&b, "\\u%04x", r)
-			}
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
+	return firstLine("(not JSON) "+termsafe.Line(string(raw)), max)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/b10x/harness/agent/providertest"
 	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/internal/termsafe"
 	"github.com/b10x/harness/internal/testenv"
 )
 
@@ -804,18 +805,19 @@ func TestRunKeysNeverReachHooks(t *testing.T) {
 	}
 }
 
-// Text from a model or a file cannot drive the terminal.
-func TestRunCleanEscapes(t *testing.T) {
+// Text from a model or a file cannot drive the terminal: the transcript
+// renders it with termsafe.
+func TestRunTranscriptEscapes(t *testing.T) {
 	in := "ok\x1b[2J\x1b]0;title\x07 line\n\ttab \u202eevil\u2066 \u009b bad\xff end"
-	want := "ok\\x1b[2J\\x1b]0;title\\x07 line\n\ttab \\u202eevil\\u2066 \\x9b bad\uFFFD end"
-	if got := clean(in); got != want {
-		t.Errorf("clean = %q, want %q", got, want)
+	want := "ok\\x1b[2J\\x1b]0;title\\x07 line\n\ttab \\u202eevil\\u2066 \\u009b bad\\xff end"
+	if got := termsafe.Text(in); got != want {
+		t.Errorf("termsafe.Text = %q, want %q", got, want)
 	}
-	if got := clean("plain \uFFFD text"); got != "plain \uFFFD text" {
-		t.Errorf("a literal U+FFFD changed: %q", got)
-	}
-	if got := argsText(json.RawMessage("{\"path\":\"\\u001b[31mred\"}"), 200); strings.ContainsRune(got, 0x1b) {
+	if got := argsText(json.RawMessage("{\"path\":\"\\u001b[31mred\\u009b\u202e\"}"), 200); strings.ContainsRune(got, 0x1b) || strings.ContainsRune(got, 0x9b) || strings.ContainsRune(got, 0x202e) {
 		t.Errorf("argsText let an escape through: %q", got)
+	}
+	if got := argsText(json.RawMessage("not json \x1b[2J"), 200); got != `(not JSON) not json \x1b[2J` {
+		t.Errorf("argsText of non-JSON = %q", got)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/internal/termsafe"
 	"github.com/b10x/harness/surface"
 	"github.com/b10x/harness/tools"
 )
@@ -210,7 +211,7 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 		if !above && strings.HasPrefix(n, "no terminal") {
 			continue
 		}
-		fmt.Fprintln(e.stderr, "b10x-harness: "+n)
+		fmt.Fprintln(e.stderr, "b10x-harness: "+termsafe.Message(n))
 	}
 	ok = true
 	return s, nil
