@@ -40,7 +40,7 @@ func (Find) Name() string { return "find" }
 // Description implements Tool.
 func (Find) Description() string {
 	return "Find files and directories in the workspace by glob, e.g. '*.go' (by name, at any depth) or 'src/**/*_test.go' (by path from the workspace root). " +
-		"Prints one path per line, relative to the workspace root: directories end with '/', symbolic links are marked '(symlink)' and never followed; .git directories are not entered. " +
+		"Prints one path per line, relative to the workspace root: directories end with '/', symbolic links met while walking are marked '(symlink)' and not followed; .git directories are not entered. " +
 		"Stops after max_results paths (default 500) and says so. " + pathRules
 }
 

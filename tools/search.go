@@ -61,7 +61,7 @@ func (Search) Name() string { return "search" }
 func (Search) Description() string {
 	return "Search file contents in the workspace with a regular expression (RE2 syntax, as in Go: no look-around or backreferences). " +
 		"Prints one line per match as 'path:line:text', paths relative to the workspace root, sorted by path then line; long lines are shortened. " +
-		"Binary files are skipped, symbolic links are not followed, .git directories are not entered. " +
+		"Binary files are skipped; symbolic links met while walking are not followed (a link's target inside the workspace is searched under its own path); .git directories are not entered. " +
 		"Stops after max_results matching lines (default 200) and says so; narrow with path or glob. " + pathRules
 }
 

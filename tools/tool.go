@@ -107,4 +107,4 @@ func WriteTools() []Tool {
 // pathRules is the paragraph every tool description ends with.
 const pathRules = "Paths are relative to the workspace root (an absolute path is accepted only when it begins with the workspace root). " +
 	"Anything that leads outside the workspace is refused: '..' above the root, absolute paths elsewhere, and symbolic links whose target is outside. " +
-	"Symbolic links that stay inside the workspace are followed. Paths are taken byte for byte: no URL decoding, no Unicode normalisation."
+	"A symbolic link in the path you give is followed when it stays inside the workspace. Paths are taken byte for byte: no URL decoding, no Unicode normalisation."

@@ -134,3 +134,14 @@ func TestDoctor(t *testing.T) {
 		}
 	}
 }
+
+// TestExecHasNoMaxOutput: exec passes its program the harness's own
+// stdout and stderr, so it takes no --max-output; the flag is refused with
+// a reason instead of being accepted and ignored (issue 18).
+func TestExecHasNoMaxOutput(t *testing.T) {
+	ws := t.TempDir()
+	r := harness(t, "", "exec", "--workspace", ws, "--max-output", "1KiB", "--", "/bin/echo", "ran")
+	if r.code != exitUsage || strings.Contains(r.stdout, "ran") || !strings.Contains(r.stderr, "no --max-output") {
+		t.Fatalf("exec --max-output: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}

@@ -61,6 +61,14 @@ func (c *execCmd) Run(e *env) error {
 	if len(argv) == 0 {
 		return usagef("exec: no command given (b10x-harness exec [flags] -- PROGRAM ARGS...)")
 	}
+	if strings.HasPrefix(argv[0], "-") {
+		// Kong hands an unknown flag to the passthrough command.
+		hint := ""
+		if argv[0] == "--max-output" || strings.HasPrefix(argv[0], "--max-output=") {
+			hint = "; exec does not capture output (the program writes to the harness's own stdout and stderr), so it has no --max-output"
+		}
+		return usagef("exec: %s is not a flag of exec (the program and its arguments come after --)%s", argv[0], hint)
+	}
 	m, err := confine.ParseMode(c.Confine)
 	if err != nil {
 		return usageError{err}

@@ -86,6 +86,9 @@ type policyFlags struct {
 	MaxCalls      int           `help:"Calls allowed in the run; past it every call is budget_exhausted (0: unlimited)."`
 	AllowProgram  []string      `sep:"none" help:"A program the run tool may start as argv[0] (name resolved through PATH at start, or an absolute path); repeatable." placeholder:"PROGRAM"`
 	limitFlags
+	// MaxOutput belongs to the run tool only: exec gives the program the
+	// harness's own stdout and stderr, which it does not capture.
+	MaxOutput byteSize `default:"64KiB" help:"Cap on each of stdout and stderr of a run call (head and tail kept)."`
 
 	// allow narrows publication for a named agent (nil: no narrowing). It
 	// is set by the run command from the agent's declared tools, never by
@@ -109,7 +112,6 @@ type limitFlags struct {
 	AllowRead  []string      `sep:"none" help:"An extra path run calls may read; outside the workspace, resolved once at start (a later rename or link there makes calls fail)." placeholder:"PATH"`
 	AllowWrite []string      `sep:"none" help:"An extra path run calls may write; outside the workspace, resolved once at start (a later rename or link there makes calls fail)." placeholder:"PATH"`
 	PassEnv    []string      `sep:"none" help:"An environment variable passed to run calls; repeatable." placeholder:"NAME"`
-	MaxOutput  byteSize      `default:"64KiB" help:"Cap on each of stdout and stderr of a run call (head and tail kept)."`
 }
 
 // askedLimits records which limit flags the command line gave explicitly
