@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/b10x/harness/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,6 +91,7 @@ func (p *pty) readUntil(t *testing.T, got *bytes.Buffer, want string) {
 // shows the diff with the sequences escaped, and no raw ESC, C1 or bidi
 // character from the call reaches the terminal, before or after the answer.
 func TestApprovalPromptOnTerminalIsSafe(t *testing.T) {
+	testenv.Require(t, atkWrites(), "file_write and file_edit (a confined workspace, landlock-self)", testenv.ShapeNoLandlock)
 	ws, _ := sampleWorkspace(t)
 	rec := filepath.Join(t.TempDir(), "rec.jsonl")
 	p := openPTY(t)
@@ -167,6 +169,7 @@ func TestRecordSummaryOnTerminalIsSafe(t *testing.T) {
 // TestToolsOnTerminalIsSafe: tools, as text and as JSON, shows a write-scope
 // rule holding escape sequences (the scope announcement quotes it) escaped.
 func TestToolsOnTerminalIsSafe(t *testing.T) {
+	testenv.Require(t, atkWrites(), "file_write and file_edit (a confined workspace, landlock-self)", testenv.ShapeNoLandlock)
 	ws, _ := sampleWorkspace(t)
 	rule := "notes\x1b]0;t\x07\u202e\u009b=denied"
 	for _, json := range []bool{false, true} {
