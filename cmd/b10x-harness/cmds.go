@@ -100,6 +100,9 @@ func (c *callCmd) Run(e *env) error {
 		raw = []byte("{}")
 	}
 	kind, _ := surface.ParseKind(c.Surface)
+	if kind == surface.Flat {
+		c.onlyTool = c.Tool
+	}
 	s, err := openSession(&c.policyFlags, "call", kind, e)
 	if err != nil {
 		return err

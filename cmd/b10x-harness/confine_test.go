@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/b10x/harness/internal/testenv"
@@ -143,5 +144,27 @@ func TestExecHasNoMaxOutput(t *testing.T) {
 	r := harness(t, "", "exec", "--workspace", ws, "--max-output", "1KiB", "--", "/bin/echo", "ran")
 	if r.code != exitUsage || strings.Contains(r.stdout, "ran") || !strings.Contains(r.stderr, "no --max-output") {
 		t.Fatalf("exec --max-output: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestNoTerminalNoteOnlyWhenAsked: without a terminal, the note that calls
+// above the ceiling will be denied is said only when the call's entry is
+// above it: not for a plain file_read (issue 18).
+func TestNoTerminalNoteOnlyWhenAsked(t *testing.T) {
+	ws, _ := sampleWorkspace(t)
+	for _, c := range []struct {
+		tool, args string
+		note       bool
+	}{
+		{"file_read", `{"path":"hello.txt"}`, false},
+		{"file_write", `{"path":"new.txt","content":"x"}`, atkWrites()},
+	} {
+		cmd := harnessCommand("call", "--workspace", ws, c.tool, c.args)
+		cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // no controlling terminal
+		r := runHarnessCmd(t, cmd, "")
+		if got := strings.Contains(r.stderr, "no terminal: calls above"); got != c.note {
+			t.Errorf("%s: note said %v, want %v\nstderr: %s", c.tool, got, c.note, r.stderr)
+		}
 	}
 }

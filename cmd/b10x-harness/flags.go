@@ -94,6 +94,11 @@ type policyFlags struct {
 	// is set by the run command from the agent's declared tools, never by
 	// a flag.
 	allow []string `kong:"-"`
+	// onlyTool, set by call, is the one entry the session will be asked
+	// for (empty: any, as for run, or tool_invoke whose target is in its
+	// arguments): the no-terminal approval note is said only when that
+	// entry is above the risk ceiling.
+	onlyTool string `kong:"-"`
 
 	// protect names further files or directories the harness reads (agent
 	// definitions); those inside the workspace are protected from write

@@ -203,9 +203,13 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 	}
 	// The approval fallback matters only when something above the ceiling
 	// is published; with the read tools alone there is nothing to ask.
+	// A call names its one entry: the note is said only when that entry
+	// would ask (a plain file_read never does).
 	above := false
 	for _, en := range g.Published() {
-		above = above || en.Risk > ceiling
+		if p.onlyTool == "" || en.Name == p.onlyTool {
+			above = above || en.Risk > ceiling
+		}
 	}
 	for _, n := range s.notes {
 		if !above && strings.HasPrefix(n, "no terminal") {
