@@ -168,3 +168,30 @@ func TestNoTerminalNoteOnlyWhenAsked(t *testing.T) {
 		}
 	}
 }
+
+// TestExecRelativeScript: `exec -- ./script.sh` runs a script of the
+// workspace named from the working directory, as a CI step would; a
+// relative path that resolves outside the workspace (.., or a link out) is
+// refused, naming where it leads (issue 18).
+func TestExecRelativeScript(t *testing.T) {
+	ws, outside := sampleWorkspace(t)
+	must(t, os.WriteFile(filepath.Join(ws, "sub", "step.sh"), []byte("#!/bin/sh\necho step-ran \"$@\"\n"), 0o755))
+	must(t, os.WriteFile(filepath.Join(outside, "evil.sh"), []byte("#!/bin/sh\necho evil-ran\n"), 0o755))
+	must(t, os.Symlink(filepath.Join(outside, "evil.sh"), filepath.Join(ws, "sub", "out.sh")))
+	run := func(prog string) result {
+		cmd := harnessCommand("exec", "--workspace", ws, "--", prog, "x")
+		cmd.Dir = filepath.Join(ws, "sub")
+		cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1")
+		return runHarnessCmd(t, cmd, "")
+	}
+	r := run("./step.sh")
+	if atkExecution() && (r.code != 0 || !strings.Contains(r.stdout, "step-ran x")) {
+		t.Fatalf("./step.sh: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, prog := range []string{"../../data-archived/evil.sh", "./out.sh"} {
+		r := run(prog)
+		if r.code != exitUsage || strings.Contains(r.stdout, "evil-ran") || !strings.Contains(r.stderr, "outside the workspace") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want a refusal naming where it leads", prog, r.code, r.stdout, r.stderr)
+		}
+	}
+}

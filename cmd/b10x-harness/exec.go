@@ -27,7 +27,7 @@ type execCmd struct {
 	Confine   string `default:"auto" enum:"strict,auto" help:"strict: every layer or refuse to start; auto: the layers this host offers (the command never runs unconfined)."`
 	Report    string `help:"Write the outcome as JSON to this file." placeholder:"FILE"`
 	limitFlags
-	Command []string `arg:"" passthrough:"" help:"The program and its arguments (after --)."`
+	Command []string `arg:"" passthrough:"" help:"The program and its arguments (after --). The program is a name looked up in PATH, an absolute path, or a path with a slash relative to the working directory that resolves inside the workspace (./build.sh)."`
 }
 
 // Exit statuses of exec besides the command's own.
@@ -96,7 +96,24 @@ func (c *execCmd) Run(e *env) error {
 	if err != nil {
 		return usagef("exec: %v", err)
 	}
-	progs, err := tools.ResolvePrograms(argv[:1], os.Getenv("PATH"))
+	// A relative path with a slash (./build.sh, scripts/test) names a file
+	// from the working directory, as a shell would: it must lie in the
+	// workspace (canonically, links resolved), where the child can see it.
+	prog := argv[0]
+	if strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
+		abs, err := filepath.Abs(prog)
+		if err == nil {
+			abs, err = filepath.EvalSymlinks(abs)
+		}
+		if err != nil {
+			return usagef("exec: %s: %v", prog, err)
+		}
+		if _, inside := relInside(ws.Dir(), abs); !inside {
+			return usagef("exec: %s resolves to %s, outside the workspace %s: give an absolute path for a program elsewhere", prog, abs, ws.Dir())
+		}
+		prog = abs
+	}
+	progs, err := tools.ResolvePrograms([]string{prog}, os.Getenv("PATH"))
 	if err != nil {
 		return usagef("exec: %v", strings.TrimPrefix(err.Error(), "--allow-program "))
 	}
@@ -130,7 +147,7 @@ func (c *execCmd) Run(e *env) error {
 	}
 	runner := spawn.NewDirect(spawn.Options{Cgroup: mgr, Require: requirements(m)})
 	spec := spawn.Spec{
-		Path: progs[argv[0]], Argv: argv, Env: childEnv(c.PassEnv), Dir: dir, Workspace: view.Workspace,
+		Path: progs[prog], Argv: argv, Env: childEnv(c.PassEnv), Dir: dir, Workspace: view.Workspace,
 		ReadPaths: view.Read, WritePaths: view.Write, Net: c.Net == "host", Limits: lim, Timeout: timeout,
 		TmpSize: int64(c.TmpSize),
 	}
