@@ -57,11 +57,7 @@ func (l *limitFlags) limits() (cgroup.Limits, error) {
 		// tmpfs reads size=0 as "no cap", so 0 is refused rather than passed on.
 		return cgroup.Limits{}, usagef("--tmp-size %d: must be a positive size, e.g. 64MiB", l.TmpSize)
 	}
-	lim := cgroup.Limits{PidsMax: l.PidsMax, MemoryMax: int64(l.MemoryMax)}
-	if l.CPUMax > 0 {
-		lim.CPUPeriod = cgroup.DefaultCPUPeriod
-		lim.CPUQuota = time.Duration(l.CPUMax * float64(cgroup.DefaultCPUPeriod))
-	}
+	lim := l.asked()
 	for _, n := range l.PassEnv {
 		if n == "" || strings.ContainsAny(n, "=\x00") {
 			return cgroup.Limits{}, usagef("--pass-env %q: not a variable name", n)
@@ -143,6 +139,7 @@ func noteAskedLimits(args []string) {
 func (l *limitFlags) asked() cgroup.Limits {
 	lim := cgroup.Limits{PidsMax: max(l.PidsMax, 0), MemoryMax: int64(l.MemoryMax)}
 	if l.CPUMax > 0 {
+		lim.CPUPeriod = cgroup.DefaultCPUPeriod
 		lim.CPUQuota = time.Duration(l.CPUMax * float64(cgroup.DefaultCPUPeriod))
 	}
 	return lim

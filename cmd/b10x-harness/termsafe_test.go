@@ -147,15 +147,7 @@ func TestRecordSummaryOnTerminalIsSafe(t *testing.T) {
 		if json {
 			args = append(args, "--json")
 		}
-		p := openPTY(t)
-		cmd := exec.Command(os.Args[0], args...)
-		onTerminal(t, p, cmd, false)
-		code := waitExit(t, cmd)
-		out := p.drain()
-		if code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, out)
-		}
-		assertTerminalSafe(t, strings.Join(args, " "), []byte(out))
+		out := safeOnTerminal(t, args...)
 		want := "— " + hostileShown
 		if json {
 			want = `\u202eevil`
@@ -164,6 +156,22 @@ func TestRecordSummaryOnTerminalIsSafe(t *testing.T) {
 			t.Errorf("%v: the escaped text %q is not shown:\n%s", args, want, out)
 		}
 	}
+}
+
+// safeOnTerminal runs the harness with args on a fresh pty, requires exit
+// 0 and that nothing raw reached the terminal, and returns what it showed.
+func safeOnTerminal(t *testing.T, args ...string) string {
+	t.Helper()
+	p := openPTY(t)
+	cmd := harnessCommand(args...)
+	onTerminal(t, p, cmd, false)
+	code := waitExit(t, cmd)
+	out := p.drain()
+	if code != 0 {
+		t.Fatalf("%v: exit %d: %s", args, code, out)
+	}
+	assertTerminalSafe(t, strings.Join(args, " "), []byte(out))
+	return out
 }
 
 // TestToolsOnTerminalIsSafe: tools, as text and as JSON, shows a write-scope
@@ -177,15 +185,7 @@ func TestToolsOnTerminalIsSafe(t *testing.T) {
 		if json {
 			args = append(args, "--json")
 		}
-		p := openPTY(t)
-		cmd := harnessCommand(args...)
-		onTerminal(t, p, cmd, false)
-		code := waitExit(t, cmd)
-		out := p.drain()
-		if code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, out)
-		}
-		assertTerminalSafe(t, strings.Join(args, " "), []byte(out))
+		out := safeOnTerminal(t, args...)
 		if json && !strings.Contains(out, `notes\u001b]0;t\u0007\u202e\u009b`) {
 			t.Errorf("tools --json does not show the rule escaped:\n%s", out)
 		}

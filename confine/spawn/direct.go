@@ -102,6 +102,8 @@ type prepared struct {
 	leafWant bool
 	// hostUID and hostGID are the host ids the program runs as.
 	hostUID, hostGID int
+	// workspace is the call's workspace, as pinned.
+	workspace Pinned
 	// idmapped are the writable paths root owns, each bound as an
 	// idmapped mount whose root is hostUID (the k-th's tree is helper
 	// descriptor treeFD+k).
@@ -204,7 +206,7 @@ func (d *direct) prepare(s Spec) (*prepared, error) {
 		}
 		return nil, &SetupError{Step: step, Err: err}
 	}
-	p.hostUID, p.hostGID = uid, gid
+	p.hostUID, p.hostGID, p.workspace = uid, gid, s.Workspace
 	if root := d.root && useUser; root {
 		// Every writable path root owns is bound idmapped onto the
 		// program's host id: the workspace when it is root's (the
@@ -315,7 +317,7 @@ func (d *direct) start(ctx context.Context, s Spec, p *prepared, stdio Stdio) (R
 		}
 	}()
 	for _, w := range p.idmapped {
-		t, err := idmappedTree(w, p.hostUID, w == s.Workspace)
+		t, err := idmappedTree(w, p.hostUID, w == p.workspace)
 		if err != nil {
 			return res, &SetupError{Step: "identity", Err: err}
 		}
@@ -508,8 +510,8 @@ func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob [
 			!slices.Contains(d.opts.Require.Layers, confine.LayerUserNS) {
 			d.userns.Store(usernsMissing)
 			if len(p.idmapped) > 0 {
-				ws := p.idmapped[0].Path
-				return nil, nil, &SetupError{Step: "identity", Err: fmt.Errorf("%w (%s) and without a user namespace it cannot be idmapped: a run child never runs as host root; give it to an unprivileged user (chown -R USER %s) or run the harness as that user", ErrRootWorkspace, ws, ws)}
+				w := p.idmapped[0]
+				return nil, nil, &SetupError{Step: "identity", Err: notIdmapped(w.Path, w == p.workspace, "the kernel refused a user namespace")}
 			}
 			p.useUser = false
 			setIdentity(p.plan, false, d.root, p.hostUID, p.hostGID)

@@ -45,7 +45,7 @@ func (d *direct) childIdentity(ws Pinned, useUser bool) (uid, gid int, idmap boo
 	}
 	if st.Uid == 0 {
 		if !useUser {
-			return 0, 0, false, fmt.Errorf("%w (%s) and without a user namespace it cannot be idmapped: a run child never runs as host root; give the workspace to an unprivileged user (chown -R USER %s) or run the harness as that user", ErrRootWorkspace, ws.Path, ws.Path)
+			return 0, 0, false, notIdmapped(ws.Path, true, "there is no user namespace to idmap with")
 		}
 		return idmapUID, idmapUID, true, nil
 	}

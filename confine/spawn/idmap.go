@@ -104,7 +104,7 @@ func idmappedTree(ws Pinned, uid int, workspace bool) (*os.File, error) {
 	if err := checkNoPrivilegedFiles(ws, workspace); err != nil {
 		return nil, err
 	}
-	pfd, err := ws.open()
+	pfd, _, err := ws.open()
 	if err != nil {
 		return nil, err
 	}

@@ -72,21 +72,9 @@ func Pin(path string) (Pinned, error) {
 	if err := viewable("path", c); err != nil {
 		return Pinned{}, err
 	}
-	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
-	var fd int
-	for {
-		fd, err = unix.Openat2(unix.AT_FDCWD, c, &how)
-		if !errors.Is(err, unix.EINTR) && !errors.Is(err, unix.EAGAIN) {
-			break
-		}
-	}
+	fd, st, err := openNoFollow(c)
 	if err != nil {
-		return Pinned{}, fmt.Errorf("spawn: pin %s: openat2 %s: %w", path, c, err)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return Pinned{}, fmt.Errorf("spawn: pin %s: fstat %s: %w", path, c, err)
+		return Pinned{}, fmt.Errorf("spawn: pin %s: %w", path, err)
 	}
 	p := Pinned{Path: c, Dev: uint64(st.Dev), Ino: uint64(st.Ino), Dir: st.Mode&unix.S_IFMT == unix.S_IFDIR}
 	pins.Lock()
@@ -116,42 +104,49 @@ func (p Pinned) check(what string) error {
 	return nil
 }
 
-// open opens p's path again, O_PATH, following no symbolic link, and
-// checks it is still the file pinned; the caller closes the descriptor.
-func (p Pinned) open() (int, error) {
+// openNoFollow opens path O_PATH, following no symbolic or magic link in
+// any component, and returns the descriptor with its status.
+func openNoFollow(path string) (int, unix.Stat_t, error) {
+	var st unix.Stat_t
 	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
 	var fd int
 	var err error
 	for {
-		fd, err = unix.Openat2(unix.AT_FDCWD, p.Path, &how)
+		fd, err = unix.Openat2(unix.AT_FDCWD, path, &how)
 		if !errors.Is(err, unix.EINTR) && !errors.Is(err, unix.EAGAIN) {
 			break
 		}
 	}
 	if err != nil {
-		return -1, fmt.Errorf("openat2 %s: %w", p.Path, err)
+		return -1, st, fmt.Errorf("openat2 %s: %w", path, err)
 	}
-	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return -1, fmt.Errorf("fstat %s: %w", p.Path, err)
+		return -1, st, fmt.Errorf("fstat %s: %w", path, err)
+	}
+	return fd, st, nil
+}
+
+// open opens p's path again, as openNoFollow does, and checks it is still
+// the file pinned; the caller closes the descriptor.
+func (p Pinned) open() (int, unix.Stat_t, error) {
+	fd, st, err := openNoFollow(p.Path)
+	if err != nil {
+		return -1, st, err
 	}
 	if uint64(st.Dev) != p.Dev || uint64(st.Ino) != p.Ino || (st.Mode&unix.S_IFMT == unix.S_IFDIR) != p.Dir {
 		unix.Close(fd)
-		return -1, fmt.Errorf("%s is no longer the file pinned at start: it was moved or replaced since", p.Path)
+		return -1, st, fmt.Errorf("%s is no longer the file pinned at start: it was moved or replaced since", p.Path)
 	}
-	return fd, nil
+	return fd, st, nil
 }
 
 // stat returns the pinned file's status, read from a descriptor checked to
 // be the file pinned.
 func (p Pinned) stat() (unix.Stat_t, error) {
-	var st unix.Stat_t
-	fd, err := p.open()
-	if err != nil {
-		return st, err
+	fd, st, err := p.open()
+	if err == nil {
+		unix.Close(fd)
 	}
-	defer unix.Close(fd)
-	err = unix.Fstat(fd, &st)
 	return st, err
 }
