@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -193,5 +195,40 @@ func TestExecRelativeScript(t *testing.T) {
 		if r.code != exitUsage || strings.Contains(r.stdout, "evil-ran") || !strings.Contains(r.stderr, "outside the workspace") {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q; want a refusal naming where it leads", prog, r.code, r.stdout, r.stderr)
 		}
+	}
+}
+
+// TestDoctorSaysWhoTheChildIs: doctor --workspace says who a run child of
+// that workspace is on the host, and why none can run in a root-owned
+// workspace holding a set-user-ID file (decision 0037).
+func TestDoctorSaysWhoTheChildIs(t *testing.T) {
+	ws := t.TempDir()
+	want := fmt.Sprintf("host uid %d", os.Geteuid())
+	if os.Geteuid() == 0 {
+		must(t, os.Chown(ws, runOwner, runOwner))
+		want = fmt.Sprintf("host uid %d gid %d (the workspace owner's)", runOwner, runOwner)
+	}
+	var d struct {
+		RunAs      string `json:"run_as"`
+		RunAsError string `json:"run_as_error"`
+	}
+	r := harness(t, "", "doctor", "--json", "--workspace", ws)
+	must(t, json.Unmarshal([]byte(r.stdout), &d))
+	if !strings.Contains(d.RunAs, want) || !strings.Contains(d.RunAs, "no capabilities") {
+		t.Errorf("doctor run_as %q (error %q), want it to say %q", d.RunAs, d.RunAsError, want)
+	}
+	if os.Geteuid() != 0 {
+		return
+	}
+	root := t.TempDir()
+	suid := filepath.Join(root, "tool")
+	must(t, os.WriteFile(suid, []byte("#!/bin/sh\n"), 0o755))
+	must(t, os.Chmod(suid, 0o755|os.ModeSetuid))
+	// Not through harnessCommand, which would give this workspace away.
+	cmd := exec.Command(os.Args[0], "doctor", "--workspace", root)
+	cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1")
+	r = runHarnessCmd(t, cmd, "")
+	if !strings.Contains(r.stdout, "run children of "+root+": cannot run:") || !strings.Contains(r.stdout, suid) {
+		t.Errorf("doctor on a root-owned workspace with a setuid file:\n%s", r.stdout)
 	}
 }
