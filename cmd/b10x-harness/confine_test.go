@@ -221,14 +221,15 @@ func TestDoctorSaysWhoTheChildIs(t *testing.T) {
 		return
 	}
 	root := t.TempDir()
-	suid := filepath.Join(root, "tool")
+	suid := filepath.Join(root, "tool\x1b[2J")
 	must(t, os.WriteFile(suid, []byte("#!/bin/sh\n"), 0o755))
 	must(t, os.Chmod(suid, 0o755|os.ModeSetuid))
 	// Not through harnessCommand, which would give this workspace away.
 	cmd := exec.Command(os.Args[0], "doctor", "--workspace", root)
 	cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1")
 	r = runHarnessCmd(t, cmd, "")
-	if !strings.Contains(r.stdout, "run children of "+root+": cannot run:") || !strings.Contains(r.stdout, suid) {
+	shown := filepath.Join(root, `tool\x1b[2J`) // the name is escaped, never raw
+	if !strings.Contains(r.stdout, "run children of "+root+": cannot run:") || !strings.Contains(r.stdout, shown) || strings.Contains(r.stdout, "\x1b") {
 		t.Errorf("doctor on a root-owned workspace with a setuid file:\n%s", r.stdout)
 	}
 }

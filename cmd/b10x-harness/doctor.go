@@ -9,6 +9,7 @@ import (
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/internal/termsafe"
 )
 
 type doctorCmd struct {
@@ -123,9 +124,10 @@ func (c *doctorCmd) Run(e *env) error {
 		}
 		fmt.Fprintf(e.stdout, "\nrun helper: %s\n", d.Helper)
 		if d.RunAs != "" {
-			fmt.Fprintf(e.stdout, "run children of %s: %s\n", c.Workspace, d.RunAs)
+			fmt.Fprintf(e.stdout, "run children of %s: %s\n", termsafe.Line(c.Workspace), termsafe.Message(d.RunAs))
 		} else {
-			fmt.Fprintf(e.stdout, "run children of %s: cannot run: %s\n", c.Workspace, d.RunAsError)
+			// The reason can name a file of the workspace: escaped.
+			fmt.Fprintf(e.stdout, "run children of %s: cannot run: %s\n", termsafe.Line(c.Workspace), termsafe.Message(d.RunAsError))
 		}
 		fmt.Fprintf(e.stdout, "protected from run children: %s\n", d.Held)
 		if len(remedies) > 0 {
