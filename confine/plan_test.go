@@ -417,7 +417,7 @@ func TestLandlockFeatureTable(t *testing.T) {
 }
 
 func TestSelfRightsPerABI(t *testing.T) {
-	v1 := []string{"write_file", "remove_dir", "remove_file", "make_char", "make_dir", "make_reg", "make_sock", "make_fifo", "make_block", "make_sym"}
+	v1 := []string{"execute", "write_file", "read_file", "read_dir", "remove_dir", "remove_file", "make_char", "make_dir", "make_reg", "make_sock", "make_fifo", "make_block", "make_sym"}
 	for _, tc := range []struct {
 		abi  int
 		want []string
@@ -435,8 +435,8 @@ func TestSelfRightsPerABI(t *testing.T) {
 			t.Errorf("ABI %d: %v, want %v", tc.abi, got, tc.want)
 		}
 		for _, read := range []string{"read_file", "read_dir", "execute"} {
-			if slices.Contains(rightNames(selfRights(tc.abi)), read) {
-				t.Errorf("ABI %d handles %s: reads must stay unrestricted", tc.abi, read)
+			if tc.abi > 0 && !slices.Contains(rightNames(selfRights(tc.abi)), read) {
+				t.Errorf("ABI %d does not handle %s: the harness's reads must be confined too", tc.abi, read)
 			}
 		}
 	}
@@ -468,7 +468,10 @@ func TestPlanSelfValidation(t *testing.T) {
 		{"MissingWritePath", SelfPolicy{Workspace: dir, WritePaths: []string{dir + "/gone"}}, 7, "no such file"},
 		{"RelativeDevice", SelfPolicy{Workspace: dir, Devices: []string{"dev/null"}}, 7, "not an absolute path"},
 		{"NoLandlock", SelfPolicy{Workspace: dir}, 0, "Landlock not supported"},
-		{"OK", SelfPolicy{Workspace: dir, WritePaths: []string{file}, Devices: []string{"/dev/null", dir + "/no-such-device"}}, 7, ""},
+		{"ProcRead", SelfPolicy{Workspace: dir, ReadPaths: []string{"/proc/self/status"}}, 7, "beneath /proc"},
+		{"RootRead", SelfPolicy{Workspace: dir, ReadPaths: []string{"/"}}, 7, "whole filesystem"},
+		{"OK", SelfPolicy{Workspace: dir, WritePaths: []string{file}, ReadPaths: []string{dir + "/no-such-read-path", "/usr"},
+			Devices: []string{"/dev/null", dir + "/no-such-device"}}, 7, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sp, err := planSelf(tc.p, tc.abi)
@@ -487,13 +490,14 @@ func TestPlanSelfValidation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(sp.skipped, []string{dir + "/no-such-device"}) {
+			if !slices.Equal(sp.skipped, []string{dir + "/no-such-read-path", dir + "/no-such-device"}) {
 				t.Errorf("skipped %v", sp.skipped)
 			}
 			want := map[string][]string{
 				dir:         rightNames(selfRights(7)),
-				file:        {"write_file", "truncate", "ioctl_dev"}, // a file: no directory rights
-				"/dev/null": {"write_file", "truncate", "ioctl_dev"},
+				file:        {"write_file", "read_file", "truncate", "ioctl_dev"}, // a file: no directory rights
+				"/usr":      {"execute", "read_file", "read_dir"},               // read paths: never a write right
+				"/dev/null": {"write_file", "read_file", "truncate", "ioctl_dev"},
 			}
 			if len(sp.grants) != len(want) {
 				t.Fatalf("grants %+v", sp.grants)
@@ -505,13 +509,13 @@ func TestPlanSelfValidation(t *testing.T) {
 			}
 		})
 	}
-	// At ABI 2 a device keeps only write_file: truncate and ioctl are not
-	// handled, so they need no grant.
+	// At ABI 2 a device keeps only write_file and read_file: truncate and
+	// ioctl are not handled, so they need no grant.
 	sp, err := planSelf(SelfPolicy{Workspace: dir, Devices: []string{"/dev/null"}}, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := rightNames(sp.grants[1].rights); !slices.Equal(got, []string{"write_file"}) {
+	if got := rightNames(sp.grants[1].rights); !slices.Equal(got, []string{"write_file", "read_file"}) {
 		t.Errorf("ABI 2 device rights %v", got)
 	}
 }

@@ -288,7 +288,7 @@ type restrictChildOut struct {
 }
 
 func restrictChildMain() {
-	ws, outside, inside, other := os.Args[1], os.Args[2], os.Args[3], os.Args[4]
+	ws, outside, inside, other, readable := os.Args[1], os.Args[2], os.Args[3], os.Args[4], os.Args[5]
 	var res restrictChildOut
 	if os.Getenv("B10X_TEST_PRIVATE_MOUNTS") == "1" {
 		// Started in a new mount namespace: keep any mount it makes here.
@@ -306,7 +306,14 @@ func restrictChildMain() {
 		}
 		pre[t+"/reopen.txt"] = fd
 	}
-	applied, err := RestrictSelf(SelfPolicy{Workspace: ws, Devices: DefaultDevices()})
+	// The test binary stays executable (child-process-write starts it);
+	// readable is a directory granted for reading only.
+	exe, err := os.Executable()
+	if err != nil {
+		res.Err = fmt.Sprintf("executable: %v", err)
+		childPrint(res)
+	}
+	applied, err := RestrictSelf(SelfPolicy{Workspace: ws, Devices: DefaultDevices(), ReadPaths: []string{readable, exe, readable + "/absent"}})
 	if err != nil {
 		res.Err, res.NotSupported = err.Error(), errors.Is(err, ErrNotSupported)
 		childPrint(res)
@@ -339,15 +346,26 @@ func restrictChildMain() {
 			record(where.name+"/mount", unix.Mount("tmpfs", where.dir+"/newdir-for-mount", "tmpfs", 0, ""))
 		}
 	}
-	record("devnull-write", writeOpen("/dev/null", unix.O_WRONLY))
-	record("read-outside", func() error { _, err := os.ReadFile(outside + "/existing.txt"); return err }())
-	record("read-etc-hostname", func() error {
-		_, err := os.ReadFile("/etc/hostname")
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // absent in minimal VM images; reading is what is tested
+	readOpen := func(path string, flags int) error {
+		fd, err := unix.Open(path, flags|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			unix.Close(fd)
 		}
 		return err
-	}())
+	}
+	record("devnull-write", writeOpen("/dev/null", unix.O_WRONLY))
+	record("devnull-read", readOpen("/dev/null", 0))
+	record("read-inside", readOpen(inside+"/existing.txt", 0))
+	record("list-inside", readOpen(inside, unix.O_DIRECTORY))
+	record("read-outside", readOpen(outside+"/existing.txt", 0))
+	record("list-outside", readOpen(outside, unix.O_DIRECTORY))
+	record("read-proc-status", readOpen("/proc/self/status", 0))
+	record("list-root", readOpen("/", unix.O_DIRECTORY))
+	record("exec-outside", unix.Exec(outside+"/run.sh", []string{"run.sh"}, nil))
+	record("read-granted", readOpen(readable+"/r.txt", 0))
+	record("list-granted", readOpen(readable, unix.O_DIRECTORY))
+	record("write-granted", writeOpen(readable+"/r.txt", unix.O_WRONLY))
+	record("create-granted", writeOpen(readable+"/new.txt", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL))
 	record("read-self-exe", func() error { _, err := os.ReadFile("/proc/self/exe"); return err }())
 	childPrint(res)
 }
@@ -395,7 +413,18 @@ func TestRestrictSelfAttacks(t *testing.T) {
 		t.Setenv("B10X_TEST_PRIVATE_MOUNTS", "1")
 	}
 	var res restrictChildOut
-	runTestChild(t, attr, &res, restrictEntry, ws, outside, inside, other)
+	readable := filepath.Join(root, "readable")
+	if err := os.Mkdir(readable, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(readable+"/r.txt", []byte("granted\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(outside+"/run.sh", []byte("#!/bin/sh\necho ran\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before = snapshot(t, outside)
+	runTestChild(t, attr, &res, restrictEntry, ws, outside, inside, other, readable)
 	if res.Err != "" {
 		t.Fatalf("RestrictSelf in child: %s", res.Err)
 	}
@@ -506,10 +535,25 @@ func TestRestrictSelfAttacks(t *testing.T) {
 	if got := res.Errno["inside/tmpfile"]; got != 0 {
 		t.Errorf("inside/tmpfile: errno %d (%s), want success", got, res.Msg["inside/tmpfile"])
 	}
-	for _, name := range []string{"devnull-write", "read-outside", "read-etc-hostname", "read-self-exe"} {
+	// Reads: the workspace, the read paths and the devices only.
+	for _, name := range []string{"devnull-write", "devnull-read", "read-inside", "list-inside", "read-granted", "list-granted", "read-self-exe"} {
 		if got, ok := res.Errno[name]; !ok || got != 0 {
 			t.Errorf("%s: errno %d (%s), want success", name, got, res.Msg[name])
 		}
+	}
+	for _, name := range []string{"read-outside", "list-outside", "read-proc-status", "list-root", "exec-outside", "write-granted", "create-granted"} {
+		if got, ok := res.Errno[name]; !ok || got != int(unix.EACCES) {
+			t.Errorf("%s: errno %d (%s), want EACCES", name, got, res.Msg[name])
+		}
+	}
+	if err := absent(readable + "/new.txt"); err != nil {
+		t.Errorf("create-granted: %v", err)
+	}
+	if err := content(readable+"/r.txt", "granted\n"); err != nil {
+		t.Errorf("write-granted: %v", err)
+	}
+	if !slices.Contains(res.Applied.Skipped, readable+"/absent") {
+		t.Errorf("Applied.Skipped = %v, want the absent read path listed", res.Applied.Skipped)
 	}
 }
 

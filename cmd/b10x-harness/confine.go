@@ -1,9 +1,12 @@
 package main
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/internal/termsafe"
 	"github.com/b10x/harness/tools"
 )
 
@@ -27,7 +31,7 @@ type confinement struct {
 	programNames []string
 	tmpDir       string
 	cgroupBase   string       // the cgroup cgroup.Open moved the harness out of, if any
-	restrict     func() error // confines the harness's own writes; called after the record is open
+	restrict     func() error // confines the harness's own reads and writes; called after the record is open
 }
 
 // confinementRecord is run_start's "confinement".
@@ -142,9 +146,14 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 				// Close must move it back and remove the parent there.
 				write = append(write, c.cgroupBase)
 			}
+			read, err := selfReadPaths(p)
+			if err != nil {
+				return err
+			}
 			applied, err := confine.RestrictSelf(confine.SelfPolicy{
 				Workspace:  ws.Dir(),
 				WritePaths: write,
+				ReadPaths:  read,
 				Devices:    confine.DefaultDevices(),
 			})
 			if err != nil {
@@ -242,6 +251,57 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 	}))
 	c.host.ConfinedExecution = true
 	return c, nil
+}
+
+// resolverFiles are what Go's resolver reads, lazily and again every few
+// seconds, to turn a provider's host name into an address.
+var resolverFiles = []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/services"}
+
+// selfReadPaths is what the harness's own domain lets it (and its hooks)
+// read besides the workspace and its devices. Hook programs inherit the
+// domain, so with hooks it holds what a run child reads of the system
+// (the system directories, the entries of /etc every user may read), each
+// hook's program and every argument of a hook that names an existing
+// absolute path. With a network provider it holds the resolver's files;
+// the CA certificates are loaded here, before the domain, and kept.
+// Nothing else outside the workspace is readable once the domain holds.
+func selfReadPaths(p *policyFlags) ([]string, error) {
+	var read []string
+	if len(p.Hook) > 0 {
+		sys, err := spawn.SystemReadPaths()
+		if err != nil {
+			return nil, fmt.Errorf("the system paths hooks read: %w", err)
+		}
+		read = append(read, sys...)
+		for _, h := range p.Hook {
+			hook, err := gate.ParseHook(h)
+			if err != nil {
+				return nil, usageError{err}
+			}
+			prog, err := exec.LookPath(hook.Argv[0])
+			if err == nil {
+				prog, err = filepath.Abs(prog)
+			}
+			if err != nil {
+				return nil, usagef("--hook %s: %v", termsafe.Line(hook.Argv[0]), err)
+			}
+			read = append(read, prog)
+			for _, a := range hook.Argv[1:] {
+				if filepath.IsAbs(a) {
+					if _, err := os.Stat(a); err == nil {
+						read = append(read, a)
+					}
+				}
+			}
+		}
+	}
+	if p.network {
+		if _, err := x509.SystemCertPool(); err != nil {
+			return nil, fmt.Errorf("loading the system's CA certificates: %w", err)
+		}
+		read = append(read, resolverFiles...)
+	}
+	return read, nil
 }
 
 // openCgroup opens the cgroup parent for run leaves when the plan uses

@@ -39,7 +39,18 @@ type doctorReport struct {
 	RunAsError string `json:"run_as_error,omitempty"`
 	// Held is what a run child may not change in the workspace.
 	Held string `json:"run_held"`
+	// SelfReads is what the harness itself may still read once its own
+	// Landlock domain holds (landlock-self).
+	SelfReads string `json:"self_reads"`
 }
+
+// selfReadsSummary says what selfReadPaths and confine.RestrictSelf leave
+// the harness able to read.
+const selfReadsSummary = "Under landlock-self the harness (and every hook it starts) can read only the workspace, " +
+	"/dev/null and /dev/tty; with --hook also a private temporary directory, the system directories a run child sees " +
+	"(/usr, /bin, /sbin, /lib*, /opt and the entries of /etc every user may read), each hook's program and the existing " +
+	"absolute paths among its arguments; with a network provider also /etc/resolv.conf, /etc/hosts, /etc/nsswitch.conf " +
+	"and /etc/services (the CA certificates are loaded before the domain holds). Not /proc, not /sys, not the home directory."
 
 // publication says which entries a plan lets the gate publish, assuming at
 // least one --allow-program for run.
@@ -69,7 +80,7 @@ func publication(plan confine.Plan) ([]string, map[string]string) {
 
 func (c *doctorCmd) Run(e *env) error {
 	rep := confine.Probe()
-	d := doctorReport{Probe: rep, Layers: rep.Table(), Helper: spawn.HelperSource(), Held: gate.RunHeldSummary}
+	d := doctorReport{Probe: rep, Layers: rep.Table(), Helper: spawn.HelperSource(), Held: gate.RunHeldSummary, SelfReads: selfReadsSummary}
 	if ws, err := filepath.Abs(c.Workspace); err != nil {
 		d.RunAsError = err.Error()
 	} else if id, err := spawn.ProbeIdentity(ws); err != nil {
@@ -130,6 +141,7 @@ func (c *doctorCmd) Run(e *env) error {
 			fmt.Fprintf(e.stdout, "run children of %s: cannot run: %s\n", termsafe.Line(c.Workspace), termsafe.Message(d.RunAsError))
 		}
 		fmt.Fprintf(e.stdout, "protected from run children: %s\n", d.Held)
+		fmt.Fprintf(e.stdout, "read by the harness itself: %s\n", d.SelfReads)
 		if len(remedies) > 0 {
 			fmt.Fprintln(e.stdout, "\nHow to get what is missing:")
 			for _, r := range remedies {

@@ -100,6 +100,12 @@ type policyFlags struct {
 	// definitions); those inside the workspace are protected from write
 	// tools. Set by commands, never by a flag.
 	protect []string `kong:"-"`
+
+	// network says the session talks to a model provider over the
+	// network: the harness's own Landlock domain then lets it read the
+	// resolver's files, and the CA certificates are loaded before the
+	// domain is applied. Set by run, never by a flag.
+	network bool `kong:"-"`
 }
 
 // limitFlags are shared by the run tool and exec.

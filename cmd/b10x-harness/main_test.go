@@ -22,6 +22,9 @@ import (
 func TestMain(m *testing.M) {
 	reexec.Init()
 	if os.Getenv("B10X_TEST_MAIN") == "1" {
+		if os.Getenv(brokenResolverEnv) != "" {
+			afterRestrictForTest = brokenResolver
+		}
 		os.Exit(realMain(os.Args[1:], env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}))
 	}
 	os.Exit(m.Run())

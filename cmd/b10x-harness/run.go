@@ -142,6 +142,7 @@ func (c *runCmd) Run(e *env) error {
 		if opt.APIKey == "" && (spec.Kind == "anthropic" || c.BaseURL == "") {
 			return usagef("--provider %s needs an API key in %s (keys are never taken from flags)", spec.Kind, env)
 		}
+		c.network = true
 	case "replay":
 		if c.Model != "" || c.BaseURL != "" {
 			return usagef("--model and --base-url do not apply to --provider replay")

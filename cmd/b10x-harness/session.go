@@ -166,6 +166,9 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 	if err := conf.restrict(); err != nil {
 		return nil, err
 	}
+	if afterRestrictForTest != nil {
+		afterRestrictForTest(ws.Dir(), e.stderr)
+	}
 	if conf.tmpDir != "" {
 		for i := range hooks {
 			hooks[i].Env = append(os.Environ(), "TMPDIR="+conf.tmpDir)
@@ -228,6 +231,12 @@ func (s *session) end(endedBy string) {
 	}
 	s.Close()
 }
+
+// afterRestrictForTest is nil in the harness. The test binary sets it to
+// stand for a broken path resolver: code of the harness that, once the
+// session's own domain holds, reads what no tool should (see
+// TestHarnessCannotReadBesideWorkspace).
+var afterRestrictForTest func(workspace string, stderr io.Writer)
 
 // relInside reports p's path relative to root when p lies beneath it.
 func relInside(root, p string) (string, bool) {

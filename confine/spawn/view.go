@@ -445,3 +445,73 @@ func scanMasks(root string, fd int) ([]string, error) {
 }
 
 func closeFD(fd int) { _ = unix.Close(fd) }
+
+// SystemReadPaths returns what a run child reads of the host's system,
+// as paths a Landlock rule can grant: the system directories (those that
+// exist and are not symbolic links) other than /etc, and of /etc the
+// entries every user of the host may read — the same entries a run
+// child's view shows, with those it masks left out. An entry is a whole
+// directory where nothing beneath it is masked, else its entries one by
+// one; symbolic links are left out (their targets are granted where they
+// lie beneath a system directory). The harness grants them to its own
+// domain when it starts hook programs, which inherit it.
+//
+// It scans /etc each time it is called (no cache). The error names the
+// path that could not be examined.
+func SystemReadPaths() ([]string, error) {
+	var out []string
+	for _, d := range systemDirs {
+		if d == maskedRoot {
+			continue
+		}
+		fi, err := os.Lstat(d)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("spawn: system directory %s: %w", d, err)
+		case fi.IsDir():
+			out = append(out, d)
+		}
+	}
+	masks, err := scanMasks(maskedRoot, -1)
+	if err != nil {
+		return nil, err
+	}
+	etc, err := unmasked(maskedRoot, masks)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, etc...), nil
+}
+
+// unmasked returns the paths beneath dir (dir itself when nothing beneath
+// it is masked) that no mask hides, leaving out symbolic links.
+func unmasked(dir string, masks []string) ([]string, error) {
+	if slices.Contains(masks, dir+"/") {
+		return nil, nil
+	}
+	if !slices.ContainsFunc(masks, func(m string) bool { return strings.HasPrefix(m, dir+"/") }) {
+		return []string{dir}, nil
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("spawn: read %s: %w", dir, err)
+	}
+	var out []string
+	for _, e := range ents {
+		p := dir + "/" + e.Name()
+		switch {
+		case e.Type()&os.ModeSymlink != 0, slices.Contains(masks, p):
+		case e.IsDir():
+			sub, err := unmasked(p, masks)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, sub...)
+		default:
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
