@@ -496,7 +496,7 @@ func TestPlanSelfValidation(t *testing.T) {
 			want := map[string][]string{
 				dir:         rightNames(selfRights(7)),
 				file:        {"write_file", "read_file", "truncate", "ioctl_dev"}, // a file: no directory rights
-				"/usr":      {"execute", "read_file", "read_dir"},               // read paths: never a write right
+				"/usr":      {"execute", "read_file", "read_dir"},                 // read paths: never a write right
 				"/dev/null": {"write_file", "read_file", "truncate", "ioctl_dev"},
 			}
 			if len(sp.grants) != len(want) {
