@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -237,7 +238,7 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 	if timeout == 0 {
 		timeout = 2 * time.Minute
 	}
-	c.tools = append(c.tools, tools.RunTool(tools.RunConfig{
+	cfg := tools.RunConfig{
 		Programs:  progs,
 		Runner:    broker,
 		Env:       childEnv(p.PassEnv),
@@ -248,10 +249,32 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 		View:      view,
 		MaxOutput: int(p.MaxOutput),
 		Held:      gate.RunHeldSummary,
-	}))
+	}
+	// Probing is doing: a call is started here, up to its program's
+	// execve, so that a run tool that would fail on every call (a
+	// container that refuses a new /proc, a workspace the child cannot be
+	// given) is never published.
+	if err := tools.ProbeRun(context.Background(), cfg); err != nil {
+		why := "a run call cannot be started here: " + err.Error()
+		if spawn.ProcRefused(err) {
+			why += "; " + procRemedy
+		}
+		if m == confine.Strict {
+			return nil, fmt.Errorf("--confine strict: %s", why)
+		}
+		c.host.ExecutionWhy = why
+		s.notes = append(s.notes, "confine auto: "+why+"; run is not published")
+		return c, nil
+	}
+	c.tools = append(c.tools, tools.RunTool(cfg))
 	c.host.ConfinedExecution = true
 	return c, nil
 }
+
+// procRemedy says how to let a container's process mount a fresh /proc.
+const procRemedy = "this host refuses a new proc mount, as a container whose /proc has masked or read-only paths does: " +
+	"run the container with an unmasked /proc (podman and docker: --security-opt systempaths=unconfined; " +
+	"Kubernetes: securityContext.procMount: Unmasked)"
 
 // resolverFiles are what Go's resolver reads, lazily and again every few
 // seconds, to turn a provider's host name into an address.

@@ -1,15 +1,21 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/internal/termsafe"
+	"github.com/b10x/harness/tools"
 )
 
 type doctorCmd struct {
@@ -78,12 +84,47 @@ func publication(plan confine.Plan) ([]string, map[string]string) {
 	return pub, with
 }
 
+// The words doctor puts before a failed run probe.
+const (
+	runStartHere   = "a run call cannot start here: "
+	runStartPrefix = "run calls of "
+)
+
+// probeRunHere starts a run call of ws up to its program's execve (see
+// tools.ProbeRun), where auto would publish run: what doctor says of run
+// children is what a call does, not what the layers promise.
+func probeRunHere(rep confine.Report, ws string) error {
+	// (its errors begin with runStartHere)
+	plan, err := rep.Plan(confine.Auto)
+	if err != nil || !plan.ConfinedExecution {
+		return nil // the layers above say why no run call can start
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	view, err := tools.PinRunView(ws, nil, nil)
+	if err != nil {
+		return err
+	}
+	cfg := tools.RunConfig{Programs: tools.Programs{"probe": exe}, Runner: spawn.NewDirect(spawn.Options{}), View: view}
+	if err := tools.ProbeRun(context.Background(), cfg); err != nil {
+		if spawn.ProcRefused(err) {
+			return fmt.Errorf(runStartHere+"%w; %s", err, procRemedy)
+		}
+		return fmt.Errorf(runStartHere+"%w", err)
+	}
+	return nil
+}
+
 func (c *doctorCmd) Run(e *env) error {
 	rep := confine.Probe()
 	d := doctorReport{Probe: rep, Layers: rep.Table(), Helper: spawn.HelperSource(), Held: gate.RunHeldSummary, SelfReads: selfReadsSummary}
 	if ws, err := filepath.Abs(c.Workspace); err != nil {
 		d.RunAsError = err.Error()
 	} else if id, err := spawn.ProbeIdentity(ws); err != nil {
+		d.RunAsError = err.Error()
+	} else if err := probeRunHere(rep, ws); err != nil {
 		d.RunAsError = err.Error()
 	} else {
 		d.RunAs = id.String()
@@ -101,6 +142,17 @@ func (c *doctorCmd) Run(e *env) error {
 			mr.Refusal = err.Error()
 		} else {
 			mr.Publishes, mr.Withholds = publication(plan)
+		}
+		if err == nil && plan.ConfinedExecution && d.RunAsError != "" {
+			// The layers hold, but no run call of this workspace can
+			// start: run is withheld, and strict refuses, as they would.
+			why := runStartPrefix + c.Workspace + " cannot start: " + strings.TrimPrefix(d.RunAsError, runStartHere)
+			if m == confine.Strict {
+				mr.Starts, mr.Refusal, mr.Publishes, mr.Withholds, err = false, why, nil, nil, errors.New(why)
+			} else {
+				mr.Publishes = slices.DeleteFunc(mr.Publishes, func(n string) bool { return strings.HasPrefix(n, "run") })
+				mr.Withholds["run"] = why
+			}
 		}
 		if m == confine.Strict {
 			strictOK = err == nil
@@ -151,13 +203,17 @@ func (c *doctorCmd) Run(e *env) error {
 		for _, m := range d.Modes {
 			fmt.Fprintf(e.stdout, "\n--confine %s: ", m.Mode)
 			if !m.Starts {
-				fmt.Fprintf(e.stdout, "refuses to start on this host (the layers above marked NO are missing)\n")
+				if strings.HasPrefix(m.Refusal, runStartPrefix) {
+					fmt.Fprintf(e.stdout, "refuses to start: %s\n", termsafe.Message(m.Refusal))
+				} else {
+					fmt.Fprintf(e.stdout, "refuses to start on this host (the layers above marked NO are missing)\n")
+				}
 				continue
 			}
 			fmt.Fprintf(e.stdout, "publishes %v\n", m.Publishes)
 			for _, en := range gate.Catalogue {
 				if why, ok := m.Withholds[en.Name]; ok {
-					fmt.Fprintf(e.stdout, "  not %s: %s\n", en.Name, why)
+					fmt.Fprintf(e.stdout, "  not %s: %s\n", en.Name, termsafe.Message(why)) // can name a file of the workspace
 				}
 			}
 			if len(m.Plan.Enforced) > 0 {

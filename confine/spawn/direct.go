@@ -238,6 +238,7 @@ func (d *direct) prepare(s Spec) (*prepared, error) {
 		Mounts:   mounts,
 		Loopback: !s.Net,
 		Seccomp:  filter,
+		Probe:    s.Probe,
 	}
 	setIdentity(pl, useUser, d.root, uid, gid)
 	if abi >= 1 {

@@ -107,6 +107,13 @@ type Spec struct {
 	// of the cap (at least 1024): empty files cost kernel memory that the
 	// size does not count.
 	TmpSize int64
+	// Probe makes Run do everything a call does — namespaces, cgroup leaf,
+	// every mount of the view, identity, capabilities, no_new_privs,
+	// seccomp, Landlock — and stop just before executing Path, which is
+	// never run (it must still exist: it is bound as a call binds it).
+	// Result.ExitCode is 0 when every step succeeded. It proves, on this
+	// host, that a call with this Spec would reach its program.
+	Probe bool
 }
 
 // DefaultTmpSize is the cap of each of a child's /tmp and /dev/shm when
@@ -182,6 +189,19 @@ func (e *SetupError) Error() string {
 
 // Unwrap returns the cause.
 func (e *SetupError) Unwrap() error { return e.Err }
+
+// ProcStep is the step of a call that mounts its fresh /proc.
+const ProcStep = "mount proc /proc"
+
+// ProcRefused reports whether err is a call's failure to mount its fresh
+// /proc because the kernel refused it (EPERM): the host is a container
+// whose /proc has masked or read-only paths, which the kernel requires to
+// be fully visible before it lets a user namespace mount a new proc. No
+// call can run on such a host.
+func ProcRefused(err error) bool {
+	var se *SetupError
+	return errors.As(err, &se) && se.Step == ProcStep && errors.Is(err, syscall.EPERM)
+}
 
 // Runner runs programs under confinement. Implementations (NewDirect,
 // *Broker) are safe for concurrent use: calls run side by side, each with its

@@ -25,6 +25,7 @@ func encodeSpec(e *helper.Encoder, s Spec) {
 	e.I64(s.TmpSize)
 	e.Strs(s.ReadOnly)
 	e.Strs(s.Anchored)
+	e.Bool(s.Probe)
 }
 
 func decodeSpec(d *helper.Decoder) Spec {
@@ -49,6 +50,7 @@ func decodeSpec(d *helper.Decoder) Spec {
 	s.TmpSize = d.I64()
 	s.ReadOnly = d.Strs()
 	s.Anchored = d.Strs()
+	s.Probe = d.Bool()
 	return s
 }
 

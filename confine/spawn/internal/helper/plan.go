@@ -130,6 +130,10 @@ type Plan struct {
 	LandlockFS     uint64
 	LandlockScoped uint64
 	Rules          []Rule
+	// Probe stops the second stage after every step before execve has
+	// succeeded and its StatusReady is written: it exits 0 and Path is
+	// never executed. It proves a call would get that far.
+	Probe bool
 }
 
 // Encode appends the plan to e.
@@ -165,6 +169,7 @@ func (p *Plan) Encode(e *Encoder) {
 		e.Str(r.Path)
 		e.U64(r.Access)
 	}
+	e.Bool(p.Probe)
 }
 
 // DecodePlan reads a plan; d.Err says whether it was well formed.
@@ -208,6 +213,7 @@ func DecodePlan(d *Decoder) *Plan {
 	for i := 0; i < n && d.Err == nil; i++ {
 		p.Rules = append(p.Rules, Rule{Path: d.Str(), Access: d.U64()})
 	}
+	p.Probe = d.Bool()
 	if d.Err == nil && len(p.Argv) == 0 {
 		d.Err = errors.New("spawn: malformed plan: empty argv")
 	}

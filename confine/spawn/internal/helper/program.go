@@ -137,6 +137,9 @@ func programMain() {
 	if err := sysWriteAll(StatusFD, e.B); err != nil {
 		os.Exit(ExitSetup)
 	}
+	if p.Probe {
+		os.Exit(0)
+	}
 	err = syscall.Exec(p.Path, p.Argv, p.Env)
 	fail("exec "+p.Path, err)
 }

@@ -1,0 +1,41 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/b10x/harness/confine/spawn"
+)
+
+// ProbeRun does, with cfg, everything a run call does — namespaces, the
+// cgroup leaf, every mount of the view, the child's identity, seccomp and
+// Landlock — up to the execve of the program, which it never executes (see
+// spawn.Spec.Probe). It proves that the run tool cfg describes would reach
+// its programs on this host: a tool that cannot is not to be published.
+// The program bound is the first declared one (by name); cfg.Programs must
+// not be empty.
+//
+// The error is the spawn error of the step that failed (a *spawn.SetupError
+// or a *spawn.RemoteError naming it), or a failure to run at all.
+func ProbeRun(ctx context.Context, cfg RunConfig) error {
+	names := cfg.Programs.Names()
+	if len(names) == 0 {
+		return errors.New("tools: probe run: no program declared")
+	}
+	ws := cfg.View.Workspace
+	spec := spawn.Spec{
+		Path: cfg.Programs[names[0]], Argv: []string{names[0]}, Env: cfg.Env, Dir: ws.Path, Workspace: ws,
+		ReadPaths: cfg.View.Read, WritePaths: cfg.View.Write, Net: cfg.Net, Limits: cfg.Limits,
+		Timeout: 30 * time.Second, TmpSize: cfg.TmpSize, Probe: true,
+	}
+	res, err := cfg.Runner.Run(ctx, spec, spawn.Stdio{})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 || res.TimedOut {
+		return fmt.Errorf("tools: probe run ended with exit %d (signal %q, timed out %v) before reaching its program", res.ExitCode, res.Signal, res.TimedOut)
+	}
+	return nil
+}
