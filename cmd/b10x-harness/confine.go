@@ -53,7 +53,7 @@ type confinementRecord struct {
 // own layer: nothing it would learn about namespaces, seccomp or cgroups
 // could publish anything, and those probes are most of a short call's
 // start-up. Strict always probes everything.
-func planConfinement(mode string, execution bool) (confine.Mode, confine.Report, confine.Plan, error) {
+func planConfinement(mode string, execution bool, notProbed string) (confine.Mode, confine.Report, confine.Plan, error) {
 	m, err := confine.ParseMode(mode)
 	if err != nil {
 		return 0, confine.Report{}, confine.Plan{}, usageError{err}
@@ -65,7 +65,7 @@ func planConfinement(mode string, execution bool) (confine.Mode, confine.Report,
 	}
 	var rep confine.Report
 	if m == confine.Auto && !execution {
-		rep = confine.ProbeSelf("no program is declared (--allow-program), so run is not published")
+		rep = confine.ProbeSelf(notProbed)
 	} else {
 		rep = confine.Probe()
 	}
@@ -83,7 +83,13 @@ func planConfinement(mode string, execution bool) (confine.Mode, confine.Report,
 // confineSession probes the host, applies --confine and decides which tools
 // can exist.
 func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confinement, error) {
-	m, rep, plan, err := planConfinement(p.Confine, len(p.AllowProgram) > 0)
+	// A call that names another entry cannot use run: nothing of run is
+	// probed or started for it (a run probe is a sandbox start).
+	execution, notProbed := len(p.AllowProgram) > 0, "no program is declared (--allow-program), so run is not published"
+	if execution && p.onlyTool != "" && p.onlyTool != "run" && p.onlyTool != "tool_invoke" {
+		execution, notProbed = false, "the call names "+p.onlyTool+", so run is neither probed nor published"
+	}
+	m, rep, plan, err := planConfinement(p.Confine, execution, notProbed)
 	if err != nil {
 		return nil, err
 	}
@@ -180,6 +186,9 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 	c.programNames = progs.Names()
 	c.host.Programs = len(progs)
 	if rep.NotProbed != "" {
+		if len(progs) > 0 {
+			c.host.ExecutionWhy = rep.NotProbed
+		}
 		return c, nil // no program: the gate says why run is unpublished
 	}
 	if !plan.ConfinedExecution {

@@ -80,7 +80,7 @@ func (c *execCmd) Run(e *env) error {
 	// cost to every CI step (docs/decisions/0002-exec-never-unconfined.md).
 	plan := confine.Plan{WholeTreeKill: "cgroup.kill"}
 	if m == confine.Strict {
-		if _, _, plan, err = planConfinement(c.Confine, true); err != nil {
+		if _, _, plan, err = planConfinement(c.Confine, true, ""); err != nil {
 			return err
 		}
 	}
