@@ -368,6 +368,10 @@ func (c *runCall) Execute(ctx context.Context) (Result, error) {
 	if err != nil {
 		var se *spawn.SetupError
 		if errors.As(err, &se) {
+			if spawn.ProcRefused(err) {
+				// The host's fault, not the call's: say what to change.
+				return Result{Meta: meta}, Errorf(ReasonToolError, err, "the sandbox could not be set up (step %s); the program did not run: %s", se.Step, spawn.ProcHint)
+			}
 			return Result{Meta: meta}, Errorf(ReasonToolError, err, "the sandbox could not be set up (step %s); the program did not run", se.Step)
 		}
 		return Result{Meta: meta}, Errorf(ReasonToolError, err, "the program could not be run")

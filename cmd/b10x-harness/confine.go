@@ -262,12 +262,16 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 	// Probing is doing: a call is started here, up to its program's
 	// execve, so that a run tool that would fail on every call (a
 	// container that refuses a new /proc, a workspace the child cannot be
-	// given) is never published.
+	// given) is never shown to a model, and strict never starts. A single
+	// call (call run) is its own probe: a failure is its outcome, naming
+	// the step, and no model sees a list.
+	if m != confine.Strict && p.onlyTool != "" {
+		c.tools = append(c.tools, tools.RunTool(cfg))
+		c.host.ConfinedExecution = true
+		return c, nil
+	}
 	if err := tools.ProbeRun(context.Background(), cfg); err != nil {
 		why := "a run call cannot be started here: " + err.Error()
-		if spawn.ProcRefused(err) {
-			why += "; " + procRemedy
-		}
 		if m == confine.Strict {
 			return nil, fmt.Errorf("--confine strict: %s", why)
 		}
@@ -279,11 +283,6 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 	c.host.ConfinedExecution = true
 	return c, nil
 }
-
-// procRemedy says how to let a container's process mount a fresh /proc.
-const procRemedy = "this host refuses a new proc mount, as a container whose /proc has masked or read-only paths does: " +
-	"run the container with an unmasked /proc (podman and docker: --security-opt systempaths=unconfined; " +
-	"Kubernetes: securityContext.procMount: Unmasked)"
 
 // resolverFiles are what Go's resolver reads, lazily and again every few
 // seconds, to turn a provider's host name into an address.

@@ -109,9 +109,6 @@ func probeRunHere(rep confine.Report, ws string) error {
 	}
 	cfg := tools.RunConfig{Programs: tools.Programs{"probe": exe}, Runner: spawn.NewDirect(spawn.Options{}), View: view}
 	if err := tools.ProbeRun(context.Background(), cfg); err != nil {
-		if spawn.ProcRefused(err) {
-			return fmt.Errorf(runStartHere+"%w; %s", err, procRemedy)
-		}
 		return fmt.Errorf(runStartHere+"%w", err)
 	}
 	return nil

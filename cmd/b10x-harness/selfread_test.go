@@ -127,7 +127,7 @@ func TestHarnessCannotReadBesideWorkspace(t *testing.T) {
 	must(t, os.WriteFile(hook, []byte(fmt.Sprintf(`#!/bin/sh
 cat >/dev/null
 if cat %s >/dev/null 2>&1; then echo "the hook read beside the workspace" >&2; exit 2; fi
-head -c 4 "$(command -v sh)" >/dev/null || { echo "the hook cannot read the system" >&2; exit 2; }
+head -c 4 /bin/sh >/dev/null || { echo "the hook cannot read the system" >&2; exit 2; }
 echo '{"decision":"allow","reason":"hook ran"}'
 `, beside)), 0o755))
 	rec2 := filepath.Join(base, "rec2.jsonl")

@@ -193,6 +193,10 @@ func (e *SetupError) Unwrap() error { return e.Err }
 // ProcStep is the step of a call that mounts its fresh /proc.
 const ProcStep = "mount proc /proc"
 
+// ProcHint says why a host refuses a call's new /proc, and the fix (see
+// ProcRefused). A run call's error there carries it.
+const ProcHint = helper.ProcHint
+
 // ProcRefused reports whether err is a call's failure to mount its fresh
 // /proc because the kernel refused it (EPERM): the host is a container
 // whose /proc has masked or read-only paths, which the kernel requires to

@@ -216,7 +216,11 @@ func buildRoot(p *Plan) (string, error) {
 			}
 		case Proc:
 			if err = mountPoint(base, m.Dst, true); err == nil {
-				err = opErr("mount proc", m.Dst, sysMount("proc", dst, "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, ""))
+				err = sysMount("proc", dst, "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "")
+				if errors.Is(err, syscall.EPERM) {
+					err = &hintError{err, ProcHint}
+				}
+				err = opErr("mount proc", m.Dst, err)
 			}
 		case Rebind:
 			err = rebind(base, m)
@@ -257,6 +261,12 @@ func buildRoot(p *Plan) (string, error) {
 	}
 	return "", nil
 }
+
+// ProcHint says why a user namespace may not mount a new proc, and the fix.
+// Package spawn exports it.
+const ProcHint = "this host refuses a new proc mount, as a container whose /proc has masked or read-only paths does: " +
+	"run the container with an unmasked /proc (podman and docker: --security-opt systempaths=unconfined; " +
+	"Kubernetes: securityContext.procMount: Unmasked)"
 
 // hintError adds advice to an errno, keeping it matchable.
 type hintError struct {
