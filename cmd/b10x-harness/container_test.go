@@ -3,9 +3,11 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -14,10 +16,13 @@ import (
 )
 
 // containerEntry starts the harness as a root container runtime would: in
-// a mount namespace of its own where part of /proc is covered (podman and
-// docker mask /proc/kcore, /proc/timer_list and more, and bind /proc/sys
-// read-only), without CAP_SYS_ADMIN. Its first argument says whether to
-// cover /proc ("masked") or not ("plain"); the rest are the harness's.
+// a mount namespace of its own, without CAP_SYS_ADMIN. Its first argument
+// lists, comma-separated, what else the container has: "masked" covers
+// part of /proc (podman and docker mask /proc/kcore, /proc/timer_list and
+// more, and bind /proc/sys read-only); "podman" leaves podman's mark
+// (/run/.containerenv, on a tmpfs of the container's own); "nouserns" is a
+// runtime seccomp profile that refuses user namespaces; "plain" is none of
+// them. The rest are the harness's arguments.
 const containerEntry = "cmd-test-container"
 
 func init() { reexec.Register(containerEntry, containerMain) }
@@ -27,10 +32,11 @@ func containerMain() {
 		os.Stderr.WriteString("container setup: " + what + ": " + err.Error() + "\n")
 		os.Exit(120)
 	}
+	has := func(f string) bool { return slices.Contains(strings.Split(os.Args[1], ","), f) }
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		die("make / private", err)
 	}
-	if os.Args[1] == "masked" {
+	if has("masked") {
 		if err := unix.Mount("/proc/sys", "/proc/sys", "", unix.MS_BIND, ""); err != nil {
 			die("bind /proc/sys", err)
 		}
@@ -38,12 +44,61 @@ func containerMain() {
 			die("remount /proc/sys read-only", err)
 		}
 	}
+	if has("podman") {
+		if err := unix.Mount("tmpfs", "/run", "tmpfs", 0, "mode=0755,size=64k"); err != nil {
+			die("mount /run", err)
+		}
+		if err := os.WriteFile("/run/.containerenv", []byte("engine=\"podman-4.3.1\"\nrootless=0\n"), 0o644); err != nil {
+			die("write /run/.containerenv", err)
+		}
+	}
 	if err := unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_SYS_ADMIN, 0, 0, 0); err != nil {
 		die("drop CAP_SYS_ADMIN", err)
+	}
+	if has("nouserns") {
+		// clone and unshare with CLONE_NEWUSER fail with EPERM; clone3,
+		// whose flags a filter cannot read, with ENOSYS (callers fall back
+		// to clone), as container runtimes' default profiles do.
+		const (
+			ld   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+			jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+			jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+			ret  = unix.BPF_RET | unix.BPF_K
+		)
+		filter := []unix.SockFilter{
+			{Code: ld, K: 0}, // 0: A = nr
+			{Code: jeq, K: unix.SYS_CLONE, Jt: 1, Jf: 0},   // 1: clone? to 3
+			{Code: jeq, K: unix.SYS_UNSHARE, Jt: 0, Jf: 3}, // 2: unshare? else 6
+			{Code: ld, K: 16}, // 3: A = low word of args[0] (flags)
+			{Code: jset, K: unix.CLONE_NEWUSER, Jt: 0, Jf: 3},            // 4: NEWUSER? else 8
+			{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},  // 5
+			{Code: jeq, K: unix.SYS_CLONE3, Jt: 0, Jf: 1},                // 6: clone3? else 8
+			{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)}, // 7
+			{Code: ret, K: unix.SECCOMP_RET_ALLOW},                       // 8
+		}
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			die("no_new_privs", err)
+		}
+		prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+		if err := unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&prog)), 0, 0); err != nil {
+			die("seccomp", err)
+		}
 	}
 	env := append(os.Environ(), "B10X_TEST_MAIN=1")
 	err := syscall.Exec(reexec.Self, append([]string{"b10x-harness"}, os.Args[2:]...), env)
 	die("exec", err)
+}
+
+// inContainer runs the harness with args in a container (see containerEntry).
+func inContainer(t *testing.T, kind string, args ...string) result {
+	t.Helper()
+	cmd := reexec.Command(containerEntry, append([]string{kind}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
+	r := runHarnessCmd(t, cmd, "")
+	if strings.Contains(r.stderr, "container setup:") {
+		t.Fatalf("%s", r.stderr)
+	}
+	return r
 }
 
 // TestContainerRefusingProc: in a container whose /proc is partly covered
@@ -69,15 +124,8 @@ func TestContainerRefusingProc(t *testing.T) {
 	prog, err := filepath.EvalSymlinks("/bin/true")
 	must(t, err)
 	args := []string{"call", "--workspace", ws, "--yes", "--allow-program", prog, "run", `{"argv":["` + prog + `"]}`}
-	start := func(cover string, extra ...string) result {
-		argv := append([]string{cover, args[0]}, extra...)
-		cmd := reexec.Command(containerEntry, append(argv, args[1:]...)...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
-		r := runHarnessCmd(t, cmd, "")
-		if strings.Contains(r.stderr, "container setup:") {
-			t.Fatalf("%s", r.stderr)
-		}
-		return r
+	start := func(kind string, extra ...string) result {
+		return inContainer(t, kind, append(append([]string{args[0]}, extra...), args[1:]...)...)
 	}
 
 	plain := start("plain")
@@ -99,19 +147,15 @@ func TestContainerRefusingProc(t *testing.T) {
 	}
 
 	// What a model would be shown: run is not published, for that reason.
-	cmd := reexec.Command(containerEntry, "masked", "tools", "--workspace", ws, "--allow-program", prog)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
-	list := runHarnessCmd(t, cmd, "")
+	list := inContainer(t, "masked", "tools", "--workspace", ws, "--allow-program", prog)
 	_, unpublished, _ := strings.Cut(list.stdout, "Not published:")
 	if !strings.Contains(unpublished, "run: ") || !strings.Contains(unpublished, "refuses a new proc mount") {
 		t.Errorf("tools in the container publishes run, or does not say why not:\n%s%s", list.stdout, list.stderr)
 	}
 
 	// doctor in the same container says what a call would meet, and the fix.
-	cmd = reexec.Command(containerEntry, "masked", "doctor", "--workspace", ws)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
-	doc := runHarnessCmd(t, cmd, "")
-	for _, want := range []string{"not run: run calls of " + ws + " cannot start", "mount proc /proc", "procMount: Unmasked"} {
+	doc := inContainer(t, "masked,podman", "doctor", "--workspace", ws)
+	for _, want := range []string{"not run: run calls of " + ws + " cannot start", "mount proc /proc", "procMount: Unmasked", "container: podman (/run/.containerenv exists)"} {
 		if !strings.Contains(doc.stdout, want) {
 			t.Errorf("doctor in the container does not say %q:\n%s%s", want, doc.stdout, doc.stderr)
 		}
@@ -127,5 +171,30 @@ func TestContainerRefusingProc(t *testing.T) {
 		t.Logf("strict refuses for a missing layer first:\n%s", strict.stderr)
 	case !strings.Contains(strict.stderr, "refuses a new proc mount"):
 		t.Errorf("--confine strict in the container does not name the /proc refusal:\n%s", strict.stderr)
+	}
+}
+
+// TestContainerRefusingUserns: a container whose runtime profile refuses
+// user namespaces, around a root harness without CAP_SYS_ADMIN (which then
+// needs one): run is not published, and doctor names the runtime and the
+// fix for it (the project's seccomp profile) beside the host's remedy.
+func TestContainerRefusingUserns(t *testing.T) {
+	testenv.Require(t, os.Geteuid() == 0, "root (to build a container)", testenv.ShapeNoUserns)
+	ws := t.TempDir()
+	must(t, os.Chown(ws, runOwner, runOwner))
+	doc := inContainer(t, "nouserns,podman", "doctor", "--workspace", ws)
+	for _, want := range []string{
+		"container: podman (/run/.containerenv exists)",
+		"userns: in this podman container: podman run --security-opt seccomp=deploy/seccomp/b10x-harness.json",
+		"; on the host: ",
+	} {
+		if !strings.Contains(doc.stdout, want) {
+			t.Errorf("doctor does not say %q:\n%s%s", want, doc.stdout, doc.stderr)
+		}
+	}
+	t.Logf("doctor in the container:\n%s", doc.stdout)
+	list := inContainer(t, "nouserns,podman", "tools", "--workspace", ws, "--allow-program", "true")
+	if _, unpublished, _ := strings.Cut(list.stdout, "Not published:"); !strings.Contains(unpublished, "run: ") {
+		t.Errorf("tools in a container without user namespaces publishes run:\n%s%s", list.stdout, list.stderr)
 	}
 }

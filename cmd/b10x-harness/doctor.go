@@ -48,6 +48,10 @@ type doctorReport struct {
 	// SelfReads is what the harness itself may still read once its own
 	// Landlock domain holds (landlock-self).
 	SelfReads string `json:"self_reads"`
+	// Container is the container runtime found around the harness, and
+	// ContainerFixes how to get each missing layer in it (by layer).
+	Container      confine.Container `json:"container"`
+	ContainerFixes map[string]string `json:"container_fixes,omitempty"`
 }
 
 // selfReadsSummary says what selfReadPaths and confine.RestrictSelf leave
@@ -97,7 +101,7 @@ func probeRunHere(rep confine.Report, ws string) error {
 	// (its errors begin with runStartHere)
 	plan, err := rep.Plan(confine.Auto)
 	if err != nil || !plan.ConfinedExecution {
-		return nil // the layers above say why no run call can start
+		return errors.New("this host cannot confine run calls (see the layers marked NO)")
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -117,6 +121,15 @@ func probeRunHere(rep confine.Report, ws string) error {
 func (c *doctorCmd) Run(e *env) error {
 	rep := confine.Probe()
 	d := doctorReport{Probe: rep, Layers: rep.Table(), Helper: spawn.HelperSource(), Held: gate.RunHeldSummary, SelfReads: selfReadsSummary}
+	d.Container = confine.DetectContainer()
+	for _, r := range d.Layers {
+		if fix := d.Container.Fix(r.Layer, rep.Landlock.Status == confine.Inconclusive); !r.Available && r.Required && fix != "" {
+			if d.ContainerFixes == nil {
+				d.ContainerFixes = map[string]string{}
+			}
+			d.ContainerFixes[r.Layer] = fix
+		}
+	}
 	if ws, err := filepath.Abs(c.Workspace); err != nil {
 		d.RunAsError = err.Error()
 	} else if id, err := spawn.ProbeIdentity(ws); err != nil {
@@ -178,11 +191,14 @@ func (c *doctorCmd) Run(e *env) error {
 		w.Flush()
 		var remedies []confine.Row
 		for _, r := range d.Layers {
-			if !r.Available && r.Required && r.Remedy != "" {
+			if !r.Available && r.Required && (r.Remedy != "" || d.ContainerFixes[r.Layer] != "") {
 				remedies = append(remedies, r)
 			}
 		}
 		fmt.Fprintf(e.stdout, "\nrun helper: %s\n", d.Helper)
+		if d.Container.Runtime != "" {
+			fmt.Fprintf(e.stdout, "container: %s (%s)\n", d.Container.Runtime, termsafe.Line(d.Container.Evidence))
+		}
 		if d.RunAs != "" {
 			fmt.Fprintf(e.stdout, "run children of %s: %s\n", termsafe.Line(c.Workspace), termsafe.Message(d.RunAs))
 		} else {
@@ -194,6 +210,14 @@ func (c *doctorCmd) Run(e *env) error {
 		if len(remedies) > 0 {
 			fmt.Fprintln(e.stdout, "\nHow to get what is missing:")
 			for _, r := range remedies {
+				if fix := d.ContainerFixes[r.Layer]; fix != "" {
+					fmt.Fprintf(e.stdout, "  %s: in this %s container: %s", r.Layer, d.Container.Runtime, fix)
+					if r.Remedy != "" {
+						fmt.Fprintf(e.stdout, "; on the host: %s", r.Remedy)
+					}
+					fmt.Fprintln(e.stdout)
+					continue
+				}
 				fmt.Fprintf(e.stdout, "  %s: %s\n", r.Layer, r.Remedy)
 			}
 		}
