@@ -45,6 +45,9 @@ type confinementRecord struct {
 	SelfError     string           `json:"self_error,omitempty"`
 	NotProbed     string           `json:"not_probed,omitempty"` // why only the harness's own layer was probed
 	RunAs         string           `json:"run_as,omitempty"`     // who run children are on the host
+	// Enclosing are the limits of the harness's own cgroups, which bound
+	// every run call together where calls get no limits of their own.
+	Enclosing *cgroup.Enclosing `json:"enclosing_limits,omitempty"`
 }
 
 // planConfinement probes the host and applies --confine. Strict on a host
@@ -128,7 +131,17 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 		case !plan.ConfinedExecution:
 			note += "; run is not published"
 		case !plan.ResourceLimits:
-			note += "; run calls get no pids, memory or cpu limits"
+			note += "; run calls get no pids, memory or cpu limits of their own"
+			// What bounds them instead: the cgroups that hold the harness
+			// (a container's or a pod's own limits), all calls together.
+			if enc, err := cgroup.EnclosingLimits(); err == nil {
+				c.record.Enclosing = &enc
+				if enc.MemoryMax < 0 && enc.PidsMax < 0 && enc.CPUMax == "" {
+					note += " (nor does the harness's own cgroup: it sets " + enc.String() + ")"
+				} else {
+					note += " (the harness's own cgroup bounds them together: " + enc.String() + ")"
+				}
+			}
 		}
 		s.notes = append(s.notes, note)
 	}

@@ -191,7 +191,17 @@ func buildRoot(p *Plan) (string, error) {
 		}
 	}
 	base := newRootBase
-	if err := sysMount("tmpfs", base, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=0755"); err != nil {
+	err := sysMount("tmpfs", base, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=0755")
+	if errors.Is(err, syscall.ENOENT) {
+		// A minimal container image without /tmp: the mount point is made
+		// (an empty directory, the usual one); the tmpfs on it is this
+		// namespace's own.
+		if merr := sysMkdir(base, 0o1777); merr != nil && !errors.Is(merr, syscall.EEXIST) {
+			return "new root", opErr("mkdir", base, &hintError{merr, "the root filesystem has no " + base + " and none can be made: add an empty " + base + " to the image"})
+		}
+		err = sysMount("tmpfs", base, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=0755")
+	}
+	if err != nil {
 		return "new root", opErr("mount tmpfs", base, err)
 	}
 	var roMounts []string
