@@ -45,12 +45,19 @@ func (c *toolsCmd) Run(e *env) error {
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "SURFACE %s — what the model sees:\n", kind)
 	for _, d := range defs {
-		first, _, _ := strings.Cut(d.Description, "\n")
+		first, rest, _ := strings.Cut(d.Description, "\n")
 		risk := ""
 		if en, ok := gate.Lookup(d.Name); ok {
 			risk = en.Operation + ", risk " + en.Risk.String()
 		}
 		fmt.Fprintf(w, "  %s\t%s\t%s\n", termsafe.Line(d.Name), risk, termsafe.Line(first))
+		// The rest (the write rules the model is told, for one) is shown
+		// too, a line each, beneath the first.
+		for _, l := range strings.Split(rest, "\n") {
+			if strings.TrimSpace(l) != "" {
+				fmt.Fprintf(w, "  \t\t%s\n", termsafe.Line(l))
+			}
+		}
 	}
 	w.Flush()
 	un := s.gate.Unpublished()
