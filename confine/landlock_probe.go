@@ -144,11 +144,13 @@ type LandlockErratum struct {
 	Description string `json:"description"`
 }
 
-// landlockErrata lists the errata whose meaning is recorded here; others are
-// reported by number only.
+// landlockErrata lists the errata whose meaning is recorded here (the
+// kernel's Documentation/userspace-api/landlock.rst, "Landlock errata");
+// others are reported by number only, with ABI 0 and no description.
 var landlockErrata = []LandlockErratum{
 	{1, 4, "TCP rights no longer applied to non-TCP stream sockets (SMC, MPTCP, SCTP)"},
 	{2, 6, "signal scoping no longer blocks signals between threads of one process"},
+	{3, 1, "rename and link on disconnected directories under bind mounts can no longer widen access rights (refer)"},
 }
 
 // FixedErrata lists the errata the kernel reports as fixed, in bit order,

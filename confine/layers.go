@@ -288,8 +288,9 @@ var limitLayers = []string{LayerPidsLimit, LayerMemoryLimit, LayerCPULimit}
 
 // Plan decides what mode m gives on this host.
 //
-//   - Strict: when any required layer is unavailable, Plan returns the zero
-//     Plan and a *StrictError with one line per missing layer (matching
+//   - Strict: when any required layer is unavailable, Plan returns a Plan
+//     that names the mode and the missing layers and holds nothing, and a
+//     *StrictError with one line per missing layer (matching
 //     ErrNotSupported); the caller must not start. Otherwise every class
 //     holds and every required layer is enforced.
 //   - Auto: the classes whose layers are all available hold; Enforced lists
@@ -316,10 +317,10 @@ func (r Report) Plan(m Mode) (Plan, error) {
 		}
 	}
 	if m == Strict && len(p.Missing) > 0 {
-		return Plan{}, &StrictError{Missing: p.Missing}
+		return Plan{Mode: Strict, Enforced: []string{}, Missing: p.Missing}, &StrictError{Missing: p.Missing}
 	}
 	if m == Strict && r.NotProbed != "" {
-		return Plan{}, fmt.Errorf("confine: strict needs every layer probed; this report probed only the harness's own (%s)", r.NotProbed)
+		return Plan{Mode: Strict, Enforced: []string{}, Missing: []Layer{}}, fmt.Errorf("confine: strict needs every layer probed; this report probed only the harness's own (%s)", r.NotProbed)
 	}
 	usable := func(name string) bool { l := byName[name]; return l.Available || !l.Required }
 

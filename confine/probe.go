@@ -143,7 +143,7 @@ type CgroupReport struct {
 	Self        string   `json:"self"`
 	V1          bool     `json:"v1"`
 	CanCreate   bool     `json:"can_create"`
-	Controllers []string `json:"controllers"`
+	Controllers []string `json:"leaf_controllers"` // among pids, memory, cpu: what leaves can limit ([] when none)
 	Kill        bool     `json:"kill"`
 	Problem     string   `json:"problem,omitempty"`
 	Missing     []string `json:"missing,omitempty"`
@@ -155,7 +155,7 @@ func cgroupReport(i cgroup.Info) CgroupReport {
 		Self:        i.Self,
 		V1:          i.V1,
 		CanCreate:   i.CanCreate,
-		Controllers: append([]string(nil), i.Controllers...),
+		Controllers: append([]string{}, i.Controllers...),
 		Kill:        i.Kill,
 		Problem:     i.Problem,
 		Missing:     append([]string(nil), i.Missing...),

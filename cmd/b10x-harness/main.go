@@ -48,7 +48,7 @@ type cli struct {
 	Run    runCmd    `cmd:"" help:"Give a model (or a replay script) the published tools and execute its calls through the gate until it stops or a budget ends the run."`
 	Tools  toolsCmd  `cmd:"" help:"Show the tools a model would be given, without contacting any provider."`
 	Call   callCmd   `cmd:"" help:"Pass one tool call through the gate and print its outcome as JSON."`
-	Doctor doctorCmd `cmd:"" help:"Explain which confinement layers this host offers and what each --confine mode would publish."`
+	Doctor doctorCmd `cmd:"" help:"Explain which confinement layers this host offers and what each --confine mode would publish. Exits 0 when --confine strict would start here, 1 when it would refuse."`
 	Exec   execCmd   `cmd:"" help:"Run one command under the same confinement as the run tool (for CI steps)."`
 	Record recordCmd `cmd:"" help:"Read a run record."`
 
