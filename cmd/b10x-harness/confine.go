@@ -112,6 +112,11 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 		c.host.WorkspaceWhy = "--confine off"
 		c.host.ExecutionWhy = "--confine off"
 		if len(p.AllowProgram) > 0 {
+			// Checked all the same: a wrong declaration is wrong whatever
+			// the mode, and says so before anything runs.
+			if _, err := tools.ResolvePrograms(p.AllowProgram, os.Getenv("PATH")); err != nil {
+				return nil, usageError{err}
+			}
 			if err := checkAskedLimits(nil, p.limitFlags.asked(), "--confine off publishes no run tool"); err != nil {
 				return nil, err
 			}

@@ -23,3 +23,21 @@ func TestToolsTextShowsWriteRules(t *testing.T) {
 		}
 	}
 }
+
+// TestConfineOffChecksPrograms: --allow-program is checked under every
+// mode; --confine off publishes no run tool, yet a program that does not
+// exist is still a usage error (issue 18, item 1), and each unpublished
+// entry gives the real reason.
+func TestConfineOffChecksPrograms(t *testing.T) {
+	ws := t.TempDir()
+	r := harness(t, "", "tools", "--workspace", ws, "--confine", "off", "--allow-program", "b10x-no-such-program")
+	if r.code != exitUsage || !strings.Contains(r.stderr, `--allow-program "b10x-no-such-program": not found`) {
+		t.Errorf("exit %d, stderr %q; want a usage error naming the program", r.code, r.stderr)
+	}
+	r = harness(t, "", "tools", "--workspace", ws, "--confine", "off", "--allow-program", "sh")
+	for _, want := range []string{"run: needs confined execution: --confine off", "file_write: needs a confined workspace: --confine off"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("tools --confine off does not say %q:\n%s", want, r.stdout)
+		}
+	}
+}
