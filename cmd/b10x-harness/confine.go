@@ -310,8 +310,8 @@ var resolverFiles = []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.co
 // read besides the workspace and its devices. Hook programs inherit the
 // domain, so with hooks it holds what a run child reads of the system
 // (the system directories, the entries of /etc every user may read), each
-// hook's program and every argument of a hook that names an existing
-// absolute path. With a network provider it holds the resolver's files;
+// hook's program, every argument of a hook that names an existing
+// absolute path, and this executable (hooks start under its small init). With a network provider it holds the resolver's files;
 // the CA certificates are loaded here, before the domain, and kept.
 // Nothing else outside the workspace is readable once the domain holds.
 func selfReadPaths(p *policyFlags) ([]string, error) {
@@ -322,6 +322,10 @@ func selfReadPaths(p *policyFlags) ([]string, error) {
 			return nil, fmt.Errorf("the system paths hooks read: %w", err)
 		}
 		read = append(read, sys...)
+		// Hooks are started under a small init that is this executable.
+		if exe, err := os.Executable(); err == nil {
+			read = append(read, exe)
+		}
 		for _, h := range p.Hook {
 			hook, err := gate.ParseHook(h)
 			if err != nil {

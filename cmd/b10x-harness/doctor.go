@@ -58,8 +58,8 @@ type doctorReport struct {
 // the harness able to read.
 const selfReadsSummary = "Under landlock-self the harness (and every hook it starts) can read only the workspace, " +
 	"/dev/null and /dev/tty; with --hook also a private temporary directory, the system directories a run child sees " +
-	"(/usr, /bin, /sbin, /lib*, /opt and the entries of /etc every user may read), each hook's program and the existing " +
-	"absolute paths among its arguments; with a network provider also /etc/resolv.conf, /etc/hosts, /etc/nsswitch.conf " +
+	"(/usr, /bin, /sbin, /lib*, /opt and the entries of /etc every user may read), each hook's program, the existing " +
+	"absolute paths among its arguments and the harness's own executable; with a network provider also /etc/resolv.conf, /etc/hosts, /etc/nsswitch.conf " +
 	"and /etc/services (the CA certificates are loaded before the domain holds). Not /proc, not /sys, not the home directory."
 
 // publication says which entries a plan lets the gate publish, assuming at
