@@ -18,7 +18,9 @@
 # and one exec of cat. A case passes when doctor publishes run exactly
 # when tools does, the run call executes and exec works (and prints the
 # file); when run is withheld, the call and exec must fail and doctor must
-# say why. Two cases have a fixed expectation: shipped + uid 1000 +
+# say why. Then scripts/container-attacks.sh (the executing section of the
+# attack corpus) runs in a container set up as the Kubernetes pods are.
+# Two cases have a fixed expectation: shipped + uid 1000 +
 # unmasked /proc must execute (that is what the profile is for), and
 # docker-default + uid 1000 must lack userns with a fix that names the
 # seccomp profile. Exit status 1 when any case fails; 0 with a SKIP line
@@ -125,6 +127,24 @@ for profile in runtime-default shipped docker-default; do
 		done
 	done
 done
+# The executing section of the attack corpus, in a container set up as the
+# Kubernetes manifests set up their pods: uid 1000, no capabilities, no
+# privilege escalation, the shipped profile, an unmasked /proc.
+cases=$((cases + 1))
+t0=$(date +%s.%N)
+out=$("${CT[@]}" run --rm --network none --user 1000:1000 --cap-drop ALL --security-opt no-new-privileges \
+	--security-opt "seccomp=$root/deploy/seccomp/b10x-harness.json" --security-opt systempaths=unconfined \
+	-v "$root/scripts/container-attacks.sh:/attacks.sh:ro" --entrypoint /bin/sh "$image" /attacks.sh 2>&1)
+rc=$?
+t1=$(date +%s.%N)
+verdict=ok
+if [ "$rc" != 0 ] || ! printf '%s\n' "$out" | grep -q '^attacks: [0-9]* passed, 0 failed$'; then
+	verdict=FAIL
+	fails=$((fails + 1))
+fi
+printf 'attacks (shipped, 1000, unmasked, --cap-drop ALL, no-new-privileges): %s (%.1f s)\n' "$verdict" "$(awk "BEGIN{print $t1 - $t0}")"
+printf '%s\n' "$out" | sed 's/^/    /'
+
 end=$(date +%s.%N)
 echo "containertest: $cases cases in $(awk "BEGIN{printf \"%.1f\", $end - $start}") s with ${CT[*]}"
 echo "containertest: $((cases - fails)) passed, $fails failed"
