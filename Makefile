@@ -15,6 +15,7 @@ HELPER := confine/spawn/internal/helperimage/bin/helper-$(HELPER_ARCH)
 HELPER_LDFLAGS = -X=github.com/b10x/harness/confine/spawn/internal/helperimage.stamp=$(shell sha256sum $(HELPER) | cut -d' ' -f1)
 
 .PHONY: all build helper helper-ldflags test hosttest lint vmtest vmtest-ci mutate demo demo-calls bench bench-spawn clean
+.PHONY: image containertest
 
 all: build
 
@@ -72,6 +73,20 @@ bench: build
 
 bench-spawn: build
 	./bench/spawn.sh
+
+# image builds the container image (Containerfile, FROM scratch, no
+# registry) with podman or docker, whichever is there (podman and runc are
+# installed with apt-get when neither is); IMAGE names it.
+IMAGE ?= localhost/b10x-harness:dev
+image: build
+	./deploy/build-image.sh $(IMAGE)
+
+# containertest builds the image and checks, in containers under the
+# runtime's default seccomp profile and the shipped one, as root and as
+# uid 1000, that doctor's verdict matches what a run call and exec do
+# (scripts/container-test.sh). Not part of `make test`.
+containertest: image
+	./scripts/container-test.sh $(IMAGE)
 
 clean:
 	rm -rf bin confine/spawn/internal/helperimage/bin/helper-*
