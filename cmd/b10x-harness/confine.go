@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/b10x/harness/cgroup"
@@ -289,7 +290,7 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 		return c, nil
 	}
 	if err := tools.ProbeRun(context.Background(), cfg); err != nil {
-		why := "a run call cannot be started here: " + err.Error()
+		why := "a run call cannot be started here: " + err.Error() + containerHint(err)
 		if m == confine.Strict {
 			return nil, fmt.Errorf("--confine strict: %s", why)
 		}
@@ -300,6 +301,18 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 	c.tools = append(c.tools, tools.RunTool(cfg))
 	c.host.ConfinedExecution = true
 	return c, nil
+}
+
+// containerHint says, for a run probe that a container's policy refused
+// (EPERM at a step such as sethostname or mount), how to let that kind of
+// container allow it; "" outside a container and for the failures whose
+// own message names the fix (a refused /proc, a root-owned workspace).
+func containerHint(err error) string {
+	c := confine.DetectContainer()
+	if c.Runtime == "" || spawn.ProcRefused(err) || errors.Is(err, spawn.ErrRootWorkspace) || !errors.Is(err, syscall.EPERM) {
+		return ""
+	}
+	return "; in this " + c.Runtime + " container: " + c.Fix(confine.LayerSeccomp, false)
 }
 
 // resolverFiles are what Go's resolver reads, lazily and again every few

@@ -113,7 +113,7 @@ func probeRunHere(rep confine.Report, ws string) error {
 	}
 	cfg := tools.RunConfig{Programs: tools.Programs{"probe": exe}, Runner: spawn.NewDirect(spawn.Options{}), View: view}
 	if err := tools.ProbeRun(context.Background(), cfg); err != nil {
-		return fmt.Errorf(runStartHere+"%w", err)
+		return fmt.Errorf(runStartHere+"%w%s", err, containerHint(err))
 	}
 	return nil
 }

@@ -111,7 +111,11 @@ func idmappedTree(ws Pinned, uid int, workspace bool) (*os.File, error) {
 	fd, err := unix.OpenTree(pfd, "", unix.AT_EMPTY_PATH|unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 	unix.Close(pfd)
 	if err != nil {
-		return nil, fmt.Errorf("open_tree(%s): %w", dir, err)
+		why := fmt.Sprintf("open_tree(%s): %v", dir, err)
+		if errors.Is(err, unix.EPERM) {
+			why += " (cloning a mount needs CAP_SYS_ADMIN, which a root in a container usually lacks: there, run the container as an unprivileged user, e.g. --user 1000)"
+		}
+		return nil, notIdmapped(dir, workspace, why)
 	}
 	tree := os.NewFile(uintptr(fd), dir)
 	attr := &unix.MountAttr{
