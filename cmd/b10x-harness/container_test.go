@@ -109,8 +109,7 @@ func inContainer(t *testing.T, kind string, args ...string) result {
 // what refuses is the covered /proc, nothing else.
 func TestContainerRefusingProc(t *testing.T) {
 	testenv.Require(t, os.Geteuid() == 0, "root (to build a container)", testenv.ShapeNoUserns)
-	usernsOK := testenv.Shape() != testenv.ShapeNoUserns
-	testenv.Require(t, usernsOK, "user namespaces", testenv.ShapeNoUserns)
+	testenv.Require(t, atkExecution(), "confined run calls", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
 	ws := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hello\n"), 0o644))
 	// A root without CAP_SYS_ADMIN cannot idmap a root-owned workspace:

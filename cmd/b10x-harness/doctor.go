@@ -20,7 +20,7 @@ import (
 
 type doctorCmd struct {
 	JSON      bool   `help:"Print the probe, the layers and each mode's plan as JSON."`
-	Workspace string `help:"The workspace whose run children doctor describes (who they run as on the host)." default:"." placeholder:"DIR"`
+	Workspace string `help:"The workspace whose run children doctor describes (who they run as, whether a run call starts there). Given, it also decides what each mode publishes and whether strict starts (the exit status); the default, the current directory, is only described." placeholder:"DIR"`
 }
 
 // modeReport is what one --confine mode would do on this host.
@@ -130,6 +130,10 @@ func (c *doctorCmd) Run(e *env) error {
 			d.ContainerFixes[r.Layer] = fix
 		}
 	}
+	explicit := c.Workspace != ""
+	if !explicit {
+		c.Workspace = "."
+	}
 	if ws, err := filepath.Abs(c.Workspace); err != nil {
 		d.RunAsError = err.Error()
 	} else if id, err := spawn.ProbeIdentity(ws); err != nil {
@@ -153,7 +157,7 @@ func (c *doctorCmd) Run(e *env) error {
 		} else {
 			mr.Publishes, mr.Withholds = publication(plan)
 		}
-		if err == nil && plan.ConfinedExecution && d.RunAsError != "" {
+		if err == nil && plan.ConfinedExecution && d.RunAsError != "" && explicit {
 			// The layers hold, but no run call of this workspace can
 			// start: run is withheld, and strict refuses, as they would.
 			why := runStartPrefix + c.Workspace + " cannot start: " + strings.TrimPrefix(d.RunAsError, runStartHere)
