@@ -406,6 +406,10 @@ type sweepResult struct {
 	Sleeper int
 	Parent  string
 	Removed []string
+	// The live harness beside the dead one: its parent and its sleeper
+	// must survive the sweep.
+	Live, LiveSleeper int
+	LiveParent        string
 }
 
 type victimReport struct {
@@ -416,13 +420,19 @@ type victimReport struct {
 
 // A harness SIGKILLed with a process running in its leaf leaves the leaf
 // and the process behind; the next harness's Sweep kills the process and
-// removes the directories.
+// removes the directories. A harness still alive beside it keeps its
+// parent, its leaf and its process (issue 18, item 11).
 func TestSweep(t *testing.T) {
 	var r sweepResult
 	runChild(t, childOpts{lacking: noCgroup2, cgroup: childCgroup(t)}, &r, "sweeper")
 	recordPid(r.Victim)
+	recordPid(r.Live)
+	t.Logf("dead %s, live %s; removed %q", r.Parent, r.LiveParent, r.Removed)
 	if !slices.Contains(r.Removed, r.Parent) {
 		t.Errorf("Sweep removed %q, not the dead harness's parent %s", r.Removed, r.Parent)
+	}
+	if slices.Contains(r.Removed, r.LiveParent) {
+		t.Errorf("Sweep removed the live harness's parent %s", r.LiveParent)
 	}
 	if exists(r.Parent) {
 		t.Errorf("%s still exists", r.Parent)
@@ -432,62 +442,103 @@ func TestSweep(t *testing.T) {
 	}
 }
 
-// scenarioSweeper starts a victim harness (which opens a Manager and runs
-// sleep in a leaf), SIGKILLs it, then opens its own Manager and sweeps.
-func scenarioSweeper([]string) (any, error) {
-	if err := SetChildSubreaper(); err != nil {
-		return nil, err
-	}
+// startVictim starts a victim harness and reads its report.
+func startVictim() (*exec.Cmd, victimReport, error) {
+	var rep victimReport
 	victim := reexec.Command(childEntry, "victim")
 	victim.Stderr = os.Stderr
 	out, err := victim.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return nil, rep, err
 	}
 	if err := victim.Start(); err != nil {
-		return nil, err
+		return nil, rep, err
 	}
-	var rep victimReport
 	line, err := bufio.NewReader(out).ReadBytes('\n')
 	if err != nil {
 		victim.Process.Kill()
 		victim.Wait()
-		return nil, fmt.Errorf("victim said nothing: %w", err)
+		return nil, rep, fmt.Errorf("victim said nothing: %w", err)
 	}
 	if err := json.Unmarshal(line, &rep); err != nil {
 		victim.Process.Kill()
 		victim.Wait()
 		if strings.HasPrefix(string(line), "missing:") {
-			return nil, missingError{strings.TrimPrefix(strings.TrimSpace(string(line)), "missing:")}
+			return nil, rep, missingError{strings.TrimPrefix(strings.TrimSpace(string(line)), "missing:")}
 		}
-		return nil, fmt.Errorf("victim report %q: %w", line, err)
+		return nil, rep, fmt.Errorf("victim report %q: %w", line, err)
 	}
-	r := sweepResult{Victim: victim.Process.Pid, Sleeper: rep.Sleeper, Parent: rep.Parent}
+	return victim, rep, nil
+}
+
+// scenarioSweeper starts two victim harnesses (each opens a Manager and
+// runs sleep in a leaf), SIGKILLs one, then opens its own Manager and
+// sweeps; then it checks the live one and ends it.
+func scenarioSweeper([]string) (any, error) {
+	if err := SetChildSubreaper(); err != nil {
+		return nil, err
+	}
+	victim, rep, err := startVictim()
+	if err != nil {
+		return nil, err
+	}
+	live, liveRep, err := startVictim()
+	if err != nil {
+		victim.Process.Kill()
+		victim.Wait()
+		return nil, err
+	}
+	r := sweepResult{Victim: victim.Process.Pid, Sleeper: rep.Sleeper, Parent: rep.Parent,
+		Live: live.Process.Pid, LiveSleeper: liveRep.Sleeper, LiveParent: liveRep.Parent}
+	endLive := func() {
+		live.Process.Kill()
+		live.Wait()
+	}
 	if err := victim.Process.Kill(); err != nil {
+		endLive()
 		return nil, err
 	}
 	victim.Wait()
 	// The harness is dead; its sleeper lives on in the stale leaf.
 	if !exists(rep.Leaf) {
+		endLive()
 		return nil, fmt.Errorf("stale leaf %s vanished by itself", rep.Leaf)
 	}
 	if unix.Kill(rep.Sleeper, 0) != nil {
+		endLive()
 		return nil, fmt.Errorf("sleeper %d died with its harness; the test proves nothing", rep.Sleeper)
 	}
 	m, err := openOrMissing()
 	if err != nil {
+		endLive()
 		return nil, err
 	}
 	defer m.Close()
 	r.Removed, err = m.Sweep()
 	if err != nil {
+		endLive()
 		return nil, err
+	}
+	if !exists(liveRep.Leaf) || unix.Kill(liveRep.Sleeper, 0) != nil {
+		endLive()
+		return nil, fmt.Errorf("the live harness's leaf %s or its sleeper %d did not survive the sweep", liveRep.Leaf, liveRep.Sleeper)
+	}
+	// Now end the live one too: the next sweep takes what it left.
+	endLive()
+	more, err := m.Sweep()
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(more, liveRep.Parent) {
+		return nil, fmt.Errorf("after its harness died, %s was not swept (removed %q)", liveRep.Parent, more)
 	}
 	if err := reapAll(5 * time.Second); err != nil {
 		return nil, err
 	}
-	if err := gone(rep.Sleeper); err != nil {
-		return nil, err
+	for _, p := range []int{rep.Sleeper, liveRep.Sleeper} {
+		if err := gone(p); err != nil {
+			return nil, err
+		}
 	}
 	return r, m.Close()
 }

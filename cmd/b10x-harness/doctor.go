@@ -246,6 +246,10 @@ func (c *doctorCmd) Run(e *env) error {
 			}
 			if m.Plan.ConfinedExecution {
 				fmt.Fprintf(e.stdout, "  whole-tree kill: %s; resource limits: %v\n", m.Plan.WholeTreeKill, m.Plan.ResourceLimits)
+				if m.Plan.WholeTreeKill == "cgroup.kill" {
+					// What cannot be avoided, said once (issue 18, item 11).
+					fmt.Fprintln(e.stdout, "  a harness killed with SIGKILL leaves its cgroup directory (its processes die with it); the next harness that starts run calls here removes it, never one of a harness still running")
+				}
 				fmt.Fprintf(e.stdout, "  private /tmp and /dev/shm: tmpfs, each capped at --tmp-size (default %s)\n", tmpSizeDefault)
 			}
 		}
