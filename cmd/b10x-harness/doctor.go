@@ -39,6 +39,11 @@ type doctorReport struct {
 	RunAsError string `json:"run_as_error,omitempty"`
 	// Held is what a run child may not change in the workspace.
 	Held string `json:"run_held"`
+	// UnixSocketsScoped says whether run children are refused pathname
+	// Unix sockets made outside their call (Landlock ABI 9), UnixSockets
+	// says so in words (docs/decisions/0047-unix-sockets.md).
+	UnixSocketsScoped bool   `json:"run_unix_sockets_scoped"`
+	UnixSockets       string `json:"run_unix_sockets"`
 }
 
 // publication says which entries a plan lets the gate publish, assuming at
@@ -70,6 +75,8 @@ func publication(plan confine.Plan) ([]string, map[string]string) {
 func (c *doctorCmd) Run(e *env) error {
 	rep := confine.Probe()
 	d := doctorReport{Probe: rep, Layers: rep.Table(), Helper: spawn.HelperSource(), Held: gate.RunHeldSummary}
+	abi := childLandlockABI(rep)
+	d.UnixSocketsScoped, d.UnixSockets = spawn.PathnameSocketsScoped(abi), spawn.PathnameSockets(abi)
 	if ws, err := filepath.Abs(c.Workspace); err != nil {
 		d.RunAsError = err.Error()
 	} else if id, err := spawn.ProbeIdentity(ws); err != nil {
@@ -130,6 +137,7 @@ func (c *doctorCmd) Run(e *env) error {
 			fmt.Fprintf(e.stdout, "run children of %s: cannot run: %s\n", termsafe.Line(c.Workspace), termsafe.Message(d.RunAsError))
 		}
 		fmt.Fprintf(e.stdout, "protected from run children: %s\n", d.Held)
+		fmt.Fprintf(e.stdout, "unix sockets of run children: %s\n", d.UnixSockets)
 		if len(remedies) > 0 {
 			fmt.Fprintln(e.stdout, "\nHow to get what is missing:")
 			for _, r := range remedies {
