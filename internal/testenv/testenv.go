@@ -40,6 +40,18 @@ func Shape() string {
 // scale down where it is true.
 func InVM() bool { return Shape() != ShapeHost || os.Getenv("B10X_VM") != "" }
 
+// InGuest is a lackingIn list for what no vmtest guest has, whatever its
+// shape: the repository around the package's directory, a C compiler, a Go
+// toolchain, programs beyond busybox. It is the current shape when the test
+// runs in a guest (the ordinary shape included, whose tests are told they
+// run on the host), and nothing on a real host.
+func InGuest() []string {
+	if InVM() {
+		return []string{Shape()}
+	}
+	return nil
+}
+
 // Require checks that a feature is present. When present it returns. When
 // absent, it skips with the reason only if the current shape is one of
 // lackingIn (the shapes declared not to have the feature); on any other shape
