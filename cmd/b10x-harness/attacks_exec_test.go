@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -38,8 +39,22 @@ import (
 )
 
 // atkStrict reports whether this shape runs the executing section under
-// --confine strict: the shapes expected to offer every layer.
-func atkStrict() bool { return testenv.Shape() == testenv.ShapeDebian61 }
+// --confine strict: the shapes expected to offer every layer, and a host
+// on which the test finds nothing strict needs missing (hostStrictMissing).
+func atkStrict() bool {
+	switch testenv.Shape() {
+	case testenv.ShapeDebian61:
+		return true
+	case testenv.ShapeHost:
+		return atkHostStrict()
+	}
+	return false
+}
+
+var atkHostStrict = sync.OnceValue(func() bool {
+	missing, err := hostStrictMissingErr()
+	return err == nil && len(missing) == 0
+})
 
 // atkStrictFlags select strict; atkLimitFlags add a cpu limit to the pids
 // and memory limits that are always set (--pids-max and --memory-max have
@@ -688,6 +703,9 @@ func TestAttackExecStrictWhereAvailable(t *testing.T) {
 		return
 	}
 	missing, known := strictMissing[testenv.Shape()]
+	if testenv.Shape() == testenv.ShapeHost {
+		missing, known = hostStrictMissing(t), true
+	}
 	refused := func(t *testing.T, r atkRun) {
 		t.Helper()
 		if r.code != exitUsage || r.stdout != "" {
