@@ -376,10 +376,10 @@ func ia32Present(t *testing.T) (bool, string) {
 	return true, ""
 }
 
-// ia32Declared reports whether this host's kernel says it has no IA32
-// emulation (its build configuration, read from /proc/config.gz or /boot):
-// only then may the probe be absent on the host. Every VM shape boots
-// Debian's 6.1 kernel, which has it.
+// ia32Declared is where the i386 entry point may be absent: the host, when
+// its kernel says it has no IA32 emulation (its build configuration, read
+// from /boot or /proc/config.gz, and its command line); nowhere else.
+// Every VM shape boots Debian's 6.1 kernel, which has it.
 func ia32Declared(t *testing.T) []string {
 	t.Helper()
 	if testenv.InVM() {
