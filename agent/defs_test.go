@@ -198,7 +198,7 @@ func TestLoadDefs(t *testing.T) {
 func TestExampleAgentsLoad(t *testing.T) {
 	_, err := os.Stat("../examples/agents")
 	testenv.Require(t, err == nil, "the repository's examples/ (vmtest copies only package directories)",
-		testenv.ShapeDebian61, testenv.ShapeNoLandlock, testenv.ShapeNoUserns, testenv.ShapeCgroupV1)
+		testenv.InGuest()...)
 	defs, err := agent.LoadDefs("../examples/agents")
 	if err != nil {
 		t.Fatal(err)

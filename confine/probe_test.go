@@ -17,14 +17,31 @@ import (
 	"github.com/b10x/harness/internal/testenv"
 )
 
-// wantABI is the Landlock ABI each shape's kernel offers (at least, on the
-// host, which may be upgraded).
+// wantABI is the Landlock ABI each VM shape's kernel offers (at least).
 var wantABI = map[string]int{
-	testenv.ShapeHost:       7,
 	testenv.ShapeDebian61:   2,
 	testenv.ShapeNoLandlock: 0,
 	testenv.ShapeNoUserns:   2,
 	testenv.ShapeCgroupV1:   2,
+}
+
+// wantLandlockABI is the ABI the probe must find: on the host exactly what
+// the kernel answers the raw landlock_create_ruleset version call made by
+// the test itself (any host, any kernel), on a VM shape the declared one.
+func wantLandlockABI(t *testing.T) int {
+	t.Helper()
+	if testenv.Shape() != testenv.ShapeHost {
+		w, ok := wantABI[testenv.Shape()]
+		if !ok {
+			t.Fatalf("no Landlock expectation for shape %q", testenv.Shape())
+		}
+		return w
+	}
+	abi, err := testenv.LandlockABI()
+	if err != nil {
+		t.Fatalf("landlock_create_ruleset(NULL, 0, VERSION): %v", err)
+	}
+	return abi
 }
 
 func TestProbe(t *testing.T) {
@@ -53,12 +70,14 @@ func TestProbe(t *testing.T) {
 	}
 
 	// Landlock.
-	want := wantABI[shape]
+	want := wantLandlockABI(t)
 	switch {
-	case shape == testenv.ShapeNoLandlock:
+	case want == 0:
 		if r.Landlock.Status != NotSupported || r.Landlock.ABI != 0 {
-			t.Errorf("no-landlock: Landlock %s ABI %d, want not-supported ABI 0", r.Landlock.Status, r.Landlock.ABI)
+			t.Errorf("shape %s: Landlock %s ABI %d, want not-supported ABI 0", shape, r.Landlock.Status, r.Landlock.ABI)
 		}
+	case shape == testenv.ShapeHost && r.Landlock.ABI != want:
+		t.Errorf("host: Landlock ABI %d, but the kernel answers %d", r.Landlock.ABI, want)
 	case r.Landlock.Status != Supported || r.Landlock.ABI < want:
 		t.Errorf("shape %s: Landlock %s ABI %d, want supported ABI >= %d", shape, r.Landlock.Status, r.Landlock.ABI, want)
 	}
@@ -135,30 +154,67 @@ func TestProbe(t *testing.T) {
 	}
 	// The first, uncached probe must agree with what strict expects here
 	// (a cold probe once saw its own children sharing its cgroup).
-	if want, ok := strictMissing[shape]; ok && want.exact && !slices.Equal(missing, want.layers) {
+	if want, ok := wantStrictMissing(t); ok && want.exact && !slices.Equal(missing, want.layers) {
 		t.Errorf("auto on a cold probe misses %v, want exactly %v", missing, want.layers)
 	}
 }
 
-// strictMissing is, per shape, the layers strict must name, and whether
+// missingLayers is the layers strict must name on a shape, and whether
 // that list is exact (false: at least these).
-var strictMissing = map[string]struct {
+type missingLayers struct {
 	layers []string
 	exact  bool
-}{
-	// This host: cgroup v2 is mounted (hybrid) with only hugetlb.
-	testenv.ShapeHost:       {[]string{LayerPidsLimit, LayerMemoryLimit, LayerCPULimit}, true},
+}
+
+// strictMissing is, per VM shape, what strict must name.
+var strictMissing = map[string]missingLayers{
 	testenv.ShapeDebian61:   {nil, true},
 	testenv.ShapeNoLandlock: {[]string{LayerLandlockSelf, LayerLandlockChild}, true},
 	testenv.ShapeNoUserns:   {[]string{LayerUserNS, LayerPidNS, LayerMountNS, LayerNetNS, LayerIPCNS, LayerUTSNS}, false},
 	testenv.ShapeCgroupV1:   {[]string{LayerCgroupLeaf, LayerPidsLimit, LayerMemoryLimit, LayerCPULimit}, true},
 }
 
+// wantStrictMissing is what strict must name here: on a VM shape the
+// declared list; on the host, what the test finds itself: the Landlock
+// layers when the kernel answers no ABI, the cgroup leaf without a
+// cgroup2 mount, and each limit layer whose controller this process's
+// cgroup cannot give its leaves (testenv.Cgroups.Usable), from the mount
+// table and cgroup files. The host must be able to make every namespace
+// (the test runs as root there, or with user namespaces).
+func wantStrictMissing(t *testing.T) (missingLayers, bool) {
+	t.Helper()
+	if testenv.Shape() != testenv.ShapeHost {
+		w, ok := strictMissing[testenv.Shape()]
+		return w, ok
+	}
+	var w missingLayers
+	w.exact = true
+	if wantLandlockABI(t) == 0 {
+		w.layers = append(w.layers, LayerLandlockSelf, LayerLandlockChild)
+	}
+	cg, err := testenv.ProbeCgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cg.V2Mount == "" {
+		w.layers = append(w.layers, LayerCgroupLeaf)
+	}
+	for ctl, layer := range map[string]string{"pids": LayerPidsLimit, "memory": LayerMemoryLimit, "cpu": LayerCPULimit} {
+		if !cg.Usable(ctl) {
+			w.layers = append(w.layers, layer)
+		}
+	}
+	// In the order the layers are named.
+	names := LayerNames()
+	slices.SortFunc(w.layers, func(a, b string) int { return slices.Index(names, a) - slices.Index(names, b) })
+	return w, true
+}
+
 // TestStrictOnShape asserts what strict says on each shape; on the host it
-// must refuse naming exactly the pids, memory and cpu limit layers.
+// must refuse naming exactly the layers the test finds missing itself.
 func TestStrictOnShape(t *testing.T) {
 	r := Probe()
-	want, ok := strictMissing[testenv.Shape()]
+	want, ok := wantStrictMissing(t)
 	if !ok {
 		t.Fatalf("no expectation for shape %q", testenv.Shape())
 	}

@@ -248,6 +248,9 @@ type RunConfig struct {
 	// Held is what the description tells the model about the paths the
 	// gate holds from the program (gate.RunHeldSummary); "" says nothing.
 	Held string
+	// Sockets is what the description tells the model about Unix sockets
+	// (spawn.PathnameSockets); "" says nothing.
+	Sockets string
 }
 
 // RunTool returns the run tool.
@@ -282,7 +285,7 @@ func (t *runTool) Description() string {
 		"writes only in the workspace and a private /tmp, and the whole process tree is killed when the program " +
 		"exits or the time limit passes. argv is passed as is, without a shell. Allowed programs (argv[0]): " +
 		strings.Join(names, ", ") + ". The result gives the exit status, stdout and stderr (each capped, head and tail kept). " +
-		t.cfg.Held
+		strings.TrimSpace(t.cfg.Held+" "+t.cfg.Sockets)
 }
 
 var runSpec = sync.OnceValue(func() *argSpec { return mustArgSpec(RunArgs{}) })

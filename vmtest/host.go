@@ -43,7 +43,7 @@ func runHost(ctx context.Context, modRoot string, pkgs []testPkg, o options, out
 	cmd.Dir = modRoot
 	var env []string
 	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "B10X_SHAPE=") {
+		if !strings.HasPrefix(e, "B10X_SHAPE=") && !strings.HasPrefix(e, "B10X_VM=") {
 			env = append(env, e)
 		}
 	}

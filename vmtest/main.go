@@ -56,7 +56,7 @@ func main() {
 func realMain(argv []string) int {
 	var o options
 	fs := flag.NewFlagSet("vmtest", flag.ContinueOnError)
-	fs.StringVar(&o.shapes, "shapes", "all", "comma-separated shapes: all (the four VM shapes), host, "+strings.Join(protocol.VMShapes, ", "))
+	fs.StringVar(&o.shapes, "shapes", "all", "comma-separated shapes: all (every VM shape), host, "+strings.Join(protocol.VMShapes, ", "))
 	fs.StringVar(&o.pkgs, "pkgs", "./...", "comma-separated package patterns; packages without tests and vmtest itself are left out")
 	fs.StringVar(&o.run, "run", "", "regular expression passed to each test binary as -test.run")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "per test binary, as go test's -timeout; the guest kills the binary "+protocol.DefaultGrace.String()+" later")

@@ -15,9 +15,10 @@ var shapeDoc = map[string]string{
 	protocol.ShapeNoLandlock: "same kernel booted with an lsm= list without landlock",
 	protocol.ShapeNoUserns:   "same kernel, user.max_user_namespaces=0, tests run as uid 1000 in a delegated cgroup",
 	protocol.ShapeCgroupV1:   "same kernel, cgroup v1 hierarchies only, no cgroup2 anywhere",
+	protocol.ShapeOrdinary:   "an ordinary host: as debian-6.1, but the tests are told they run on the host and derive their expectations from the machine",
 }
 
-// parseShapes turns the -shapes flag into a list. "all" means the four VM
+// parseShapes turns the -shapes flag into a list. "all" means the VM
 // shapes: make test runs the host suite itself just before make vmtest.
 // "none" selects nothing (for -selftest alone).
 func parseShapes(s string) ([]string, error) {
@@ -58,7 +59,7 @@ var baseCmdline = []string{"console=ttyS0", "loglevel=1", "panic=-1"}
 func cmdline(shape, defaultLSM string) (string, error) {
 	words := slices.Clone(baseCmdline)
 	switch shape {
-	case protocol.ShapeDebian61, protocol.ShapeNoUserns, protocol.ShapeCgroupV1, protocol.ShapeProbe:
+	case protocol.ShapeDebian61, protocol.ShapeNoUserns, protocol.ShapeCgroupV1, protocol.ShapeOrdinary, protocol.ShapeProbe:
 	case protocol.ShapeNoLandlock:
 		lsms := strings.Split(defaultLSM, ",")
 		if defaultLSM == "" || !slices.Contains(lsms, "landlock") {

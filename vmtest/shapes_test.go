@@ -17,6 +17,7 @@ func TestCmdlinePerShape(t *testing.T) {
 		protocol.ShapeDebian61:   "console=ttyS0 loglevel=1 panic=-1 -- debian-6.1",
 		protocol.ShapeNoUserns:   "console=ttyS0 loglevel=1 panic=-1 -- no-userns",
 		protocol.ShapeCgroupV1:   "console=ttyS0 loglevel=1 panic=-1 -- cgroup-v1",
+		protocol.ShapeOrdinary:   "console=ttyS0 loglevel=1 panic=-1 -- ordinary",
 		protocol.ShapeNoLandlock: "console=ttyS0 loglevel=1 panic=-1 lsm=lockdown,yama,loadpin,safesetid,integrity,apparmor,selinux,smack,tomoyo,bpf -- no-landlock",
 		protocol.ShapeProbe:      "console=ttyS0 loglevel=1 panic=-1 -- probe",
 	} {
@@ -76,6 +77,9 @@ func TestShapeNamesMatchTestenv(t *testing.T) {
 		{protocol.ShapeNoLandlock, testenv.ShapeNoLandlock},
 		{protocol.ShapeNoUserns, testenv.ShapeNoUserns},
 		{protocol.ShapeCgroupV1, testenv.ShapeCgroupV1},
+	}
+	if got := protocol.TestShape(protocol.ShapeOrdinary); got != testenv.ShapeHost {
+		t.Errorf("the ordinary shape's tests are told %q, want %q", got, testenv.ShapeHost)
 	}
 	for _, p := range pairs {
 		if p[0] != p[1] {

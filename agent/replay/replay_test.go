@@ -172,7 +172,7 @@ func TestReplayHonoursContext(t *testing.T) {
 func TestExampleScriptsParse(t *testing.T) {
 	_, err := os.Stat("../../examples")
 	testenv.Require(t, err == nil, "the repository's examples/ (vmtest copies only package directories)",
-		testenv.ShapeDebian61, testenv.ShapeNoLandlock, testenv.ShapeNoUserns, testenv.ShapeCgroupV1)
+		testenv.InGuest()...)
 	files, err := filepath.Glob("../../examples/*.jsonl")
 	if err != nil || len(files) < 3 {
 		t.Fatalf("example scripts: %v %v", files, err)

@@ -277,6 +277,7 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 		View:      view,
 		MaxOutput: int(p.MaxOutput),
 		Held:      gate.RunHeldSummary,
+		Sockets:   spawn.PathnameSockets(childLandlockABI(rep)),
 	}
 	// Probing is doing: a call is started here, up to its program's
 	// execve, so that a run tool that would fail on every call (a
@@ -426,4 +427,15 @@ func childEnv(pass []string) []string {
 		}
 	}
 	return env
+}
+
+// childLandlockABI is the Landlock ABI of a run child's domain here: the
+// probed one when the child gets a domain, 0 when it does not.
+func childLandlockABI(rep confine.Report) int {
+	for _, r := range rep.Table() {
+		if r.Layer == confine.LayerLandlockChild && r.Available {
+			return rep.Landlock.ABI
+		}
+	}
+	return 0
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/b10x/harness/internal/testenv"
 )
 
-// Per shape: does strict start, and which limit layers are missing.
+// Per VM shape: does strict start, and which limit layers are missing (the
+// host's list is found by hostStrictMissing).
 var strictMissing = map[string][]string{
-	testenv.ShapeHost:       {"pids-limit", "memory-limit", "cpu-limit"},
 	testenv.ShapeDebian61:   nil,
 	testenv.ShapeNoLandlock: {"landlock-self", "landlock-child"},
 	testenv.ShapeCgroupV1:   {"cgroup-leaf", "pids-limit", "memory-limit", "cpu-limit"},
@@ -24,6 +24,9 @@ var strictMissing = map[string][]string{
 func TestStrictRefusesNamingEachMissingLayer(t *testing.T) {
 	ws, _ := sampleWorkspace(t)
 	missing, known := strictMissing[testenv.Shape()]
+	if testenv.Shape() == testenv.ShapeHost {
+		missing, known = hostStrictMissing(t), true
+	}
 	// Alone in a cgroup of its own, as a CI job's harness is: it can then
 	// enable controllers for its leaves where the host delegates them.
 	r := harnessIn(t, atkAloneCgroup(t), "", "call", "--workspace", ws, "--confine", "strict", "file_read", `{"path":"hello.txt"}`)
@@ -54,6 +57,42 @@ func TestStrictRefusesNamingEachMissingLayer(t *testing.T) {
 	if strings.Join(named, ",") != strings.Join(missing, ",") {
 		t.Fatalf("strict named %v, want exactly %v\n%s", named, missing, r.stderr)
 	}
+}
+
+// hostStrictMissing is what strict must name on this machine, found by the
+// test itself: the Landlock layers when the kernel answers no Landlock ABI,
+// the cgroup leaf without a cgroup2 mount, and each limit whose controller
+// a harness alone in a new cgroup beside the test's could not enable
+// (testenv.Cgroups.UsableAlone).
+func hostStrictMissing(t *testing.T) []string {
+	t.Helper()
+	missing, err := hostStrictMissingErr()
+	must(t, err)
+	return missing
+}
+
+func hostStrictMissingErr() ([]string, error) {
+	var missing []string
+	abi, err := testenv.LandlockABI()
+	if err != nil {
+		return nil, err
+	}
+	if abi == 0 {
+		missing = append(missing, "landlock-self", "landlock-child")
+	}
+	cg, err := testenv.ProbeCgroups()
+	if err != nil {
+		return nil, err
+	}
+	if cg.V2Mount == "" {
+		missing = append(missing, "cgroup-leaf")
+	}
+	for _, ctl := range []string{"pids", "memory", "cpu"} {
+		if !cg.UsableAlone(ctl) {
+			missing = append(missing, ctl+"-limit")
+		}
+	}
+	return missing, nil
 }
 
 func TestAutoPublishesWhatIsConfinedAndRecordsLayers(t *testing.T) {

@@ -52,6 +52,11 @@ type doctorReport struct {
 	// ContainerFixes how to get each missing layer in it (by layer).
 	Container      confine.Container `json:"container"`
 	ContainerFixes map[string]string `json:"container_fixes,omitempty"`
+	// UnixSocketsScoped says whether run children are refused pathname
+	// Unix sockets made outside their call (Landlock ABI 9), UnixSockets
+	// says so in words (docs/decisions/0047-unix-sockets.md).
+	UnixSocketsScoped bool   `json:"run_unix_sockets_scoped"`
+	UnixSockets       string `json:"run_unix_sockets"`
 }
 
 // selfReadsSummary says what selfReadPaths and confine.RestrictSelf leave
@@ -121,6 +126,8 @@ func probeRunHere(rep confine.Report, ws string) error {
 func (c *doctorCmd) Run(e *env) error {
 	rep := confine.Probe()
 	d := doctorReport{Probe: rep, Layers: rep.Table(), Helper: spawn.HelperSource(), Held: gate.RunHeldSummary, SelfReads: selfReadsSummary}
+	abi := childLandlockABI(rep)
+	d.UnixSocketsScoped, d.UnixSockets = spawn.PathnameSocketsScoped(abi), spawn.PathnameSockets(abi)
 	d.Container = confine.DetectContainer()
 	for _, r := range d.Layers {
 		if fix := d.Container.Fix(r.Layer, rep.Landlock.Status == confine.Inconclusive); !r.Available && r.Required && fix != "" {
@@ -211,6 +218,7 @@ func (c *doctorCmd) Run(e *env) error {
 		}
 		fmt.Fprintf(e.stdout, "protected from run children: %s\n", d.Held)
 		fmt.Fprintf(e.stdout, "read by the harness itself: %s\n", d.SelfReads)
+		fmt.Fprintf(e.stdout, "unix sockets of run children: %s\n", d.UnixSockets)
 		if len(remedies) > 0 {
 			fmt.Fprintln(e.stdout, "\nHow to get what is missing:")
 			for _, r := range remedies {

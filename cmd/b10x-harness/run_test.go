@@ -36,9 +36,10 @@ func rnHarness(t *testing.T, env []string, stdin string, args ...string) result 
 	return runHarnessCmd(t, cmd, stdin)
 }
 
-// rnVMShapes are the vmtest shapes: their guests hold only package
-// directories, not the repository's examples/ and scripts/.
-var rnVMShapes = []string{testenv.ShapeDebian61, testenv.ShapeNoLandlock, testenv.ShapeNoUserns, testenv.ShapeCgroupV1}
+// rnVMShapes is the current shape in a vmtest guest (the ordinary one
+// included): guests hold only package directories, not the repository's
+// examples/ and scripts/.
+var rnVMShapes = testenv.InGuest()
 
 // rnRepo requires the repository checkout around this package (examples/
 // and scripts/) and the programs the example scripts use.

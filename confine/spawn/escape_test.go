@@ -185,7 +185,7 @@ int main(int argc, char **argv) {
 func TestViewLockedByKernel(t *testing.T) {
 	testenv.Require(t, os.Geteuid() == 0, "running as root (to enter a call's namespaces)", testenv.ShapeNoUserns)
 	gcc, err := exec.LookPath("gcc")
-	testenv.Require(t, err == nil, "gcc (to build the namespace-entering probe)", testenv.ShapeDebian61, testenv.ShapeNoLandlock, testenv.ShapeCgroupV1)
+	testenv.Require(t, err == nil, "gcc (to build the namespace-entering probe)", testenv.InGuest()...)
 	requireSpawn(t)
 	testenv.Require(t, childGetsUserns(t), "user namespaces for run children", testenv.ShapeNoUserns)
 

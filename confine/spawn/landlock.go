@@ -88,3 +88,28 @@ func landlockPlan(p *helper.Plan, abi int, rules []llRule) error {
 	}
 	return nil
 }
+
+// PathnameSocketsScoped reports whether a run child on a kernel of Landlock
+// ABI abi is refused connect(2) and sendmsg(2) on pathname Unix sockets it
+// did not create: from ABI 9 the child's domain handles the resolve_unix
+// right and no rule grants it, so only sockets made inside the call's own
+// domain can be reached (the kernel answers EACCES for the others). Below
+// ABI 9 (and without Landlock, abi 0) nothing but the socket file's own
+// permissions stands between the child and a socket in its view. See
+// docs/decisions/0047-unix-sockets.md.
+func PathnameSocketsScoped(abi int) bool {
+	cfg, err := childConfig(abi)
+	return err == nil && cfg.HandledAccessFS&ll.AccessFSResolveUnix != 0
+}
+
+// PathnameSockets says in one sentence what a run child can reach through
+// pathname Unix sockets on a kernel of Landlock ABI abi (0: none), for
+// doctor and the run tool's description.
+func PathnameSockets(abi int) string {
+	if PathnameSocketsScoped(abi) {
+		return "Unix sockets: a program can connect only to pathname sockets its own call created; a socket a process outside the sandbox listens on is refused (Landlock ABI 9 resolve_unix)."
+	}
+	return fmt.Sprintf("Unix sockets are NOT confined on this kernel (Landlock ABI %d; confining them needs ABI 9): "+
+		"a program can connect to a pathname Unix socket that a process outside the sandbox listens on in the workspace "+
+		"or another directory of its view (the host's /tmp and /run are not in it).", abi)
+}

@@ -294,6 +294,8 @@ func probe(name, operand string) string {
 		try("mknodat", unix.Mknodat(unix.AT_FDCWD, filepath.Join(operand, "setid-node"), unix.S_IFREG|0o2755, 0))
 		try("setcap", unix.Setxattr(f, "security.capability", []byte{1, 0, 0, 2, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}, 0))
 		return strings.Join(out, ",")
+	case "ia32":
+		return ia32Probe(operand)
 	case "pid":
 		return strconv.Itoa(os.Getpid())
 	case "ppid":
@@ -550,9 +552,12 @@ func runCtx(ctx context.Context, t testing.TB, r Runner, s Spec) (Result, output
 }
 
 // probes parses "name=result" lines.
-func probes(o output) map[string]string {
+func probes(o output) map[string]string { return probeLines(o.stdout.Bytes()) }
+
+// probeLines parses "name=result" lines of a probe's stdout.
+func probeLines(b []byte) map[string]string {
 	m := map[string]string{}
-	for _, l := range strings.Split(string(o.stdout.Bytes()), "\n") {
+	for _, l := range strings.Split(string(b), "\n") {
 		if k, v, ok := strings.Cut(l, "="); ok {
 			m[k] = v
 		}

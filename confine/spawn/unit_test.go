@@ -317,6 +317,42 @@ func TestLandlockPlan(t *testing.T) {
 	}
 }
 
+// TestPathnameSocketRule builds the child's Landlock plan for every ABI
+// (a fake ABI: no kernel with ABI 9 is needed): from ABI 9 the domain
+// handles resolve_unix (1<<16, the kernel's LANDLOCK_ACCESS_FS_RESOLVE_UNIX)
+// and no rule grants it, so a socket made outside the call cannot be
+// reached; below ABI 9 the right does not exist and the declaration says
+// sockets are not confined.
+func TestPathnameSocketRule(t *testing.T) {
+	const resolveUnix = 1 << 16
+	rules := []llRule{{"/", true, llList}, {"/usr", true, llRead}, {"/w", true, llWrite}, {"/prog", false, llRead}, {"/dev/null", false, llDev}}
+	for abi := 0; abi <= maxKnownABI+1; abi++ {
+		scoped := abi >= 9
+		if got := PathnameSocketsScoped(abi); got != scoped {
+			t.Errorf("ABI %d: PathnameSocketsScoped = %v, want %v", abi, got, scoped)
+		}
+		decl := PathnameSockets(abi)
+		if strings.Contains(decl, "NOT confined") == scoped {
+			t.Errorf("ABI %d: declaration %q", abi, decl)
+		}
+		if abi == 0 {
+			continue
+		}
+		var p helper.Plan
+		if err := landlockPlan(&p, abi, rules); err != nil {
+			t.Fatalf("ABI %d: %v", abi, err)
+		}
+		if (p.LandlockFS&resolveUnix != 0) != scoped {
+			t.Errorf("ABI %d: handled %#x, resolve_unix handled: %v, want %v", abi, p.LandlockFS, p.LandlockFS&resolveUnix != 0, scoped)
+		}
+		for _, r := range p.Rules {
+			if r.Access&resolveUnix != 0 {
+				t.Errorf("ABI %d: rule %s grants resolve_unix", abi, r.Path)
+			}
+		}
+	}
+}
+
 // TestBuildViewResolvConf: with the host's network, a resolv.conf linking
 // out of the view brings its target; without, it does not.
 func TestBuildViewResolvConf(t *testing.T) {

@@ -34,8 +34,23 @@ func Shape() string {
 	return ShapeHost
 }
 
-// InVM reports whether the test runs inside a vmtest guest.
-func InVM() bool { return Shape() != ShapeHost }
+// InVM reports whether the test runs inside a vmtest guest: a VM shape, or
+// the host suite run in the ordinary-host VM ($B10X_VM names the guest's
+// shape there while B10X_SHAPE says host). Loops sized for a fast machine
+// scale down where it is true.
+func InVM() bool { return Shape() != ShapeHost || os.Getenv("B10X_VM") != "" }
+
+// InGuest is a lackingIn list for what no vmtest guest has, whatever its
+// shape: the repository around the package's directory, a C compiler, a Go
+// toolchain, programs beyond busybox. It is the current shape when the test
+// runs in a guest (the ordinary shape included, whose tests are told they
+// run on the host), and nothing on a real host.
+func InGuest() []string {
+	if InVM() {
+		return []string{Shape()}
+	}
+	return nil
+}
 
 // Require checks that a feature is present. When present it returns. When
 // absent, it skips with the reason only if the current shape is one of

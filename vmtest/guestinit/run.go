@@ -110,7 +110,7 @@ func runPackage(env *guestEnv, cfg protocol.Config, i int, p protocol.Package) b
 		Env: append([]string{
 			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 			"HOME=" + home, "TMPDIR=" + tmp, "USER=" + user, "LOGNAME=" + logname,
-			"LANG=C.UTF-8", "B10X_SHAPE=" + env.shape,
+			"LANG=C.UTF-8", "B10X_SHAPE=" + protocol.TestShape(env.shape), "B10X_VM=" + env.shape,
 		}, cfg.Env...),
 		Files: []*os.File{devnull, w, w},
 		Sys:   sys,

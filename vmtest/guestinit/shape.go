@@ -170,7 +170,7 @@ func loopbackUp() error {
 func setupShape(shape string) (*guestEnv, error) {
 	env := &guestEnv{shape: shape}
 	switch shape {
-	case protocol.ShapeDebian61, protocol.ShapeNoLandlock:
+	case protocol.ShapeDebian61, protocol.ShapeNoLandlock, protocol.ShapeOrdinary:
 		if err := setupCgroup2(env); err != nil {
 			return nil, err
 		}
@@ -338,7 +338,7 @@ func checkShape(env *guestEnv) error {
 		}
 	}
 	switch env.shape {
-	case protocol.ShapeDebian61, protocol.ShapeNoUserns, protocol.ShapeCgroupV1:
+	case protocol.ShapeDebian61, protocol.ShapeNoUserns, protocol.ShapeCgroupV1, protocol.ShapeOrdinary:
 		if !landlock || abi < 1 {
 			return fmt.Errorf("Landlock should be active: LSM list %q, ABI %d", strings.TrimSpace(string(lsms)), abi)
 		}

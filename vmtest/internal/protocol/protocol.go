@@ -25,13 +25,29 @@ const (
 	ShapeNoUserns   = "no-userns"
 	ShapeCgroupV1   = "cgroup-v1"
 
+	// ShapeOrdinary is an ordinary host in a VM: Debian 12's kernel, pure
+	// cgroup v2 with every controller, Landlock on, tests as root. Its
+	// test binaries are told they run on the host (B10X_SHAPE=host), so
+	// the host suite's expectations, derived from what the machine is,
+	// are checked on a second kind of host (decision 0048).
+	ShapeOrdinary = "ordinary"
+
 	// ShapeProbe is not a test shape: the guest init prints ProbeLine and
 	// powers off at once. The host boots it to find out whether KVM works.
 	ShapeProbe = "probe"
 )
 
 // VMShapes lists the shapes that boot a VM, in the order they run.
-var VMShapes = []string{ShapeDebian61, ShapeNoLandlock, ShapeNoUserns, ShapeCgroupV1}
+var VMShapes = []string{ShapeDebian61, ShapeNoLandlock, ShapeNoUserns, ShapeCgroupV1, ShapeOrdinary}
+
+// TestShape is the shape a guest's test binaries are told (B10X_SHAPE):
+// the shape's own name, except that ShapeOrdinary runs them as the host.
+func TestShape(shape string) string {
+	if shape == ShapeOrdinary {
+		return ShapeHost
+	}
+	return shape
+}
 
 // ConfigPath is where the host puts the guest configuration in the initramfs.
 const ConfigPath = "/etc/vmtest.json"
