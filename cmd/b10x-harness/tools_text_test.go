@@ -16,7 +16,8 @@ func TestToolsTextShowsWriteRules(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("tools: exit %d\n%s", r.code, r.stderr)
 	}
-	testenv.Require(t, strings.Contains(r.stdout, "  file_write"), "file_write (a confined workspace)", testenv.ShapeNoLandlock)
+	published, _, _ := strings.Cut(r.stdout, "Not published:")
+	testenv.Require(t, strings.Contains(published, "  file_write "), "file_write (a confined workspace)", testenv.ShapeNoLandlock)
 	for _, want := range []string{"Write rules", "- keys/*.pem: no write tool may change these paths", "- src/**: "} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("tools text lacks %q:\n%s", want, r.stdout)
