@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -387,7 +388,7 @@ func TestReadToolsHonourContext(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.Execute(ctx); reasonOf(err) != ReasonToolError {
+		if _, err := p.Execute(ctx); reasonOf(err) != ReasonCancelled || !errors.Is(err, context.Canceled) {
 			t.Errorf("%s with a cancelled context: %v", tc.tool.Name(), err)
 		}
 	}
