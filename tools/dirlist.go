@@ -16,7 +16,7 @@ import (
 
 // DirListArgs are dir_list's arguments.
 type DirListArgs struct {
-	Path string `json:"path,omitempty" desc:"Directory to list, relative to the workspace root. Default (or empty): the root."`
+	Path string `json:"path,omitempty" max:"16384" desc:"Directory to list, relative to the workspace root. Default (or empty): the root."`
 }
 
 // DirList is the dir_list tool: the entries of one directory, sorted by

@@ -19,9 +19,9 @@ var testHookAfterEditRead func()
 
 // FileEditArgs are file_edit's arguments.
 type FileEditArgs struct {
-	Path       string `json:"path" desc:"Existing text file to edit, relative to the workspace root."`
-	OldString  string `json:"old_string" desc:"Exact text to replace (whitespace and line breaks included). It must occur exactly once in the file unless replace_all is true."`
-	NewString  string `json:"new_string" desc:"Text to put in its place (may be empty to delete)."`
+	Path       string `json:"path" max:"16384" desc:"Existing text file to edit, relative to the workspace root."`
+	OldString  string `json:"old_string" max:"4194304" desc:"Exact text to replace (whitespace and line breaks included). It must occur exactly once in the file unless replace_all is true."`
+	NewString  string `json:"new_string" max:"4194304" desc:"Text to put in its place (may be empty to delete)."`
 	ReplaceAll bool   `json:"replace_all,omitempty" desc:"Replace every occurrence instead of requiring exactly one. Default false."`
 }
 

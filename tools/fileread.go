@@ -28,7 +28,7 @@ const binaryProbe = 8 << 10
 
 // FileReadArgs are file_read's arguments.
 type FileReadArgs struct {
-	Path   string `json:"path" desc:"File to read, relative to the workspace root."`
+	Path   string `json:"path" max:"16384" desc:"File to read, relative to the workspace root."`
 	Offset int    `json:"offset,omitempty" min:"1" desc:"First line to return, counting from 1. Default 1."`
 	Limit  int    `json:"limit,omitempty" min:"1" desc:"Number of lines to return. Default: to the end of the file."`
 }

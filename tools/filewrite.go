@@ -44,8 +44,8 @@ func IsTempName(name string) bool {
 
 // FileWriteArgs are file_write's arguments.
 type FileWriteArgs struct {
-	Path    string `json:"path" desc:"File to create or replace, relative to the workspace root. Missing parent directories are created."`
-	Content string `json:"content" desc:"The complete new content of the file."`
+	Path    string `json:"path" max:"16384" desc:"File to create or replace, relative to the workspace root. Missing parent directories are created."`
+	Content string `json:"content" max:"67108864" desc:"The complete new content of the file."`
 }
 
 // FileWrite is the file_write tool: create or replace a whole file,

@@ -17,8 +17,8 @@ const DefaultFindResults = 500
 
 // FindArgs are find's arguments.
 type FindArgs struct {
-	Pattern    string `json:"pattern" desc:"Glob matched against paths (** matches any number of directories, * and ? stay within one name, {a,b} alternatives). A glob without '/' is matched against the entry's name, one with '/' against its path relative to the workspace root."`
-	Path       string `json:"path,omitempty" desc:"Directory to search beneath, relative to the workspace root. Default (or empty): the whole workspace."`
+	Pattern    string `json:"pattern" max:"4096" desc:"Glob matched against paths (** matches any number of directories, * and ? stay within one name, {a,b} alternatives). A glob without '/' is matched against the entry's name, one with '/' against its path relative to the workspace root."`
+	Path       string `json:"path,omitempty" max:"16384" desc:"Directory to search beneath, relative to the workspace root. Default (or empty): the whole workspace."`
 	MaxResults int    `json:"max_results,omitempty" min:"1" desc:"Stop after this many paths. Default 500."`
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"regexp/syntax"
@@ -28,9 +29,9 @@ const (
 
 // SearchArgs are search's arguments.
 type SearchArgs struct {
-	Pattern    string `json:"pattern" desc:"Regular expression (RE2 syntax, as in Go) matched against each line of each file. A match never spans lines."`
-	Path       string `json:"path,omitempty" desc:"File or directory to search, relative to the workspace root. Default (or empty): the whole workspace."`
-	Glob       string `json:"glob,omitempty" desc:"Only search files whose path matches this glob (** matches any number of directories). A glob without '/' is matched against the file name, one with '/' against the path relative to the workspace root."`
+	Pattern    string `json:"pattern" max:"4096" desc:"Regular expression (RE2 syntax, as in Go) matched against each line of each file. A match never spans lines."`
+	Path       string `json:"path,omitempty" max:"16384" desc:"File or directory to search, relative to the workspace root. Default (or empty): the whole workspace."`
+	Glob       string `json:"glob,omitempty" max:"4096" desc:"Only search files whose path matches this glob (** matches any number of directories). A glob without '/' is matched against the file name, one with '/' against the path relative to the workspace root."`
 	MaxResults int    `json:"max_results,omitempty" min:"1" desc:"Stop after this many matching lines. Default 200."`
 }
 
@@ -79,7 +80,9 @@ func (Search) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
 	}
 	m, err := newMatcher(a.Pattern)
 	if err != nil {
-		return nil, Errorf(ReasonInvalidArgument, err, "field %q: %v", "pattern", err)
+		// The regexp package's message quotes the pattern: capped in the
+		// public message and in the cause the record keeps.
+		return nil, Errorf(ReasonInvalidArgument, errors.New(capText(err.Error(), 4*maxEchoBytes)), "field %q: %s", "pattern", capText(err.Error(), maxEchoBytes))
 	}
 	if a.Glob != "" && !doublestar.ValidatePattern(a.Glob) {
 		return nil, Errorf(ReasonInvalidArgument, nil, "field %q: %q is not a valid glob", "glob", a.Glob)
