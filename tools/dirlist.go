@@ -89,6 +89,7 @@ func (c *dirListCall) Execute(ctx context.Context) (Result, error) {
 		if err != nil {
 			return fsError(c.rel, "read directory", err)
 		}
+		ents = slices.DeleteFunc(ents, func(e dirEntry) bool { return IsTempName(e.Name) }) // writes' temporary files
 		slices.SortFunc(ents, func(a, b dirEntry) int { return strings.Compare(a.Name, b.Name) })
 		var b strings.Builder
 		counts := map[string]int{}

@@ -170,6 +170,9 @@ func (wk *walker) walkDir(d *walkDir, depth int) {
 		if wk.stop() {
 			return
 		}
+		if IsTempName(e.Name) {
+			continue // a write's temporary file (or one a killed write left)
+		}
 		typ := entryType(d.fd, e)
 		rel := childRel(d.rel, e.Name)
 		wk.visit(walkEntry{dir: d, name: e.Name, rel: rel, typ: typ})
