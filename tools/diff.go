@@ -84,7 +84,7 @@ func editDiff(rel, text, old, repl string, offs []int, limit int) (string, diffS
 		stats.added += len(c.lines)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "--- a/%s\n+++ b/%s\n", rel, rel)
+	fmt.Fprintf(&b, "--- a/%s\n+++ b/%s\n", showPath(rel), showPath(rel))
 	omitted := 0 // lines not shown once the diff holds more than limit bytes
 	line := func(prefix byte, s string) {
 		if limit > 0 && b.Len() > limit {

@@ -101,7 +101,7 @@ func (c *dirListCall) Execute(ctx context.Context) (Result, error) {
 			if err := unix.Fstatat(fd, e.Name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 				continue // vanished since it was listed
 			}
-			name := e.Name
+			name := showName(e.Name)
 			switch st.Mode & unix.S_IFMT {
 			case unix.S_IFREG:
 				counts["file"]++
@@ -111,7 +111,7 @@ func (c *dirListCall) Execute(ctx context.Context) (Result, error) {
 				fmt.Fprintf(&b, "dir %s/\n", name)
 			case unix.S_IFLNK:
 				counts["symlink"]++
-				fmt.Fprintf(&b, "symlink %s -> %s\n", name, c.ws.linkTarget(childRel(c.rel, name)))
+				fmt.Fprintf(&b, "symlink %s -> %s\n", name, c.ws.linkTarget(childRel(c.rel, e.Name)))
 			default:
 				counts["other"]++
 				fmt.Fprintf(&b, "other %s\n", name)
@@ -139,7 +139,7 @@ func (c *dirListCall) Execute(ctx context.Context) (Result, error) {
 func (w *Workspace) linkTarget(rel string) string {
 	target, err := w.Resolve(rel)
 	if err == nil {
-		return target
+		return showPath(target)
 	}
 	var e *Error
 	if errors.As(err, &e) && e.Reason == ReasonDeniedPath {

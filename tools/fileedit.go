@@ -194,7 +194,7 @@ func (c *fileEditCall) Execute(ctx context.Context) (Result, error) {
 	}
 	diff, stats := editDiff(c.rel, p.text, c.args.OldString, c.args.NewString, p.offs, maxDiffBytes)
 	effect := fmt.Sprintf("edited %s: %d replacement(s); %d line(s) removed, %d added; %d -> %d bytes; sha256 %s (was %s)\n",
-		c.rel, len(p.offs), stats.removed, stats.added, len(p.text), len(p.updated), shaHex(p.updated), shaHex([]byte(p.text)))
+		showPath(c.rel), len(p.offs), stats.removed, stats.added, len(p.text), len(p.updated), shaHex(p.updated), shaHex([]byte(p.text)))
 	effect += notesText(eff.notes)
 	return Result{
 		Text: effect + diff,

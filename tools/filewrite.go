@@ -134,9 +134,9 @@ func (c *fileWriteCall) Execute(ctx context.Context) (Result, error) {
 	}
 	var effect string
 	if eff.created {
-		effect = fmt.Sprintf("wrote %s (created): %d bytes, %d line(s), mode %04o; sha256 %s\n", c.rel, len(data), countLines(data), eff.mode, shaHex(data))
+		effect = fmt.Sprintf("wrote %s (created): %d bytes, %d line(s), mode %04o; sha256 %s\n", showPath(c.rel), len(data), countLines(data), eff.mode, shaHex(data))
 	} else {
-		effect = fmt.Sprintf("wrote %s (replaced): %d -> %d bytes, %d line(s), mode %04o; sha256 %s\n", c.rel, eff.sizeBefore, len(data), countLines(data), eff.mode, shaHex(data))
+		effect = fmt.Sprintf("wrote %s (replaced): %d -> %d bytes, %d line(s), mode %04o; sha256 %s\n", showPath(c.rel), eff.sizeBefore, len(data), countLines(data), eff.mode, shaHex(data))
 	}
 	effect += notesText(eff.notes)
 	return Result{

@@ -97,7 +97,7 @@ func (c *findCall) Execute(ctx context.Context) (Result, error) {
 				return
 			}
 			n++
-			b.WriteString(e.rel)
+			b.WriteString(showPath(e.rel))
 			switch e.typ {
 			case unix.DT_DIR:
 				b.WriteByte('/')

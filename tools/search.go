@@ -711,7 +711,7 @@ func (c *searchCall) scanFile(ctx context.Context, j searchJob, bp *[]byte, nts 
 // UTF-8, a trailing CR dropped and anything past maxShownLine bytes
 // replaced by a marker.
 func appendMatch(out []byte, rel string, n int, line []byte) []byte {
-	out = append(out, rel...)
+	out = append(out, showPath(rel)...)
 	out = append(out, ':')
 	out = strconv.AppendInt(out, int64(n), 10)
 	out = append(out, ':')

@@ -102,7 +102,7 @@ func (n *notes) add(rel, why string) {
 	defer n.mu.Unlock()
 	n.count++
 	if len(n.list) < maxNotes {
-		n.list = append(n.list, fmt.Sprintf("%s: %s", rel, why))
+		n.list = append(n.list, fmt.Sprintf("%s: %s", showPath(rel), why))
 	}
 }
 
