@@ -142,8 +142,11 @@ func (w *Workspace) linkTarget(rel string) string {
 		return showPath(target)
 	}
 	var e *Error
-	if errors.As(err, &e) && e.Reason == ReasonDeniedPath {
+	switch {
+	case errors.As(err, &e) && e.Reason == ReasonDeniedPath:
 		return "(outside the workspace; not followed)"
+	case errors.Is(err, errLinkLoop), errors.Is(err, unix.ELOOP):
+		return "(link loop: too many levels of symbolic links)"
 	}
 	return "(broken link)"
 }

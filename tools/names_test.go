@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"unicode/utf8"
 )
@@ -122,4 +123,43 @@ func FuzzNameQuoting(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The smaller findings of issue 20, item 12.
+func TestSmallerToolFindings(t *testing.T) {
+	fx := newFixture(t)
+	// find 'sub/' finds the directory sub, as it is printed (and as
+	// gitignore reads a trailing '/': directories only).
+	os.WriteFile(filepath.Join(fx.root, "deep/er/sub"), []byte("a file named sub\n"), 0o644)
+	for args, want := range map[string]string{
+		`{"pattern":"sub/"}`:                 "sub/\n",
+		`{"pattern":"sub"}`:                  "deep/er/sub\nsub/\n",
+		`{"pattern":"er/","path":"deep"}`:    "deep/er/\n",
+		`{"pattern":"deep/*/"}`:              "deep/er/\n",
+		`{"pattern":"*/","path":"deep"}`:     "deep/er/\n",
+		`{"pattern":"**/er/","path":"deep"}`: "deep/er/\n",
+	} {
+		r := mustCall(t, fx.ws, Find{}, args)
+		if got := strings.SplitN(r.Text, "[", 2)[0]; got != want {
+			t.Errorf("find %s:\n got %q\nwant %q", args, got, want)
+		}
+	}
+	if _, err := call(t, fx.ws, Find{}, `{"pattern":"/"}`); reasonOf(err) != ReasonInvalidArgument {
+		t.Errorf("find '/': %v", err)
+	}
+	// search on a FIFO says it is not a regular file.
+	if err := syscall.Mkfifo(filepath.Join(fx.root, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := call(t, fx.ws, Search{}, `{"pattern":"x","path":"fifo"}`)
+	if e, ok := err.(*Error); !ok || e.Reason != ReasonToolError || e.Public != `"fifo" is not a regular file (a FIFO); search reads regular files only` {
+		t.Errorf("search on a FIFO: %v", err)
+	}
+	// A link loop is called one.
+	r := mustCall(t, fx.ws, DirList{}, `{}`)
+	for _, want := range []string{"symlink loop1 -> (link loop: too many levels of symbolic links)\n", "symlink dangling_in -> (broken link)\n"} {
+		if !strings.Contains(r.Text, want) {
+			t.Errorf("dir_list lacks %q", want)
+		}
+	}
 }

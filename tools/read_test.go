@@ -109,7 +109,7 @@ func TestTraversalNeverLeavesRoot(t *testing.T) {
 		"symlink inabs -> sub/inner.txt\n",
 		"symlink dirin -> sub\n",
 		"symlink dangling_in -> (broken link)\n",
-		"symlink loop1 -> (broken link)\n",
+		"symlink loop1 -> (link loop: too many levels of symbolic links)\n",
 		"dir sub/\n",
 		"file file.txt (6 bytes)\n",
 	} {

@@ -467,6 +467,9 @@ func (c *searchCall) run(ctx context.Context, root int) (Result, error) {
 	if err != nil {
 		return Result{}, fsError(c.rel, "stat", err)
 	}
+	if t := st.Mode & unix.S_IFMT; t != unix.S_IFDIR && t != unix.S_IFREG {
+		return Result{}, Errorf(ReasonToolError, nil, "%q is not a regular file (%s); search reads regular files only", c.rel, kindName(st.Mode))
+	}
 	var stopped atomic.Bool
 	nts := &notes{}
 	// Files travel in batches, and results come back per batch: one

@@ -205,6 +205,25 @@ func openNote(err error) string {
 	return "cannot open: " + errnoText(err)
 }
 
+// kindName names the type of a file that is not regular, for a message.
+func kindName(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFBLK:
+		return "a block device"
+	case unix.S_IFLNK:
+		return "a symbolic link"
+	case unix.S_IFDIR:
+		return "a directory"
+	}
+	return "not a regular file"
+}
+
 func errnoText(err error) string {
 	if e, ok := err.(unix.Errno); ok {
 		return e.Error()

@@ -23,6 +23,10 @@ const (
 // kernel's own MAXSYMLINKS does.
 const maxLinks = 40
 
+// errLinkLoop is the cause of a resolution that met more than maxLinks
+// symbolic links: a loop, or a chain as long.
+var errLinkLoop = errors.New("too many levels of symbolic links")
+
 // maxSteps bounds the components one resolution examines, links' targets
 // included, so planted links with long targets cannot make it slow.
 const maxSteps = 16384
@@ -399,7 +403,7 @@ func walkPath(root int, w *Workspace, orig, rel string, write bool) (string, err
 			}
 			links++
 			if links > maxLinks {
-				return "", Errorf(ReasonToolError, nil, "path %q: too many levels of symbolic links", orig)
+				return "", Errorf(ReasonToolError, errLinkLoop, "path %q: too many levels of symbolic links", orig)
 			}
 			if target == "" {
 				return "", Errorf(ReasonToolError, nil, "path %q: a symbolic link on it is empty", orig)
