@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -456,7 +457,20 @@ func getXattr(fd int, name string) ([]byte, error) {
 // locked (a live write holds flock on its temporary file from creation to
 // rename). Everything else is left alone; failures are ignored (the next
 // write tries again).
+//
+// A directory is looked at once per staleTempAge per process (a write in a
+// directory of 100,000 entries should not list it every time).
 func cleanStaleTemps(dfd int) {
+	var dst unix.Stat_t
+	if unix.Fstat(dfd, &dst) != nil {
+		return
+	}
+	key := [2]uint64{uint64(dst.Dev), dst.Ino}
+	now := time.Now()
+	if last, ok := tempsCleaned.Load(key); ok && now.Sub(last.(time.Time)) < staleTempAge {
+		return
+	}
+	tempsCleaned.Store(key, now)
 	ents, err := readDirNames(dfd)
 	if err != nil {
 		return
@@ -483,6 +497,10 @@ func cleanStaleTemps(dfd int) {
 		unix.Close(fd)
 	}
 }
+
+// tempsCleaned maps a directory (device, inode) to when cleanStaleTemps
+// last looked at it.
+var tempsCleaned sync.Map
 
 // readDirNames lists the names in directory dfd (through a descriptor of
 // its own, so dfd's offset is untouched).
