@@ -70,3 +70,35 @@ func benchSearchGoroot(b *testing.B, pattern string) {
 	}
 	b.ReportMetric(float64(matches), "matches")
 }
+
+// BenchmarkSearchLongLine searches one 4 MiB line of letters with a
+// pattern without a required literal: the line is longer than a matching
+// window, so it goes through the context-aware reader.
+func BenchmarkSearchLongLine(b *testing.B) {
+	dir := b.TempDir()
+	line := make([]byte, 4<<20)
+	for i := range line {
+		line[i] = 'a' + byte(i*7%26)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "long.txt"), line, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	ws, err := OpenWorkspace(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ws.Close()
+	raw := json.RawMessage(`{"pattern":"(?i)needle[0-9]"}`)
+	ctx := context.Background()
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		p, err := Search{}.Prepare(ws, raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := p.Execute(ctx)
+		if err != nil || r.Meta["matches"] != 0 {
+			b.Fatalf("%v %v", r.Meta, err)
+		}
+	}
+}
