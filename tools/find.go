@@ -62,10 +62,10 @@ func (Find) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
 	// gitignore reads it; the glob without it is matched as usual.
 	glob, dirsOnly := strings.CutSuffix(a.Pattern, "/")
 	if dirsOnly && (glob == "" || strings.HasSuffix(glob, "/")) {
-		return nil, Errorf(ReasonInvalidArgument, nil, "field %q: %q names no directory (one '/' at the end means directories only)", "pattern", a.Pattern)
+		return nil, Errorf(ReasonInvalidArgument, nil, "field %q: %q names no directory (one '/' at the end means directories only)", "pattern", capText(a.Pattern, maxEchoBytes))
 	}
 	if !doublestar.ValidatePattern(glob) {
-		return nil, Errorf(ReasonInvalidArgument, nil, "field %q: %q is not a valid glob", "pattern", a.Pattern)
+		return nil, Errorf(ReasonInvalidArgument, nil, "field %q: %q is not a valid glob", "pattern", capText(a.Pattern, maxEchoBytes))
 	}
 	rel, err := resolveOptional(ws, a.Path)
 	if err != nil {

@@ -85,6 +85,7 @@ func TestMessagesStayShort(t *testing.T) {
 	for _, args := range []map[string]any{
 		{"pattern": "(" + strings.Repeat("a", MaxPatternBytes-1)},
 		{"pattern": "x", strings.Repeat("k", 1<<20): 1},
+		{"pattern": "x", "glob": strings.Repeat("[", MaxPatternBytes)},
 	} {
 		raw, _ := json.Marshal(args)
 		_, err := Search{}.Prepare(fx.ws, raw)

@@ -86,7 +86,7 @@ func (Search) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
 		return nil, Errorf(ReasonInvalidArgument, errors.New(capText(err.Error(), 4*maxEchoBytes)), "field %q: %s", "pattern", capText(err.Error(), maxEchoBytes))
 	}
 	if a.Glob != "" && !doublestar.ValidatePattern(a.Glob) {
-		return nil, Errorf(ReasonInvalidArgument, nil, "field %q: %q is not a valid glob", "glob", a.Glob)
+		return nil, Errorf(ReasonInvalidArgument, nil, "field %q: %q is not a valid glob", "glob", capText(a.Glob, maxEchoBytes))
 	}
 	rel, err := resolveOptional(ws, a.Path)
 	if err != nil {
