@@ -72,7 +72,10 @@ func TestFieldCapsRefuseEarly(t *testing.T) {
 		if len(e.Error()) > 300 {
 			t.Errorf("%s %s: error is %d bytes", tc.tool.Name(), tc.field, len(e.Error()))
 		}
-		if took > 2*time.Second {
+		// Compiling the 8 MB pattern took 9-13 s; decoding it takes
+		// milliseconds. (The 64 MiB content's JSON alone takes about a
+		// second, so only the patterns are timed.)
+		if tc.field == "pattern" && took > 3*time.Second {
 			t.Errorf("%s %s: refusal took %v", tc.tool.Name(), tc.field, took)
 		}
 	}
