@@ -383,3 +383,81 @@ func TestStaleTemps(t *testing.T) {
 		}
 	}
 }
+
+func init() {
+	// The non-owner editor: one file_edit, as whatever user it was started
+	// as; prints "reason\tmessage" (empty reason: done).
+	reexec.Register("tools-edit-once", func() {
+		ws, err := OpenWorkspace(os.Args[1])
+		if err != nil {
+			fmt.Println("open\t" + err.Error())
+			os.Exit(0)
+		}
+		p, err := FileEdit{}.Prepare(ws, json.RawMessage(os.Args[2]))
+		if err == nil {
+			_, err = p.Execute(context.Background())
+		}
+		if err != nil {
+			e, _ := err.(*Error)
+			fmt.Printf("%s\t%s\n", reasonOf(err), e.Public)
+		} else {
+			fmt.Println("\tdone")
+		}
+		os.Exit(0)
+	})
+}
+
+// A harness that is not root cannot give a replaced file another owner,
+// or a group it is not in: the edit is refused, the file unchanged; with
+// its own file and group, the edit keeps both.
+func TestEditAsNonOwner(t *testing.T) {
+	testenv.Require(t, os.Geteuid() == 0, "running as root (to start a child as another user)", testenv.ShapeNoUserns)
+	base := t.TempDir()
+	dir := filepath.Join(base, "ws")
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	// The test's temporary directories are 0700: let the child reach the
+	// workspace.
+	for d := base; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	os.Chmod(dir, 0o777)
+	const nobody = 65534
+	for _, tc := range []struct {
+		name     string
+		uid, gid int
+		want     string
+	}{
+		{"root-owned.txt", 0, 0, "tool_error\t\"root-owned.txt\" is owned by uid 0; the harness (uid 65534) cannot give the new file that owner; nothing was written"},
+		{"root-group.txt", nobody, 0, "tool_error\t\"root-group.txt\" belongs to group 0; the harness (uid 65534) is not a member and cannot give the new file that group; nothing was written"},
+		{"own.txt", nobody, nobody, "\tdone"},
+	} {
+		p := filepath.Join(dir, tc.name)
+		if err := os.WriteFile(p, []byte("one\n"), 0o666); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, 0o666)
+		if err := os.Chown(p, tc.uid, tc.gid); err != nil {
+			t.Fatal(err)
+		}
+		cmd := reexec.Command("tools-edit-once", dir, fmt.Sprintf(`{"path":%q,"old_string":"one","new_string":"two"}`, tc.name))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := strings.TrimSuffix(string(out), "\n"); got != tc.want {
+			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
+		}
+		var st unix.Stat_t
+		unix.Stat(p, &st)
+		wantContent := "one\n"
+		if tc.want == "\tdone" {
+			wantContent = "two\n"
+		}
+		if readFile(t, p) != wantContent || int(st.Uid) != tc.uid || int(st.Gid) != tc.gid || st.Mode&0o777 != 0o666 {
+			t.Errorf("%s: %q, %d:%d %04o after the edit", tc.name, readFile(t, p), st.Uid, st.Gid, st.Mode&0o777)
+		}
+	}
+}

@@ -262,6 +262,10 @@ func writeTemp(dfd, from int, rel string, data []byte, mode uint32, owner fileOw
 	}
 	if owner != noOwner {
 		if err := unix.Fchown(fd, owner.uid, owner.gid); err != nil {
+			if owner.uid == -1 && (err == unix.EPERM || err == unix.EINVAL) {
+				return fail("chown", Errorf(ReasonToolError, fmt.Errorf("fchown group %d: %w", owner.gid, err),
+					"%q belongs to group %d; the harness (uid %d) is not a member and cannot give the new file that group; nothing was written", rel, owner.gid, os.Geteuid()))
+			}
 			return fail("chown", err)
 		}
 	}
