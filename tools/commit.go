@@ -133,6 +133,7 @@ func (w *Workspace) commitOnce(ctx context.Context, dfd int, dirRel, base string
 		}
 	}()
 	var old []byte
+	var readAt time.Time
 	if exists {
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFREG:
@@ -165,6 +166,7 @@ func (w *Workspace) commitOnce(ctx context.Context, dfd int, dirRel, base string
 			return false, err
 		}
 		if req.edit {
+			readAt = time.Now()
 			if old, err = readAllFd(tfd, rel, st.Size); err != nil {
 				return false, err
 			}
@@ -232,6 +234,13 @@ func (w *Workspace) commitOnce(ctx context.Context, dfd int, dirRel, base string
 			drop()
 			return false, nil
 		}
+	case recentlyChanged(&st, readAt) && !sameContent(tfd, old):
+		// The same size and times, but the times may not have moved: a
+		// file system's clock ticks in milliseconds (tmpfs on Linux 6.1:
+		// a jiffy) or seconds, and a write in the tick of the last one
+		// leaves them as they were.
+		drop()
+		return false, nil
 	}
 	if err := unix.Renameat(dfd, tmp, dfd, base); err != nil {
 		drop()
@@ -321,6 +330,18 @@ func lockDir(ctx context.Context, dfd int, rel string) (func(), error) {
 // sameState reports whether two stats describe the same file, unchanged.
 func sameState(a, b *unix.Stat_t) bool {
 	return a.Dev == b.Dev && a.Ino == b.Ino && a.Size == b.Size && a.Mtim == b.Mtim && a.Ctim == b.Ctim
+}
+
+// timeGranularity is the coarsest clock tick of a file system the harness
+// expects to write on (FAT and some network file systems: 2 s).
+const timeGranularity = 2 * time.Second
+
+// recentlyChanged reports whether the file's modification or change time
+// is within timeGranularity of readAt: a later write in the same tick
+// could leave both times unchanged.
+func recentlyChanged(st *unix.Stat_t, readAt time.Time) bool {
+	latest := max(st.Mtim.Nano(), st.Ctim.Nano())
+	return readAt.UnixNano()-latest < int64(timeGranularity)
 }
 
 // sameContent reports whether the file open at fd holds exactly old.
