@@ -37,14 +37,21 @@ func BenchmarkFileRead1KiB(b *testing.B) {
 
 // BenchmarkSearchGoroot searches Go's own source tree for the pattern the
 // search benchmark script uses, reporting every match (no early stop).
-func BenchmarkSearchGoroot(b *testing.B) {
+func BenchmarkSearchGoroot(b *testing.B) { benchSearchGoroot(b, `func New[A-Z]`) }
+
+// BenchmarkSearchGorootNoLiteral is the same search with a pattern that
+// has no required literal (case folded), so the whole-buffer regexp scan
+// does the work.
+func BenchmarkSearchGorootNoLiteral(b *testing.B) { benchSearchGoroot(b, `(?i)func new[a-z]*reader`) }
+
+func benchSearchGoroot(b *testing.B, pattern string) {
 	src := filepath.Join(runtime.GOROOT(), "src")
 	ws, err := OpenWorkspace(src)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ws.Close()
-	raw := json.RawMessage(`{"pattern":"func New[A-Z]","max_results":1000000}`)
+	raw, _ := json.Marshal(map[string]any{"pattern": pattern, "max_results": 1000000})
 	ctx := context.Background()
 	var matches int
 	for b.Loop() {
@@ -62,4 +69,36 @@ func BenchmarkSearchGoroot(b *testing.B) {
 		b.Fatal("no matches in GOROOT/src")
 	}
 	b.ReportMetric(float64(matches), "matches")
+}
+
+// BenchmarkSearchLongLine searches one 4 MiB line of letters with a
+// pattern without a required literal: the line is longer than a matching
+// window, so it goes through the context-aware reader.
+func BenchmarkSearchLongLine(b *testing.B) {
+	dir := b.TempDir()
+	line := make([]byte, 4<<20)
+	for i := range line {
+		line[i] = 'a' + byte(i*7%26)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "long.txt"), line, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	ws, err := OpenWorkspace(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ws.Close()
+	raw := json.RawMessage(`{"pattern":"(?i)needle[0-9]"}`)
+	ctx := context.Background()
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		p, err := Search{}.Prepare(ws, raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := p.Execute(ctx)
+		if err != nil || r.Meta["matches"] != 0 {
+			b.Fatalf("%v %v", r.Meta, err)
+		}
+	}
 }

@@ -17,7 +17,11 @@ const diffContext = 3
 // the occurrences touch, so each group of touched lines becomes a run of
 // '-' lines followed by the same lines with the replacements applied as
 // '+' lines.
-func editDiff(rel, text, old, repl string, offs []int) string {
+//
+// The diff stops once it holds more than limit bytes (limit <= 0: no
+// limit), ending with a line that says how many of its lines were left
+// out; the counts cover every change either way.
+func editDiff(rel, text, old, repl string, offs []int, limit int) (string, diffStats) {
 	starts := lineStarts(text)
 	nlines := len(starts)
 	lineOf := func(pos int) int { return sort.SearchInts(starts, pos+1) - 1 }
@@ -74,9 +78,19 @@ func editDiff(rel, text, old, repl string, offs []int) string {
 		}
 	}
 
+	var stats diffStats
+	for _, c := range changes {
+		stats.removed += c.b - c.a + 1
+		stats.added += len(c.lines)
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "--- a/%s\n+++ b/%s\n", rel, rel)
+	fmt.Fprintf(&b, "--- a/%s\n+++ b/%s\n", showPath(rel), showPath(rel))
+	omitted := 0 // lines not shown once the diff holds more than limit bytes
 	line := func(prefix byte, s string) {
+		if limit > 0 && b.Len() > limit {
+			omitted++
+			return
+		}
 		b.WriteByte(prefix)
 		b.WriteString(s)
 		if !strings.HasSuffix(s, "\n") {
@@ -86,6 +100,7 @@ func editDiff(rel, text, old, repl string, offs []int) string {
 	oldLine := func(l int) string { return text[starts[l]:lineEndOff(l)] }
 	delta := 0 // new line index minus old line index, before the current hunk
 	for i := 0; i < len(changes); {
+
 		// A hunk: changes i..j-1, whose context overlaps.
 		j := i + 1
 		for j < len(changes) && changes[j].a-changes[j-1].b-1 <= 2*diffContext {
@@ -98,7 +113,11 @@ func editDiff(rel, text, old, repl string, offs []int) string {
 			newCount += len(c.lines) - (c.b - c.a + 1)
 		}
 		newFrom := from + delta
-		fmt.Fprintf(&b, "@@ -%s +%s @@\n", hunkRange(from, oldCount), hunkRange(newFrom, newCount))
+		if limit > 0 && b.Len() > limit {
+			omitted++
+		} else {
+			fmt.Fprintf(&b, "@@ -%s +%s @@\n", hunkRange(from, oldCount), hunkRange(newFrom, newCount))
+		}
 		l := from
 		for _, c := range changes[i:j] {
 			for ; l < c.a; l++ {
@@ -117,8 +136,14 @@ func editDiff(rel, text, old, repl string, offs []int) string {
 		}
 		i = j
 	}
-	return b.String()
+	if omitted > 0 {
+		fmt.Fprintf(&b, "[diff stopped past %d bytes; %d more line(s) of it not shown]\n", limit, omitted)
+	}
+	return b.String(), stats
 }
+
+// diffStats counts the lines a diff removes and adds.
+type diffStats struct{ removed, added int }
 
 // hunkRange renders a 0-based first line and a count as unified diff does:
 // an empty range names the line before it.

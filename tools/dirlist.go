@@ -16,7 +16,7 @@ import (
 
 // DirListArgs are dir_list's arguments.
 type DirListArgs struct {
-	Path string `json:"path,omitempty" desc:"Directory to list, relative to the workspace root. Default (or empty): the root."`
+	Path string `json:"path,omitempty" max:"16384" desc:"Directory to list, relative to the workspace root. Default (or empty): the root."`
 }
 
 // DirList is the dir_list tool: the entries of one directory, sorted by
@@ -89,6 +89,7 @@ func (c *dirListCall) Execute(ctx context.Context) (Result, error) {
 		if err != nil {
 			return fsError(c.rel, "read directory", err)
 		}
+		ents = slices.DeleteFunc(ents, func(e dirEntry) bool { return IsTempName(e.Name) }) // writes' temporary files
 		slices.SortFunc(ents, func(a, b dirEntry) int { return strings.Compare(a.Name, b.Name) })
 		var b strings.Builder
 		counts := map[string]int{}
@@ -100,7 +101,7 @@ func (c *dirListCall) Execute(ctx context.Context) (Result, error) {
 			if err := unix.Fstatat(fd, e.Name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 				continue // vanished since it was listed
 			}
-			name := e.Name
+			name := showName(e.Name)
 			switch st.Mode & unix.S_IFMT {
 			case unix.S_IFREG:
 				counts["file"]++
@@ -110,7 +111,7 @@ func (c *dirListCall) Execute(ctx context.Context) (Result, error) {
 				fmt.Fprintf(&b, "dir %s/\n", name)
 			case unix.S_IFLNK:
 				counts["symlink"]++
-				fmt.Fprintf(&b, "symlink %s -> %s\n", name, c.ws.linkTarget(childRel(c.rel, name)))
+				fmt.Fprintf(&b, "symlink %s -> %s\n", name, c.ws.linkTarget(childRel(c.rel, e.Name)))
 			default:
 				counts["other"]++
 				fmt.Fprintf(&b, "other %s\n", name)
@@ -138,11 +139,14 @@ func (c *dirListCall) Execute(ctx context.Context) (Result, error) {
 func (w *Workspace) linkTarget(rel string) string {
 	target, err := w.Resolve(rel)
 	if err == nil {
-		return target
+		return showPath(target)
 	}
 	var e *Error
-	if errors.As(err, &e) && e.Reason == ReasonDeniedPath {
+	switch {
+	case errors.As(err, &e) && e.Reason == ReasonDeniedPath:
 		return "(outside the workspace; not followed)"
+	case errors.Is(err, errLinkLoop), errors.Is(err, unix.ELOOP):
+		return "(link loop: too many levels of symbolic links)"
 	}
 	return "(broken link)"
 }

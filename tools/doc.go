@@ -24,7 +24,10 @@
 // Every error a tool returns is an *Error: ReasonInvalidArgument (bad
 // arguments, named by field), ReasonDeniedPath (a path that leaves the
 // workspace, or changed under the call), ReasonTimeout (the context's
-// deadline passed) and ReasonToolError (anything else that failed). Public
+// deadline passed), ReasonCancelled (the context was cancelled),
+// ReasonTooLarge (a write's new content over MaxWriteBytes),
+// ReasonConflict (a write's target kept changing, or its directory stayed
+// locked) and ReasonToolError (anything else that failed). Public
 // messages name paths as the model gave them or as canonical
 // workspace-relative paths, never a host path a link points to.
 //
@@ -32,12 +35,24 @@
 //
 // file_write and file_edit write a temporary file in the target's directory
 // (O_TMPFILE where available), fsync it and rename it over the target, so a
-// crash leaves the old or the new content. A process killed at the wrong
-// instant can leave a temporary file named TempPrefix + 16 hex digits +
-// TempSuffix; IsTempName recognises it.
+// crash leaves the old or the new content. Harness writes in one directory
+// are serialised by a flock on it, and file_edit commits only if the file
+// is still the one it read (docs/decisions/0049). A process killed at the
+// wrong instant can leave a temporary file named TempPrefix + 16 hex
+// digits + TempSuffix; IsTempName recognises it, the read tools never show
+// it, and a later write in its directory removes it once stale.
+//
+// # Names in results
+//
+// Names that are not plain (control characters, invalid UTF-8, a leading
+// '"') are printed as Go double-quoted strings, and path arguments accept
+// that spelling, whole or per component, so every name shown can be given
+// back and none can forge a line.
 //
 // # Limits
 //
+// Arguments: every string field has a byte limit (limits.go), refused
+// with ReasonInvalidArgument before the tool looks at the value.
 // Paths: MaxPathBytes and MaxNameBytes. Reads: MaxReadBytes of text per call
 // (a memory guard; the gate's result cap is far lower and applies first in
 // practice). search: DefaultSearchResults matching lines unless max_results

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"sync"
@@ -27,7 +28,7 @@ const binaryProbe = 8 << 10
 
 // FileReadArgs are file_read's arguments.
 type FileReadArgs struct {
-	Path   string `json:"path" desc:"File to read, relative to the workspace root."`
+	Path   string `json:"path" max:"16384" desc:"File to read, relative to the workspace root."`
 	Offset int    `json:"offset,omitempty" min:"1" desc:"First line to return, counting from 1. Default 1."`
 	Limit  int    `json:"limit,omitempty" min:"1" desc:"Number of lines to return. Default: to the end of the file."`
 }
@@ -274,12 +275,15 @@ func readLines(ctx context.Context, f io.Reader, sizeHint int64, rel string, off
 	}, nil
 }
 
-// ctxError is the error for a call whose context ended.
+// ctxError is the error for a call whose context ended: ReasonTimeout
+// for a deadline, ReasonCancelled for a cancel. The cause wraps err, so
+// errors.Is(e, context.DeadlineExceeded) or context.Canceled tells them
+// apart too.
 func ctxError(err error, what string) *Error {
 	if errors.Is(err, context.DeadlineExceeded) {
-		return Errorf(ReasonTimeout, err, "%s timed out", what)
+		return Errorf(ReasonTimeout, fmt.Errorf("%s: %w", what, err), "%s timed out", what)
 	}
-	return Errorf(ReasonToolError, err, "%s was cancelled", what)
+	return Errorf(ReasonCancelled, fmt.Errorf("%s: %w", what, err), "%s was cancelled", what)
 }
 
 func quote(s string) string { return strconv.Quote(s) }

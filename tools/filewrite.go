@@ -44,8 +44,8 @@ func IsTempName(name string) bool {
 
 // FileWriteArgs are file_write's arguments.
 type FileWriteArgs struct {
-	Path    string `json:"path" desc:"File to create or replace, relative to the workspace root. Missing parent directories are created."`
-	Content string `json:"content" desc:"The complete new content of the file."`
+	Path    string `json:"path" max:"16384" desc:"File to create or replace, relative to the workspace root. Missing parent directories are created."`
+	Content string `json:"content" max:"67108864" desc:"The complete new content of the file."`
 }
 
 // FileWrite is the file_write tool: create or replace a whole file,
@@ -59,13 +59,27 @@ type FileWriteArgs struct {
 // swapped in after Prepare fails the call with ReasonDeniedPath; the
 // rename replaces a directory entry, it never writes through one.
 //
-// An existing file keeps its permission bits (setuid, setgid and sticky
-// bits are dropped); a new file gets 0644, new directories 0755. A harness
-// running as root gives a replaced file its old owner and a new file or
-// directory the owner of the directory it is made in, so a run child (the
-// workspace's owner, never root) can change what the file tools wrote;
-// otherwise ownership is that of the harness process. Other hard links to a replaced file keep
-// the old content. The zero value is ready to use; it holds no state and is
+// What a replaced file keeps (docs/decisions/0049-what-an-edit-preserves.md):
+// its permission bits (setuid, setgid and sticky bits are dropped, and the
+// result says so), its owner and group (a harness running as root gives
+// them; otherwise the harness must own the file, and a group it belongs
+// to is kept), and its extended attributes (security.capability is
+// dropped, and the result says so). A file with more than one hard link
+// and a read-only file (no write bit at all) are refused with
+// ReasonToolError, unchanged. A new file gets 0644 and new directories
+// 0755; a harness running as root gives them the owner of the directory
+// they are made in, so a run child (the workspace's owner, never root) can
+// change what the file tools wrote.
+//
+// Writes of the harness in one directory are serialised by a lock on the
+// directory (flock), across processes; content over MaxWriteBytes is
+// ReasonInvalidArgument. The result's first line says what was done:
+//
+//	wrote PATH (created): N bytes, L line(s), mode 0644; sha256 HEX
+//	wrote PATH (replaced): OLD -> N bytes, L line(s), mode 0640; sha256 HEX
+//
+// followed by a "note: ..." line per metadata change; Meta["effect"] holds
+// that text. The zero value is ready to use; it holds no state and is
 // safe for concurrent use.
 type FileWrite struct{}
 
@@ -113,86 +127,32 @@ func (c *fileWriteCall) Execute(ctx context.Context) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, ctxError(err, "file_write")
 	}
-	created, err := c.ws.writeFile(c.rel, []byte(c.args.Content), nil)
+	data := []byte(c.args.Content)
+	eff, err := c.ws.commit(ctx, writeReq{rel: c.rel, build: func([]byte) ([]byte, error) { return data, nil }})
 	if err != nil {
 		return Result{}, err
 	}
-	verb := "replaced"
-	if created {
-		verb = "created"
+	var effect string
+	if eff.created {
+		effect = fmt.Sprintf("wrote %s (created): %d bytes, %d line(s), mode %04o; sha256 %s\n", showPath(c.rel), len(data), countLines(data), eff.mode, shaHex(data))
+	} else {
+		effect = fmt.Sprintf("wrote %s (replaced): %d -> %d bytes, %d line(s), mode %04o; sha256 %s\n", showPath(c.rel), eff.sizeBefore, len(data), countLines(data), eff.mode, shaHex(data))
 	}
+	effect += notesText(eff.notes)
 	return Result{
-		Text: fmt.Sprintf("wrote %d bytes to %s (%s)\n", len(c.args.Content), c.rel, verb),
-		Meta: map[string]any{"path": c.rel, "bytes": len(c.args.Content), "created": created},
+		Text: effect,
+		Meta: map[string]any{
+			"path":         c.rel,
+			"effect":       effect,
+			"bytes":        len(data),
+			"bytes_before": eff.sizeBefore,
+			"created":      eff.created,
+			"lines":        countLines(data),
+			"sha256":       shaHex(data),
+			"mode":         fmt.Sprintf("%04o", eff.mode),
+			"attempts":     eff.attempts,
+		},
 	}, nil
-}
-
-// writeFile replaces canonical rel with data atomically. check, when not
-// nil, sees the target's current state (exists false: no entry) just
-// before the temporary file is created, and may refuse.
-func (w *Workspace) writeFile(rel string, data []byte, check func(st *unix.Stat_t, exists bool) error) (created bool, err error) {
-	err = w.withRoot(func(root int) error {
-		dirRel, base := splitRel(rel)
-		dfd, err := mkdirAllBeneath(root, dirRel)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(dfd)
-		var st unix.Stat_t
-		exists := true
-		if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err == unix.ENOENT {
-			exists = false
-		} else if err != nil {
-			return fsError(rel, "stat", err)
-		}
-		mode := uint32(0o644)
-		if exists {
-			switch st.Mode & unix.S_IFMT {
-			case unix.S_IFREG:
-				mode = st.Mode & 0o777
-			case unix.S_IFLNK:
-				return Errorf(ReasonDeniedPath, nil, "%q: refused: a symbolic link appeared at the target after it was checked", rel)
-			case unix.S_IFDIR:
-				return Errorf(ReasonToolError, nil, "%q is a directory", rel)
-			default:
-				return Errorf(ReasonToolError, nil, "%q is not a regular file", rel)
-			}
-		}
-		if check != nil {
-			if err := check(&st, exists); err != nil {
-				return err
-			}
-		}
-		owner := noOwner
-		if asRoot {
-			if exists {
-				owner = fileOwner{int(st.Uid), int(st.Gid)}
-			} else if owner, err = dirOwner(dfd); err != nil {
-				return fsError(dirRel, "stat directory", err)
-			}
-		}
-		tmp, err := writeTemp(dfd, rel, data, mode, owner)
-		if err != nil {
-			return err
-		}
-		// The target's entry is replaced, whatever it is now; a link that
-		// appeared in the meantime is refused rather than replaced
-		// silently, and in no case written through.
-		if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			unix.Unlinkat(dfd, tmp, 0)
-			return Errorf(ReasonDeniedPath, nil, "%q: refused: a symbolic link appeared at the target during the write", rel)
-		}
-		if err := unix.Renameat(dfd, tmp, dfd, base); err != nil {
-			unix.Unlinkat(dfd, tmp, 0)
-			return fsError(rel, "rename", err)
-		}
-		if err := fsyncRetry(dfd); err != nil {
-			return fsError(dirRel, "fsync directory", err)
-		}
-		created = !exists
-		return nil
-	})
-	return created, err
 }
 
 // mkdirAllBeneath opens canonical directory rel (O_RDONLY, for fsync and
@@ -250,11 +210,15 @@ func mkdirAllBeneath(root int, rel string) (int, error) {
 	return cur, nil
 }
 
-// writeTemp writes data to a new temporary file in dfd, fsyncs it and
-// returns its name. It prefers an unnamed O_TMPFILE file, named (linked)
-// only once complete; where the file system lacks O_TMPFILE it creates the
-// named file exclusively and removes it on failure.
-func writeTemp(dfd int, rel string, data []byte, mode uint32, owner fileOwner) (string, error) {
+// writeTemp writes data to a new temporary file in dfd, gives it mode,
+// owner and (from the file open at from, when from >= 0) the extended
+// attributes, fsyncs it and returns its name and an open descriptor of
+// it, locked with flock (so cleanStaleTemps leaves it alone) until the
+// caller closes it after the rename. It prefers an unnamed O_TMPFILE
+// file, named (linked) only once complete; where the file system lacks
+// O_TMPFILE it creates the named file exclusively and removes it on
+// failure.
+func writeTemp(dfd, from int, rel string, data []byte, mode uint32, owner fileOwner) (string, int, []string, error) {
 	fd, err := -1, error(unix.EOPNOTSUPP)
 	if !noTmpfile {
 		fd, err = openBeneath(dfd, ".", unix.O_TMPFILE|unix.O_WRONLY, 0o600)
@@ -270,15 +234,21 @@ func writeTemp(dfd int, rel string, data []byte, mode uint32, owner fileOwner) (
 			}
 		}
 		if err != nil {
-			return "", fsError(rel, "create temporary file", err)
+			return "", -1, nil, fsError(rel, "create temporary file", err)
 		}
 	}
-	fail := func(op string, err error) (string, error) {
+	fail := func(op string, err error) (string, int, []string, error) {
 		unix.Close(fd)
 		if !anon {
 			unix.Unlinkat(dfd, name, 0)
 		}
-		return "", fsError(rel, op, err)
+		if e, ok := err.(*Error); ok {
+			return "", -1, nil, e
+		}
+		return "", -1, nil, fsError(rel, op, err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return fail("lock temporary file", err)
 	}
 	for off := 0; off < len(data); {
 		n, err := unix.Write(fd, data[off:])
@@ -292,11 +262,21 @@ func writeTemp(dfd int, rel string, data []byte, mode uint32, owner fileOwner) (
 	}
 	if owner != noOwner {
 		if err := unix.Fchown(fd, owner.uid, owner.gid); err != nil {
+			if owner.uid == -1 && (err == unix.EPERM || err == unix.EINVAL) {
+				return fail("chown", Errorf(ReasonToolError, fmt.Errorf("fchown group %d: %w", owner.gid, err),
+					"%q belongs to group %d; the harness (uid %d) is not a member and cannot give the new file that group; nothing was written", rel, owner.gid, os.Geteuid()))
+			}
 			return fail("chown", err)
 		}
 	}
 	if err := unix.Fchmod(fd, mode); err != nil {
 		return fail("chmod", err)
+	}
+	var notes []string
+	if from >= 0 {
+		if notes, err = copyXattrs(from, fd, rel); err != nil {
+			return fail("copy extended attributes", err)
+		}
 	}
 	if err := fsyncRetry(fd); err != nil {
 		return fail("fsync", err)
@@ -316,14 +296,10 @@ func writeTemp(dfd int, rel string, data []byte, mode uint32, owner fileOwner) (
 		}
 		if err != nil {
 			unix.Close(fd)
-			return "", fsError(rel, "link temporary file", err)
+			return "", -1, nil, fsError(rel, "link temporary file", err)
 		}
 	}
-	if err := unix.Close(fd); err != nil {
-		unix.Unlinkat(dfd, name, 0)
-		return "", fsError(rel, "close", err)
-	}
-	return name, nil
+	return name, fd, notes, nil
 }
 
 // fileOwner is the owner a written file or made directory gets.

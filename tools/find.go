@@ -17,13 +17,14 @@ const DefaultFindResults = 500
 
 // FindArgs are find's arguments.
 type FindArgs struct {
-	Pattern    string `json:"pattern" desc:"Glob matched against paths (** matches any number of directories, * and ? stay within one name, {a,b} alternatives). A glob without '/' is matched against the entry's name, one with '/' against its path relative to the workspace root."`
-	Path       string `json:"path,omitempty" desc:"Directory to search beneath, relative to the workspace root. Default (or empty): the whole workspace."`
+	Pattern    string `json:"pattern" max:"4096" desc:"Glob matched against paths (** matches any number of directories, * and ? stay within one name, {a,b} alternatives). A glob without '/' is matched against the entry's name, one with '/' against its path relative to the workspace root."`
+	Path       string `json:"path,omitempty" max:"16384" desc:"Directory to search beneath, relative to the workspace root. Default (or empty): the whole workspace."`
 	MaxResults int    `json:"max_results,omitempty" min:"1" desc:"Stop after this many paths. Default 500."`
 }
 
 // Find is the find tool: the workspace-relative paths beneath a directory
-// that match a doublestar glob, in walk order (depth first, names in byte
+// that match a doublestar glob (one ending with '/' matches directories
+// only, as they are printed and as gitignore reads it), in walk order (depth first, names in byte
 // order). Directories are printed with a trailing '/', symbolic links with
 // " (symlink)"; links are never followed and .git directories are not
 // entered. The traversal is search's: every directory is opened from its
@@ -40,6 +41,7 @@ func (Find) Name() string { return "find" }
 // Description implements Tool.
 func (Find) Description() string {
 	return "Find files and directories in the workspace by glob, e.g. '*.go' (by name, at any depth) or 'src/**/*_test.go' (by path from the workspace root). " +
+		"A glob ending with '/' matches directories only. " +
 		"Prints one path per line, relative to the workspace root: directories end with '/', symbolic links met while walking are marked '(symlink)' and not followed; .git directories are not entered. " +
 		"Stops after max_results paths (default 500) and says so. " + pathRules
 }
@@ -56,8 +58,14 @@ func (Find) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
 	if a.Pattern == "" {
 		return nil, Errorf(ReasonInvalidArgument, nil, "field %q must not be empty", "pattern")
 	}
-	if !doublestar.ValidatePattern(a.Pattern) {
-		return nil, Errorf(ReasonInvalidArgument, nil, "field %q: %q is not a valid glob", "pattern", a.Pattern)
+	// A trailing '/' means directories only, as find prints them and as
+	// gitignore reads it; the glob without it is matched as usual.
+	glob, dirsOnly := strings.CutSuffix(a.Pattern, "/")
+	if dirsOnly && (glob == "" || strings.HasSuffix(glob, "/")) {
+		return nil, Errorf(ReasonInvalidArgument, nil, "field %q: %q names no directory (one '/' at the end means directories only)", "pattern", capText(a.Pattern, maxEchoBytes))
+	}
+	if !doublestar.ValidatePattern(glob) {
+		return nil, Errorf(ReasonInvalidArgument, nil, "field %q: %q is not a valid glob", "pattern", capText(a.Pattern, maxEchoBytes))
 	}
 	rel, err := resolveOptional(ws, a.Path)
 	if err != nil {
@@ -67,14 +75,16 @@ func (Find) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
 	if limit == 0 {
 		limit = DefaultFindResults
 	}
-	return &findCall{ws: ws, args: a, rel: rel, max: limit}, nil
+	return &findCall{ws: ws, args: a, rel: rel, max: limit, glob: glob, dirsOnly: dirsOnly}, nil
 }
 
 type findCall struct {
-	ws   *Workspace
-	args FindArgs
-	rel  string
-	max  int
+	ws       *Workspace
+	args     FindArgs
+	rel      string
+	max      int
+	glob     string // the pattern without a trailing '/'
+	dirsOnly bool   // the pattern ended with '/'
 }
 
 func (c *findCall) Args() any       { return c.args }
@@ -88,7 +98,7 @@ func (c *findCall) Execute(ctx context.Context) (Result, error) {
 		var b strings.Builder
 		n, truncated := 0, false
 		wk := &walker{ctx: ctx, stopped: &stopped, notes: nts, visit: func(e walkEntry) {
-			if !globMatch(c.args.Pattern, e.rel) {
+			if c.dirsOnly && e.typ != unix.DT_DIR || !globMatch(c.glob, e.rel) {
 				return
 			}
 			if n == c.max {
@@ -97,7 +107,7 @@ func (c *findCall) Execute(ctx context.Context) (Result, error) {
 				return
 			}
 			n++
-			b.WriteString(e.rel)
+			b.WriteString(showPath(e.rel))
 			switch e.typ {
 			case unix.DT_DIR:
 				b.WriteByte('/')

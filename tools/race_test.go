@@ -195,7 +195,7 @@ func TestWalkRechecksEveryStep(t *testing.T) {
 		d := newWalkDir(fd, "w/e", true)
 		defer d.release()
 		nts := &notes{}
-		r := c.scanFile(searchJob{dir: d, name: "inside.txt", rel: "w/e/inside.txt"}, bp, nts)
+		r := c.scanFile(context.Background(), searchJob{dir: d, name: "inside.txt", rel: "w/e/inside.txt"}, bp, nts)
 		if r.n != 0 || len(r.out) != 0 || nts.count != 1 {
 			t.Fatalf("scan through a swapped-in link: %d matches %q, notes %q", r.n, r.out, nts.text())
 		}

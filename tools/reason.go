@@ -23,14 +23,25 @@ const (
 	ReasonBudgetExhausted   Reason = "budget_exhausted"
 	ReasonOversizedResult   Reason = "oversized_result"
 	ReasonTimeout           Reason = "timeout"
-	ReasonToolError         Reason = "tool_error"
+	// ReasonCancelled: the call's context was cancelled (not its deadline:
+	// that is ReasonTimeout). The error's Cause wraps context.Canceled.
+	ReasonCancelled Reason = "cancelled"
+	// ReasonTooLarge: what the call would build or write is larger than a
+	// limit (file_edit's new content, a file_write past MaxWriteBytes).
+	// The message names the limit and the size; nothing was written.
+	ReasonTooLarge Reason = "too_large"
+	// ReasonConflict: a write found its target changed by someone else at
+	// the moment it would commit, more often than it retries, or locked by
+	// another process past the wait; nothing was written.
+	ReasonConflict  Reason = "conflict"
+	ReasonToolError Reason = "tool_error"
 )
 
 // Reasons lists every reason code, in a stable order.
 var Reasons = []Reason{
 	ReasonUnpublished, ReasonInvalidArgument, ReasonDeniedPath, ReasonProtectedPath, ReasonProgramNotAllowed,
 	ReasonHookBlocked, ReasonApprovalRejected, ReasonBudgetExhausted, ReasonOversizedResult,
-	ReasonTimeout, ReasonToolError,
+	ReasonTimeout, ReasonCancelled, ReasonTooLarge, ReasonConflict, ReasonToolError,
 }
 
 // Error is an error meant for a model and a record at once. Public is the

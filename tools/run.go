@@ -272,7 +272,7 @@ type runTool struct{ cfg RunConfig }
 // RunArgs are the run tool's arguments.
 type RunArgs struct {
 	Argv     []string `json:"argv" min:"1" desc:"The program and its arguments, passed to execve as they are (no shell). argv[0] must be one of the allowed programs."`
-	Cwd      string   `json:"cwd,omitempty" desc:"Working directory, relative to the workspace root (default: the root)."`
+	Cwd      string   `json:"cwd,omitempty" max:"16384" desc:"Working directory, relative to the workspace root (default: the root)."`
 	Stdin    string   `json:"stdin,omitempty" desc:"Text given to the program on standard input."`
 	TimeoutS int      `json:"timeout_s,omitempty" desc:"Wall-clock limit in seconds; may only lower the harness's limit." min:"1"`
 }

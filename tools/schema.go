@@ -22,6 +22,12 @@ import (
 //	json:"name[,omitempty]"  the property name; "-" or no tag skips the field
 //	desc:"..."               the property's description
 //	min:"N"                  minimum for an integer property
+//	max:"N"                  most bytes a string property may hold (after
+//	                         JSON unescaping); a longer value is refused with
+//	                         ReasonInvalidArgument naming the field, the limit
+//	                         and the size, before the tool looks at it. Not in
+//	                         the schema (maxLength counts characters, and is
+//	                         outside the subset every provider accepts).
 //
 // A property is required unless the field is a pointer or its json tag has
 // omitempty.
@@ -35,6 +41,7 @@ type argField struct {
 	required bool
 	desc     string
 	min      *int64
+	max      int64 // string: most bytes; 0: no limit of its own
 }
 
 // argSpec is the generated description of an argument struct.
@@ -94,6 +101,13 @@ func newArgSpec(t reflect.Type) (*argSpec, error) {
 				return nil, fmt.Errorf("%s.%s: min %q: %w", t, sf.Name, m, err)
 			}
 			f.min = &v
+		}
+		if m, ok := sf.Tag.Lookup("max"); ok {
+			v, err := strconv.ParseInt(m, 10, 64)
+			if f.kind != reflect.String || err != nil || v <= 0 {
+				return nil, fmt.Errorf("%s.%s: max %q: only a positive byte count on a string field", t, sf.Name, m)
+			}
+			f.max = v
 		}
 		f.required = !f.ptr && !strings.Contains(","+opts+",", ",omitempty,")
 		if f.desc == "" {
@@ -209,15 +223,15 @@ func (s *argSpec) decode(raw json.RawMessage, dst any) (present map[string]bool,
 		}
 		var val json.RawMessage
 		if err := dec.Decode(&val); err != nil {
-			return nil, bad("arguments are not well-formed JSON (at field %q)", key)
+			return nil, bad("arguments are not well-formed JSON (at field %q)", capText(key, maxEchoBytes))
 		}
 		if seen[key] {
-			return nil, bad("field %q is given more than once", key)
+			return nil, bad("field %q is given more than once", capText(key, maxEchoBytes))
 		}
 		seen[key] = true
 		i, known := s.byName[key]
 		if !known {
-			return nil, bad("unknown field %q; the fields are %s", key, s.fieldList())
+			return nil, bad("unknown field %q; the fields are %s", capText(key, maxEchoBytes), s.fieldList())
 		}
 		f := s.fields[i]
 		if string(val) == "null" {
@@ -261,6 +275,9 @@ func decodeValue(f argField, val json.RawMessage, fv reflect.Value) error {
 		str, err := decodeString(val)
 		if err != "" {
 			return bad("%s", err)
+		}
+		if f.max > 0 && int64(len(str)) > f.max {
+			return Errorf(ReasonInvalidArgument, nil, "field %q is %d bytes; the limit is %d bytes", f.name, len(str), f.max)
 		}
 		fv.SetString(str)
 	case reflect.Slice:
@@ -395,4 +412,22 @@ func (s *argSpec) fieldList() string {
 		names[i] = strconv.Quote(f.name)
 	}
 	return strings.Join(names, ", ")
+}
+
+// maxEchoBytes bounds any piece of model input a message repeats (a field
+// name, a regular expression's error), so a huge argument never makes a
+// huge message or record line.
+const maxEchoBytes = 256
+
+// capText returns s when it is at most n bytes, else its first n bytes
+// (cut on a rune boundary) and a note of how many were left out.
+func capText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	end := n
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return fmt.Sprintf("%s[... %d more bytes]", s[:end], len(s)-end)
 }

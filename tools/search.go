@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"regexp/syntax"
 	"runtime"
@@ -28,9 +30,9 @@ const (
 
 // SearchArgs are search's arguments.
 type SearchArgs struct {
-	Pattern    string `json:"pattern" desc:"Regular expression (RE2 syntax, as in Go) matched against each line of each file. A match never spans lines."`
-	Path       string `json:"path,omitempty" desc:"File or directory to search, relative to the workspace root. Default (or empty): the whole workspace."`
-	Glob       string `json:"glob,omitempty" desc:"Only search files whose path matches this glob (** matches any number of directories). A glob without '/' is matched against the file name, one with '/' against the path relative to the workspace root."`
+	Pattern    string `json:"pattern" max:"4096" desc:"Regular expression (RE2 syntax, as in Go) matched against each line of each file. A match never spans lines."`
+	Path       string `json:"path,omitempty" max:"16384" desc:"File or directory to search, relative to the workspace root. Default (or empty): the whole workspace."`
+	Glob       string `json:"glob,omitempty" max:"4096" desc:"Only search files whose path matches this glob (** matches any number of directories). A glob without '/' is matched against the file name, one with '/' against the path relative to the workspace root."`
 	MaxResults int    `json:"max_results,omitempty" min:"1" desc:"Stop after this many matching lines. Default 200."`
 }
 
@@ -79,10 +81,12 @@ func (Search) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
 	}
 	m, err := newMatcher(a.Pattern)
 	if err != nil {
-		return nil, Errorf(ReasonInvalidArgument, err, "field %q: %v", "pattern", err)
+		// The regexp package's message quotes the pattern: capped in the
+		// public message and in the cause the record keeps.
+		return nil, Errorf(ReasonInvalidArgument, errors.New(capText(err.Error(), 4*maxEchoBytes)), "field %q: %s", "pattern", capText(err.Error(), maxEchoBytes))
 	}
 	if a.Glob != "" && !doublestar.ValidatePattern(a.Glob) {
-		return nil, Errorf(ReasonInvalidArgument, nil, "field %q: %q is not a valid glob", "glob", a.Glob)
+		return nil, Errorf(ReasonInvalidArgument, nil, "field %q: %q is not a valid glob", "glob", capText(a.Glob, maxEchoBytes))
 	}
 	rel, err := resolveOptional(ws, a.Path)
 	if err != nil {
@@ -108,6 +112,14 @@ func globMatch(glob, rel string) bool {
 	return doublestar.MatchUnvalidated(glob, rel)
 }
 
+// searchBudget bounds the work of one regexp call, in bytes of input
+// times instructions of the compiled pattern (the cost of Go's regexp
+// engine grows with both: [ab]{1000}[cd], about 2,000 instructions, took
+// 24 µs a byte of a/b text on the 2-core development host, 12 ns a unit),
+// so that the search looks at its context every 10-20 ms at worst, also
+// inside one long line. No call covers fewer than 256 bytes.
+const searchBudget = 1 << 20
+
 // matcher finds the lines a pattern matches.
 type matcher struct {
 	line *regexp.Regexp // the pattern, run on one line at a time
@@ -116,6 +128,11 @@ type matcher struct {
 	// rareOff is the index in lit of the byte least likely to occur in
 	// text, the one the scan looks for first.
 	rareOff int
+	// window is how many bytes (of whole lines) one bulk call covers, and
+	// direct the longest line matched in one call; a longer line is fed to
+	// the regexp through a reader that ends it when the context is done.
+	// Both are searchBudget divided by the pattern's size.
+	window, direct int
 }
 
 func newMatcher(pattern string) (*matcher, error) {
@@ -124,6 +141,14 @@ func newMatcher(pattern string) (*matcher, error) {
 		return nil, err
 	}
 	m := &matcher{line: line}
+	insts := 1
+	if tree, err := syntax.Parse(pattern, syntax.Perl); err == nil {
+		if prog, err := syntax.Compile(tree.Simplify()); err == nil {
+			insts = max(1, len(prog.Inst))
+		}
+	}
+	m.direct = max(256, searchBudget/insts)
+	m.window = m.direct
 	if tree, err := syntax.Parse(pattern, syntax.Perl); err == nil {
 		if lit := requiredLiteral(tree.Simplify()); lit != "" {
 			m.lit = []byte(lit)
@@ -214,17 +239,33 @@ func hasTextAnchor(re *syntax.Regexp) bool {
 
 // scan calls emit for each line of data that matches, in order, with its
 // number (the first line of data is number first). data holds whole lines;
-// only its last may lack a newline. It stops when emit returns false and
-// reports whether it stopped, and the number of lines data holds.
-func (m *matcher) scan(data []byte, first int, emit func(n int, line []byte) bool) (stopped bool) {
+// only its last may lack a newline. It stops when emit returns false or
+// ctx is done, and reports whether it stopped; no regexp call in it does
+// more than about searchBudget work before ctx is looked at.
+func (m *matcher) scan(ctx context.Context, data []byte, first int, emit func(n int, line []byte) bool) (stopped bool) {
 	lineNo, counted := first, 0
+	done := false
 	report := func(ls, le int) bool {
-		if !m.line.Match(data[ls:le]) {
+		ok, cut := m.matchLine(ctx, data[ls:le])
+		if cut {
+			done = true
+			return false
+		}
+		if !ok {
 			return true
 		}
 		lineNo += bytes.Count(data[counted:ls], nl)
 		counted = ls
 		return emit(lineNo, data[ls:le])
+	}
+	// since counts the bytes passed since ctx was last looked at.
+	since := 0
+	pause := func(n int) bool {
+		if since += n; since < m.window {
+			return false
+		}
+		since = 0
+		return ctx.Err() != nil
 	}
 	pos := 0
 	switch {
@@ -242,6 +283,9 @@ func (m *matcher) scan(data []byte, first int, emit func(n int, line []byte) boo
 			if at+len(lit) > len(data) {
 				break
 			}
+			if pause(i + 1) {
+				return true
+			}
 			if !bytes.Equal(data[at:at+len(lit)], lit) {
 				pos = at + 1
 				continue
@@ -254,32 +298,99 @@ func (m *matcher) scan(data []byte, first int, emit func(n int, line []byte) boo
 			pos, lineFrom = le+1, le+1
 		}
 	case m.bulk != nil:
+		// The (?m) form runs over windows of whole lines, at most
+		// m.window bytes each; a line longer than that is matched alone.
 		for pos < len(data) {
-			loc := m.bulk.FindIndex(data[pos:])
-			if loc == nil {
-				break
-			}
-			at := pos + loc[0]
-			if at == len(data) && (at == 0 || data[at-1] == '\n') {
-				break // after the final newline: no line starts there
-			}
-			ls := pos + bytes.LastIndexByte(data[pos:at], '\n') + 1
-			le := lineEnd(data, at)
-			if !report(ls, le) {
+			if ctx.Err() != nil {
 				return true
 			}
-			pos = le + 1
+			end := len(data)
+			if pos+m.window < len(data) {
+				i := bytes.LastIndexByte(data[pos:pos+m.window], '\n')
+				if i < 0 {
+					le := lineEnd(data, pos)
+					if !report(pos, le) {
+						return true
+					}
+					pos = le + 1
+					continue
+				}
+				end = pos + i + 1
+			}
+			for p := pos; p < end; {
+				loc := m.bulk.FindIndex(data[p:end])
+				if loc == nil {
+					break
+				}
+				at := p + loc[0]
+				if at == end && (at == 0 || data[at-1] == '\n') {
+					break // after the window's last newline: no line starts there
+				}
+				ls := p + bytes.LastIndexByte(data[p:at], '\n') + 1
+				le := lineEnd(data, at)
+				if !report(ls, le) {
+					return true
+				}
+				p = le + 1
+			}
+			pos = end
 		}
 	default:
 		for pos < len(data) {
 			le := lineEnd(data, pos)
-			if !report(pos, le) {
+			if !report(pos, le) || pause(le-pos+1) {
 				return true
 			}
 			pos = le + 1
 		}
 	}
-	return false
+	return done
+}
+
+// matchLine reports whether line matches. A line longer than m.direct is
+// read by the regexp through a reader that ends the input when ctx is
+// done; cut then reports that the answer is not known.
+func (m *matcher) matchLine(ctx context.Context, line []byte) (ok, cut bool) {
+	if len(line) <= m.direct {
+		return m.line.Match(line), false
+	}
+	r := &ctxRuneReader{ctx: ctx, data: line, every: m.direct}
+	ok = m.line.MatchReader(r)
+	return ok && !r.cut, r.cut
+}
+
+// ctxRuneReader gives the regexp engine a line rune by rune, as a byte
+// slice would (an invalid byte is utf8.RuneError of width 1), and ends it
+// early, setting cut, once ctx is done; ctx is looked at every every bytes.
+type ctxRuneReader struct {
+	ctx   context.Context
+	data  []byte
+	pos   int
+	next  int // position at which ctx is looked at next
+	every int
+	cut   bool
+}
+
+func (r *ctxRuneReader) ReadRune() (rune, int, error) {
+	if r.pos >= len(r.data) {
+		return 0, 0, io.EOF
+	}
+	if r.pos >= r.next {
+		if r.ctx.Err() != nil {
+			r.cut = true
+			r.pos = len(r.data)
+			return 0, 0, io.EOF
+		}
+		r.next = r.pos + r.every
+	}
+	c := r.data[r.pos]
+	if c < utf8.RuneSelf {
+		r.pos++
+		return rune(c), 1, nil
+	}
+	ru, n := utf8.DecodeRune(r.data[r.pos:])
+	r.pos += n
+	return ru, n, nil
 }
 
 var nl = []byte{'\n'}
@@ -356,6 +467,9 @@ func (c *searchCall) run(ctx context.Context, root int) (Result, error) {
 	if err != nil {
 		return Result{}, fsError(c.rel, "stat", err)
 	}
+	if t := st.Mode & unix.S_IFMT; t != unix.S_IFDIR && t != unix.S_IFREG {
+		return Result{}, Errorf(ReasonToolError, nil, "%q is not a regular file (%s); search reads regular files only", c.rel, kindName(st.Mode))
+	}
 	var stopped atomic.Bool
 	nts := &notes{}
 	// Files travel in batches, and results come back per batch: one
@@ -417,7 +531,7 @@ func (c *searchCall) run(ctx context.Context, root int) (Result, error) {
 				b.results = make([]searchResult, len(b.jobs))
 				for i, j := range b.jobs {
 					if !stopped.Load() && ctx.Err() == nil {
-						b.results[i] = c.scanFile(j, bp, nts)
+						b.results[i] = c.scanFile(ctx, j, bp, nts)
 					}
 					j.dir.release()
 				}
@@ -514,7 +628,7 @@ func cutLines(out []byte, n int) []byte {
 
 // scanFile searches one file, reading it whole into the worker's buffer
 // (in chunks of whole lines when larger than searchChunk).
-func (c *searchCall) scanFile(j searchJob, bp *[]byte, nts *notes) searchResult {
+func (c *searchCall) scanFile(ctx context.Context, j searchJob, bp *[]byte, nts *notes) searchResult {
 	var r searchResult
 	fd, err := openBeneath(j.dir.fd, j.name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
@@ -583,7 +697,7 @@ func (c *searchCall) scanFile(j searchJob, bp *[]byte, nts *notes) searchResult 
 				continue
 			}
 		}
-		if m := c.m.scan(data[:cut], first, emit); m || eof {
+		if m := c.m.scan(ctx, data[:cut], first, emit); m || eof || ctx.Err() != nil {
 			break
 		}
 		first += bytes.Count(data[:cut], nl)
@@ -600,7 +714,7 @@ func (c *searchCall) scanFile(j searchJob, bp *[]byte, nts *notes) searchResult 
 // UTF-8, a trailing CR dropped and anything past maxShownLine bytes
 // replaced by a marker.
 func appendMatch(out []byte, rel string, n int, line []byte) []byte {
-	out = append(out, rel...)
+	out = append(out, showPath(rel)...)
 	out = append(out, ':')
 	out = strconv.AppendInt(out, int64(n), 10)
 	out = append(out, ':')

@@ -107,4 +107,5 @@ func WriteTools() []Tool {
 // pathRules is the paragraph every tool description ends with.
 const pathRules = "Paths are relative to the workspace root (an absolute path is accepted only when it begins with the workspace root). " +
 	"Anything that leads outside the workspace is refused: '..' above the root, absolute paths elsewhere, and symbolic links whose target is outside. " +
-	"A symbolic link in the path you give is followed when it stays inside the workspace. Paths are taken byte for byte: no URL decoding, no Unicode normalisation."
+	"A symbolic link in the path you give is followed when it stays inside the workspace. Paths are taken byte for byte: no URL decoding, no Unicode normalisation. " +
+	"A name that is not plain text (control characters, invalid UTF-8, or a leading '\"') is shown in Go double quotes, e.g. \"a\\nb\"; give it back the same way (sub/\"a\\nb\" or the whole path quoted)."

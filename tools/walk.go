@@ -102,7 +102,7 @@ func (n *notes) add(rel, why string) {
 	defer n.mu.Unlock()
 	n.count++
 	if len(n.list) < maxNotes {
-		n.list = append(n.list, fmt.Sprintf("%s: %s", rel, why))
+		n.list = append(n.list, fmt.Sprintf("%s: %s", showPath(rel), why))
 	}
 }
 
@@ -170,6 +170,9 @@ func (wk *walker) walkDir(d *walkDir, depth int) {
 		if wk.stop() {
 			return
 		}
+		if IsTempName(e.Name) {
+			continue // a write's temporary file (or one a killed write left)
+		}
 		typ := entryType(d.fd, e)
 		rel := childRel(d.rel, e.Name)
 		wk.visit(walkEntry{dir: d, name: e.Name, rel: rel, typ: typ})
@@ -200,6 +203,25 @@ func openNote(err error) string {
 		return "vanished during the walk"
 	}
 	return "cannot open: " + errnoText(err)
+}
+
+// kindName names the type of a file that is not regular, for a message.
+func kindName(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFBLK:
+		return "a block device"
+	case unix.S_IFLNK:
+		return "a symbolic link"
+	case unix.S_IFDIR:
+		return "a directory"
+	}
+	return "not a regular file"
 }
 
 func errnoText(err error) string {

@@ -23,6 +23,10 @@ const (
 // kernel's own MAXSYMLINKS does.
 const maxLinks = 40
 
+// errLinkLoop is the cause of a resolution that met more than maxLinks
+// symbolic links: a loop, or a chain as long.
+var errLinkLoop = errors.New("too many levels of symbolic links")
+
 // maxSteps bounds the components one resolution examines, links' targets
 // included, so planted links with long targets cannot make it slow.
 const maxSteps = 16384
@@ -161,24 +165,36 @@ func (w *Workspace) withRoot(fn func(root int) error) error {
 	return ferr
 }
 
-// checkPathArg validates a path argument's bytes.
-func checkPathArg(p string) *Error {
+// checkPathArg validates a path argument's bytes and returns the path it
+// names (decodePathArg: quoted names unquoted). The length limits apply to
+// the decoded path.
+func checkPathArg(p string) (string, *Error) {
 	switch {
 	case p == "":
-		return Errorf(ReasonInvalidArgument, nil, "path must not be empty")
+		return "", Errorf(ReasonInvalidArgument, nil, "path must not be empty")
 	case strings.IndexByte(p, 0) >= 0:
-		return Errorf(ReasonInvalidArgument, nil, "path must not contain NUL bytes")
+		return "", Errorf(ReasonInvalidArgument, nil, "path must not contain NUL bytes")
 	case !utf8.ValidString(p):
-		return Errorf(ReasonInvalidArgument, nil, "path must be valid UTF-8")
-	case len(p) > MaxPathBytes:
-		return Errorf(ReasonInvalidArgument, nil, "path is %d bytes long; the limit is %d", len(p), MaxPathBytes)
+		return "", Errorf(ReasonInvalidArgument, nil, "path must be valid UTF-8 (a name that is not is written quoted, as results print it: \"\\xff\")")
+	case len(p) > MaxPathFieldBytes:
+		return "", Errorf(ReasonInvalidArgument, nil, "path is %d bytes long; the limit is %d", len(p), MaxPathFieldBytes)
 	}
-	for c := range strings.SplitSeq(p, "/") {
+	d, err := decodePathArg(p)
+	if err != nil {
+		return "", err
+	}
+	if d == "" {
+		return "", Errorf(ReasonInvalidArgument, nil, "path must not be empty")
+	}
+	if len(d) > MaxPathBytes {
+		return "", Errorf(ReasonInvalidArgument, nil, "path is %d bytes long; the limit is %d", len(d), MaxPathBytes)
+	}
+	for c := range strings.SplitSeq(d, "/") {
 		if len(c) > MaxNameBytes {
-			return Errorf(ReasonInvalidArgument, nil, "a path component is %d bytes long; the limit is %d", len(c), MaxNameBytes)
+			return "", Errorf(ReasonInvalidArgument, nil, "a path component is %d bytes long; the limit is %d", len(c), MaxNameBytes)
 		}
 	}
-	return nil
+	return d, nil
 }
 
 // inRoot maps an absolute path to the root-relative remainder when it lies
@@ -203,13 +219,15 @@ func (w *Workspace) resolve(p string, write bool) (string, error) {
 	if w == nil || w.root == nil {
 		return "", Errorf(ReasonToolError, errors.New("nil workspace"), "no workspace is open")
 	}
-	if err := checkPathArg(p); err != nil {
-		return "", err
+	orig := p
+	p, cerr := checkPathArg(p)
+	if cerr != nil {
+		return "", cerr
 	}
 	if write && strings.HasSuffix(p, "/") {
-		return "", Errorf(ReasonInvalidArgument, nil, "path %q ends with '/': name a file", p)
+		return "", Errorf(ReasonInvalidArgument, nil, "path %q ends with '/': name a file", orig)
 	}
-	rel, err := w.lexicalRel(p)
+	rel, err := w.lexicalRel(p, orig)
 	if err != nil {
 		return "", err
 	}
@@ -226,7 +244,7 @@ func (w *Workspace) resolve(p string, write bool) (string, error) {
 			}
 		}
 		var err error
-		out, err = walkPath(root, w, p, rel, write)
+		out, err = walkPath(root, w, orig, rel, write)
 		return err
 	})
 	return out, err
@@ -234,13 +252,13 @@ func (w *Workspace) resolve(p string, write bool) (string, error) {
 
 // lexicalRel maps a validated path argument to the root-relative spelling
 // the resolver walks: an absolute path must lie lexically beneath the root.
-func (w *Workspace) lexicalRel(p string) (string, error) {
+func (w *Workspace) lexicalRel(p, orig string) (string, error) {
 	if !strings.HasPrefix(p, "/") {
 		return p, nil
 	}
 	r, ok := w.inRoot(p)
 	if !ok {
-		return "", Errorf(ReasonDeniedPath, nil, "path %q is outside the workspace", p)
+		return "", Errorf(ReasonDeniedPath, nil, "path %q is outside the workspace", orig)
 	}
 	return r, nil
 }
@@ -255,10 +273,11 @@ func (w *Workspace) resolveRegular(p string) (string, *regularFile, error) {
 	if w == nil || w.root == nil {
 		return "", nil, Errorf(ReasonToolError, errors.New("nil workspace"), "no workspace is open")
 	}
-	if err := checkPathArg(p); err != nil {
-		return "", nil, err
+	dp, cerr := checkPathArg(p)
+	if cerr != nil {
+		return "", nil, cerr
 	}
-	rel, err := w.lexicalRel(p)
+	rel, err := w.lexicalRel(dp, p)
 	if err != nil {
 		return "", nil, err
 	}
@@ -384,7 +403,7 @@ func walkPath(root int, w *Workspace, orig, rel string, write bool) (string, err
 			}
 			links++
 			if links > maxLinks {
-				return "", Errorf(ReasonToolError, nil, "path %q: too many levels of symbolic links", orig)
+				return "", Errorf(ReasonToolError, errLinkLoop, "path %q: too many levels of symbolic links", orig)
 			}
 			if target == "" {
 				return "", Errorf(ReasonToolError, nil, "path %q: a symbolic link on it is empty", orig)

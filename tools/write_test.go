@@ -57,16 +57,17 @@ func TestFileWrite(t *testing.T) {
 	if got := readFile(t, filepath.Join(fx.root, "new/dir/x.txt")); got != "one\n" {
 		t.Fatalf("content %q", got)
 	}
-	if r.Text != "wrote 4 bytes to new/dir/x.txt (created)\n" || r.Meta["created"] != true {
+	if r.Text != "wrote new/dir/x.txt (created): 4 bytes, 1 line(s), mode 0644; sha256 2c8b08da5ce60398e1f19af0e5dccc744df274b826abe585eaba68c525434806\n" || r.Meta["created"] != true || r.Meta["effect"] != r.Text {
 		t.Fatalf("result %q %v", r.Text, r.Meta)
 	}
 	// Replace keeps the mode (minus setuid/setgid).
 	p := filepath.Join(fx.root, "file.txt")
-	if err := os.Chmod(p, 0o4751); err != nil {
+	if err := syscall.Chmod(p, 0o4751); err != nil { // os.Chmod would drop the raw set-id bit
 		t.Fatal(err)
 	}
 	r = mustCall(t, fx.ws, FileWrite{}, `{"path":"file.txt","content":""}`)
-	if r.Text != "wrote 0 bytes to file.txt (replaced)\n" || readFile(t, p) != "" {
+	if r.Text != "wrote file.txt (replaced): 6 -> 0 bytes, 0 line(s), mode 0751; sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n"+
+		"note: mode 0751 kept without its setuid, setgid and sticky bits (was 4751)\n" || readFile(t, p) != "" {
 		t.Fatalf("replace: %q", r.Text)
 	}
 	if st, _ := os.Stat(p); st.Mode() != 0o751 {
@@ -274,26 +275,48 @@ func TestFileEdit(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The approver is shown, before the call, the diff the result shows after it.
-	if wantDiff := strings.TrimPrefix(r.Text, "edited sub/inner.txt: 1 replacement(s)\n"); pv.Diff != wantDiff || pv.DiffErr != "" {
+	if wantDiff := strings.TrimPrefix(r.Text, r.Meta["effect"].(string)); pv.Diff != wantDiff || pv.DiffErr != "" {
 		t.Errorf("Preview() = %+v, want the diff %q", pv, wantDiff)
 	}
 	if pv := pr.(Previewer).Preview(); pv.Diff != "" || !strings.Contains(pv.DiffErr, "not found") {
 		t.Errorf("after the edit, Preview() = %+v, want old_string not found", pv)
 	}
-	want := "edited sub/inner.txt: 1 replacement(s)\n--- a/sub/inner.txt\n+++ b/sub/inner.txt\n@@ -1,1 +1,1 @@\n-inner text\n+outer text\n"
+	want := "edited sub/inner.txt: 1 replacement(s); 1 line(s) removed, 1 added; 11 -> 11 bytes; sha256 637aeaec9d930df4673f8a21dab2bfb8fe611436b73ad17f6da81d618d32fe5c (was da52bb6578e33c78b9d4802f53de5dceafc57eb6b19ccd55348310cb46526e6b)\n" +
+		"--- a/sub/inner.txt\n+++ b/sub/inner.txt\n@@ -1,1 +1,1 @@\n-inner text\n+outer text\n"
 	if r.Text != want {
 		t.Fatalf("result %q\nwant %q", r.Text, want)
 	}
-	// A file changed by someone else between file_edit's read and its
-	// write is not clobbered.
+	// A file changed by someone else (who does not take the lock)
+	// between file_edit's read and its rename is not clobbered: the edit
+	// is made again on the fresh content.
 	os.WriteFile(p, []byte("one two\n"), 0o644)
-	testHookAfterEditRead = func() { os.WriteFile(p, []byte("one two three\n"), 0o644) }
-	_, err = call(t, fx.ws, FileEdit{}, `{"path":"code.txt","old_string":"one","new_string":"1"}`)
-	testHookAfterEditRead = nil
-	if e, ok := err.(*Error); !ok || e.Reason != ReasonToolError || !strings.Contains(e.Public, "changed while being edited") {
-		t.Fatalf("concurrent change: %v", err)
+	changes := 0
+	testHookAfterEditRead = func() {
+		if changes == 0 {
+			os.WriteFile(p, []byte("one two three\n"), 0o644)
+		}
+		changes++
 	}
-	if got := readFile(t, p); got != "one two three\n" {
+	r, err = call(t, fx.ws, FileEdit{}, `{"path":"code.txt","old_string":"one","new_string":"1"}`)
+	testHookAfterEditRead = nil
+	if err != nil || r.Meta["attempts"] != 2 {
+		t.Fatalf("concurrent change: %v %v", err, r.Meta)
+	}
+	if got := readFile(t, p); got != "1 two three\n" {
+		t.Fatalf("the other change was lost: %q", got)
+	}
+	// Changed at every attempt: refused with conflict, the other
+	// writer's content kept.
+	testHookAfterEditRead = func() {
+		changes++
+		os.WriteFile(p, []byte(fmt.Sprintf("1 two %d\n", changes)), 0o644)
+	}
+	_, err = call(t, fx.ws, FileEdit{}, `{"path":"code.txt","old_string":"two","new_string":"2"}`)
+	testHookAfterEditRead = nil
+	if e, ok := err.(*Error); !ok || e.Reason != ReasonConflict || !strings.Contains(e.Public, "kept changing") {
+		t.Fatalf("changed at every attempt: %v", err)
+	}
+	if got := readFile(t, p); got != fmt.Sprintf("1 two %d\n", changes) {
 		t.Fatalf("the other change was lost: %q", got)
 	}
 	assertNoTemps(t, fx.root)
@@ -335,7 +358,7 @@ func TestEditDiffApplies(t *testing.T) {
 			continue
 		}
 		updated := strings.ReplaceAll(text, old, repl)
-		d := editDiff("f", text, old, repl, offs)
+		d, _ := editDiff("f", text, old, repl, offs, 0)
 		got, err := applyUnified(text, d)
 		applied++
 		if err != nil || got != updated {
