@@ -128,4 +128,36 @@ type CallRecord struct {
 	Meta       map[string]any `json:"meta,omitempty"`
 	ResultSize int            `json:"result_bytes"`
 	DurationUS int64          `json:"duration_us"`
+
+	acted bool // the intent line was written: the tool may have acted
+}
+
+// IntentRecord is the line written before a call executes: what is about to
+// run and every verdict that admitted it. The call line with the same Seq
+// follows once it has ended; an intent without one is a call whose end the
+// record did not see (the harness was killed, or the record could not be
+// written): it may have acted.
+type IntentRecord struct {
+	Event     string        `json:"event"` // "intent"
+	Seq       int64         `json:"seq"`
+	Time      time.Time     `json:"time"`
+	Surface   string        `json:"surface"`
+	Via       string        `json:"via,omitempty"`
+	Entry     string        `json:"entry"`
+	Operation string        `json:"operation,omitempty"`
+	Risk      string        `json:"risk,omitempty"`
+	Args      any           `json:"args,omitempty"`
+	Steps     []StepVerdict `json:"steps"`
+	Approver  string        `json:"approver,omitempty"`
+	Approval  string        `json:"approval,omitempty"`
+}
+
+func (r *CallRecord) intent() IntentRecord {
+	steps := make([]StepVerdict, len(r.Steps))
+	for i, s := range r.Steps {
+		s.Detail = capText(s.Detail, MaxMessage)
+		steps[i] = s
+	}
+	return IntentRecord{Event: "intent", Seq: r.Seq, Time: r.Time, Surface: r.Surface, Via: r.Via, Entry: r.Entry,
+		Operation: r.Operation, Risk: r.Risk, Args: r.Args, Steps: steps, Approver: r.Approver, Approval: r.Approval}
 }

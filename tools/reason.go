@@ -23,14 +23,20 @@ const (
 	ReasonBudgetExhausted   Reason = "budget_exhausted"
 	ReasonOversizedResult   Reason = "oversized_result"
 	ReasonTimeout           Reason = "timeout"
-	ReasonToolError         Reason = "tool_error"
+	// ReasonCancelled: the caller cancelled the call (a signal to the
+	// harness) before it ended; what it did until then stands.
+	ReasonCancelled Reason = "cancelled"
+	ReasonToolError Reason = "tool_error"
+	// ReasonRecordFailed: the run record could not be written, so the
+	// gate accepts no further calls (a call it cannot record does not run).
+	ReasonRecordFailed Reason = "record_failed"
 )
 
 // Reasons lists every reason code, in a stable order.
 var Reasons = []Reason{
 	ReasonUnpublished, ReasonInvalidArgument, ReasonDeniedPath, ReasonProtectedPath, ReasonProgramNotAllowed,
 	ReasonHookBlocked, ReasonApprovalRejected, ReasonBudgetExhausted, ReasonOversizedResult,
-	ReasonTimeout, ReasonToolError,
+	ReasonTimeout, ReasonCancelled, ReasonToolError, ReasonRecordFailed,
 }
 
 // Error is an error meant for a model and a record at once. Public is the
