@@ -110,7 +110,7 @@ const (
 	EndMaxTurns     EndReason = "max_turns"     // Config.MaxTurns model turns were used
 	EndMaxCalls     EndReason = "max_calls"     // the gate's call budget (--max-calls) is exhausted
 	EndTimeout      EndReason = "timeout"       // Config.Timeout passed
-	EndInterrupted  EndReason = "interrupted"   // the caller's context was cancelled (a signal)
+	EndCancelled    EndReason = "cancelled"     // the caller's context was cancelled (a signal)
 	EndError        EndReason = "error"         // the provider failed; Summary.Err says how
 )
 
@@ -221,7 +221,7 @@ func Run(ctx context.Context, cfg Config) Summary {
 		if errors.Is(context.Cause(ctx), ErrRunTimeout) || errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 			return EndTimeout, true
 		}
-		return EndInterrupted, true
+		return EndCancelled, true
 	}
 
 	conv, err := cfg.Provider.Begin(Request{System: cfg.System, Task: cfg.Task, Tools: cfg.Surface.Definitions()})

@@ -223,8 +223,8 @@ func TestRunInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	sum := agent.Run(ctx, agent.Config{Provider: p, Surface: e.surface(t, surface.Flat), Task: "t", Timeout: time.Hour})
-	if sum.EndedBy != agent.EndInterrupted {
-		t.Fatalf("ended by %s, want interrupted", sum.EndedBy)
+	if sum.EndedBy != agent.EndCancelled {
+		t.Fatalf("ended by %s, want cancelled", sum.EndedBy)
 	}
 }
 
@@ -264,10 +264,10 @@ func TestRunSkipsCallsAfterTheEnd(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	obs := &cancelAfterFirst{cancel: cancel}
 	sum := agent.Run(ctx, agent.Config{Provider: p, Surface: e.surface(t, surface.Flat), Task: "t", Observer: obs})
-	if sum.EndedBy != agent.EndInterrupted || sum.Skipped != 2 || len(sum.Calls) != 1 {
+	if sum.EndedBy != agent.EndCancelled || sum.Skipped != 2 || len(sum.Calls) != 1 {
 		t.Fatalf("summary %+v", sum)
 	}
-	if strings.Join(obs.skipped, ",") != "2:interrupted,3:interrupted" {
+	if strings.Join(obs.skipped, ",") != "2:cancelled,3:cancelled" {
 		t.Errorf("skipped %v", obs.skipped)
 	}
 	if n := len(e.records(t)); n != 1 {

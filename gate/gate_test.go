@@ -522,27 +522,45 @@ func TestRecordFailsAfterTheEffect(t *testing.T) {
 // written before the tool acts (the hook sees it in the record) and the
 // call line after; refusals have only a call line.
 func TestIntentPrecedesExecution(t *testing.T) {
-	g, dir, rec := newTestGate(t, Config{ApproveUpTo: High})
+	w := &watchWriter{}
+	g, dir, _ := newTestGate(t, Config{ApproveUpTo: High, Recorder: NewRecorder(w)})
+	w.path = filepath.Join(dir, "a.txt")
 	o := call(g, "file_write", `{"path":"a.txt","content":"x"}`)
 	if o.Status != Executed {
 		t.Fatal(o)
 	}
 	call(g, "file_read", `{"path":"../x"}`)
-	lines := strings.Split(strings.TrimSpace(rec.String()), "\n")
+	lines := strings.Split(strings.TrimSpace(w.buf.String()), "\n")
 	if len(lines) != 3 {
-		t.Fatalf("%d lines, want intent, call, call:\n%s", len(lines), rec.String())
+		t.Fatalf("%d lines, want intent, call, call:\n%s", len(lines), w.buf.String())
 	}
 	var in IntentRecord
 	must(t, json.Unmarshal([]byte(lines[0]), &in))
 	if in.Event != "intent" || in.Seq != 1 || in.Entry != "file_write" || in.Approval != "not-needed" || len(in.Steps) == 0 {
 		t.Fatalf("intent line %s", lines[0])
 	}
+	if w.existed[0] || !w.existed[1] {
+		t.Fatalf("a.txt existed when the lines were written: %v, want [false true ...]: the intent line comes before the effect", w.existed)
+	}
 	for i, want := range []string{`"event":"call","seq":1`, `"event":"call","seq":2`} {
 		if !strings.Contains(lines[i+1], want) {
 			t.Errorf("line %d: %s, want %s", i+2, lines[i+1], want)
 		}
 	}
-	_ = dir
+}
+
+// watchWriter keeps what it is given and, at each write, whether path
+// existed.
+type watchWriter struct {
+	path    string
+	buf     bytes.Buffer
+	existed []bool
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	_, err := os.Stat(w.path)
+	w.existed = append(w.existed, err == nil)
+	return w.buf.Write(p)
 }
 
 // TestWriteResultOverCapIsShortened: a write whose result is above the cap

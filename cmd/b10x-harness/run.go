@@ -29,6 +29,9 @@ const (
 	exitInterrupted = 130 // SIGINT or SIGTERM ended the run
 )
 
+// maxStdinTask bounds the task run - reads from stdin.
+const maxStdinTask = 1 << 20
+
 // defaultSystem is the system prompt of a run without --agent, and the note
 // appended to a named agent's instructions.
 const defaultSystem = "You work on a software workspace through the tools provided, and only through them. " +
@@ -69,9 +72,9 @@ func (c *runCmd) Run(e *env) error {
 	}
 	task := c.Task
 	if task == "-" {
-		b, err := io.ReadAll(io.LimitReader(e.stdin, 1<<20))
+		b, err := readLimited(e.stdin, maxStdinTask, "the task read from stdin")
 		if err != nil {
-			return usagef("reading the task from stdin: %w", err)
+			return err
 		}
 		task = string(b)
 	}
@@ -193,7 +196,7 @@ func (c *runCmd) Run(e *env) error {
 		return nil
 	case agent.EndMaxTurns, agent.EndMaxCalls, agent.EndTimeout:
 		return exitError{exitBudget}
-	case agent.EndInterrupted:
+	case agent.EndCancelled:
 		return exitError{exitInterrupted}
 	}
 	if sum.Err != nil {

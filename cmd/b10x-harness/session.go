@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/internal/termsafe"
@@ -21,9 +24,12 @@ type session struct {
 	gate    *gate.Gate
 	rec     *gate.Recorder
 	recFile *os.File
-	closers []func()
-	start   time.Time
-	notes   []string // said once on stderr at start
+	// tornBytes is the length of the torn line the record ended in when
+	// it was opened (0: none); a newline was appended after it.
+	tornBytes int64
+	closers   []func()
+	start     time.Time
+	notes     []string // said once on stderr at start
 }
 
 func (s *session) Close() {
@@ -33,18 +39,26 @@ func (s *session) Close() {
 	s.closers = nil
 }
 
+// recordVersion is run_start's record_version: 2 adds the intent line
+// written before each call acts (event "intent") and torn_line_bytes.
+const recordVersion = 2
+
 // runStart is the record's first line.
 type runStart struct {
-	Event       string            `json:"event"`
-	Time        time.Time         `json:"time"`
-	Version     string            `json:"version"`
-	Command     string            `json:"command"`
-	Workspace   string            `json:"workspace"`
-	Surface     string            `json:"surface,omitempty"`
-	Confinement any               `json:"confinement"`
-	Published   []publishedEntry  `json:"published"`
-	Unpublished map[string]string `json:"unpublished"`
-	Policy      policyRecord      `json:"policy"`
+	Event         string            `json:"event"`
+	RecordVersion int               `json:"record_version"`
+	Time          time.Time         `json:"time"`
+	Version       string            `json:"version"`
+	Command       string            `json:"command"`
+	Workspace     string            `json:"workspace"`
+	Surface       string            `json:"surface,omitempty"`
+	Confinement   any               `json:"confinement"`
+	Published     []publishedEntry  `json:"published"`
+	Unpublished   map[string]string `json:"unpublished"`
+	Policy        policyRecord      `json:"policy"`
+	// TornBytes is the length of the torn line the record ended in before
+	// this run (see session.tornBytes).
+	TornBytes int64 `json:"torn_line_bytes,omitempty"`
 }
 
 type publishedEntry struct {
@@ -135,12 +149,16 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 
 	// The record file is opened before the harness confines its own writes.
 	if p.Record != "" {
-		f, err := os.OpenFile(p.Record, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		f, torn, err := openRecord(p.Record)
 		if err != nil {
-			return nil, usagef("--record: %v", err)
+			return nil, err
 		}
 		s.recFile = f
+		s.tornBytes = torn
 		s.closers = append(s.closers, func() { f.Close() })
+		if torn > 0 {
+			s.notes = append(s.notes, fmt.Sprintf("--record %s ended in a torn line (%d bytes after its last newline, from a harness that stopped mid-write); this run starts on a fresh line", p.Record, torn))
+		}
 	}
 	s.rec = gate.NewRecorder(nil)
 	if s.recFile != nil {
@@ -183,6 +201,7 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 		Hooks:       hooks,
 		MaxResult:   int(p.MaxResult),
 		MaxCalls:    p.MaxCalls,
+		CallTimeout: callTimeout(p.Timeout),
 		Allow:       p.allow,
 		Recorder:    s.rec,
 	})
@@ -197,7 +216,7 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 	for _, en := range g.Published() {
 		pub = append(pub, publishedEntry{en.Name, en.Operation, en.Risk.String()})
 	}
-	if err := s.rec.Write(runStart{Event: "run_start", Time: s.start.UTC(), Version: version, Command: command,
+	if err := s.rec.Write(runStart{Event: "run_start", RecordVersion: recordVersion, TornBytes: s.tornBytes, Time: s.start.UTC(), Version: version, Command: command,
 		Workspace: ws.Dir(), Surface: string(kind), Confinement: conf.record, Published: pub, Unpublished: g.Unpublished(), Policy: pol}); err != nil {
 		return nil, err
 	}
@@ -219,6 +238,78 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 	}
 	ok = true
 	return s, nil
+}
+
+// openRecord opens the run record for appending. It refuses, in one line,
+// anything but a regular file (a FIFO would block the harness at start or at
+// its first line, a device would swallow the record), without blocking on a
+// FIFO that has no reader. When the file ends in a torn line (a harness
+// killed or a disk filled mid-write), it appends a newline, so this run's
+// lines start fresh, and returns the torn line's length.
+func openRecord(path string) (*os.File, int64, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		return nil, 0, usagef("--record %s: %v", path, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, usagef("--record %s: %v", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, 0, usagef("--record %s: not a regular file (%s); the record must be a regular file", path, fileKind(fi.Mode()))
+	}
+	if err := unix.SetNonblock(int(f.Fd()), false); err != nil {
+		f.Close()
+		return nil, 0, usagef("--record %s: %v", path, err)
+	}
+	size := fi.Size()
+	if size == 0 {
+		return f, 0, nil
+	}
+	// The torn line's length: read back from the end to the last newline.
+	var torn int64
+	buf := make([]byte, 64<<10)
+	for off := size; off > 0; {
+		n := int64(len(buf))
+		if off < n {
+			n = off
+		}
+		off -= n
+		if _, err := f.ReadAt(buf[:n], off); err != nil {
+			f.Close()
+			return nil, 0, usagef("--record %s: reading its end: %v", path, err)
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			torn = size - (off + int64(i) + 1)
+			break
+		}
+		torn = size - off
+	}
+	if torn > 0 {
+		if _, err := f.Write([]byte("\n")); err != nil {
+			f.Close()
+			return nil, 0, fmt.Errorf("--record %s: it ends in a torn line and a newline could not be added after it: %v", path, err)
+		}
+	}
+	return f, torn, nil
+}
+
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "mode " + m.String()
 }
 
 // end writes run_end and closes the session.
@@ -244,5 +335,3 @@ func relInside(root, p string) (string, bool) {
 	}
 	return rel, true
 }
-
-var _ io.Writer = (*os.File)(nil)
