@@ -62,7 +62,8 @@ func newFixture(t *testing.T, kind surface.Kind) *fixture {
 	return &fixture{ws: ws, rec: rec, g: g, sf: sf}
 }
 
-// callLines returns the record's call lines.
+// callLines returns the record's call lines (not the intent lines written
+// before each execution).
 func (f *fixture) callLines(t *testing.T) []gate.CallRecord {
 	t.Helper()
 	var out []gate.CallRecord
@@ -74,7 +75,9 @@ func (f *fixture) callLines(t *testing.T) []gate.CallRecord {
 		if err := json.Unmarshal(l, &c); err != nil {
 			t.Fatalf("record line %s: %v", l, err)
 		}
-		out = append(out, c)
+		if c.Event == "call" {
+			out = append(out, c)
+		}
 	}
 	return out
 }
