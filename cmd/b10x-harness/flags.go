@@ -76,7 +76,7 @@ func (l *limitFlags) limits() (cgroup.Limits, error) {
 type policyFlags struct {
 	Workspace     string        `default:"." help:"The workspace root: the only place tools read and write." type:"path"`
 	Record        string        `help:"Write the run record (JSON Lines) to this file." placeholder:"FILE"`
-	MaxResult     byteSize      `default:"256KiB" help:"Largest tool result returned to the model; a larger one is a failed outcome, never cut silently."`
+	MaxResult     byteSize      `default:"256KiB" help:"Largest tool result returned to the model. A larger read result is a failed outcome; a write's or run's (which has acted) is shortened with a note saying what was cut. Never cut silently."`
 	Confine       string        `default:"auto" enum:"strict,auto,off" help:"Kernel confinement: strict (every layer or refuse to start), auto (what the host offers), off (only the read tools)."`
 	ApproveUpTo   string        `default:"low" enum:"low,medium,high" help:"Highest risk that runs unattended."`
 	Approve       string        `default:"auto" enum:"auto,prompt,deny,all" help:"Who decides calls above the ceiling: auto (ask on /dev/tty when there is one, else deny), prompt (require a terminal), deny, all."`

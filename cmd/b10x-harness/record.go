@@ -15,7 +15,7 @@ import (
 )
 
 type recordCmd struct {
-	Summary recordSummaryCmd `cmd:"" help:"Count calls by entry and outcome and list every refusal or failure with its reason."`
+	Summary recordSummaryCmd `cmd:"" help:"Count calls by entry and outcome, list every refusal or failure with its reason, calls that started and have no outcome, and torn lines."`
 }
 
 type recordSummaryCmd struct {
