@@ -353,3 +353,66 @@ func TestHookDaemonDiesWithTheHarness(t *testing.T) {
 		t.Fatal("the hook's daemon outlived the harness")
 	}
 }
+
+// TestWriteOverMaxResultIsNotReportedFailed: an edit whose diff is above
+// --max-result happened; it is reported executed with the result shortened
+// (what was cut and the full size), so a retry is not invited, and the file
+// holds the edit once.
+func TestWriteOverMaxResultIsNotReportedFailed(t *testing.T) {
+	testenv.Require(t, atkWrites(), "file_edit (a confined workspace)", testenv.ShapeNoLandlock)
+	ws, _ := sampleWorkspace(t)
+	must(t, os.WriteFile(filepath.Join(ws, "dbl"), []byte(strings.Repeat("x\n", 100000)), 0o644))
+	r := harness(t, "", "call", "--workspace", ws, "--yes", "file_edit", `{"path":"dbl","old_string":"x\n","new_string":"x\ny\n","replace_all":true}`)
+	o := outcome(t, r)
+	res, _ := o["result"].(string)
+	if r.code != 0 || o["status"] != "executed" || !strings.Contains(res, "result shortened") || len(res) > 256<<10 {
+		t.Fatalf("exit %d, status %v, reason %v, result of %d bytes", r.code, o["status"], o["reason"], len(res))
+	}
+	meta, _ := o["meta"].(map[string]any)
+	if full, _ := meta["result_full_bytes"].(float64); full <= 256<<10 || !strings.Contains(res, fmt.Sprintf("of %.0f bytes shown", full)) {
+		t.Fatalf("meta %v; the note does not give the full size", meta)
+	}
+	b, _ := os.ReadFile(filepath.Join(ws, "dbl"))
+	if n := strings.Count(string(b), "\n"); n != 200000 {
+		t.Fatalf("dbl has %d lines, want 200000", n)
+	}
+}
+
+// TestHugeErrorIsCapped: an invalid 7 MB regular expression gives a
+// bounded message and a bounded record line, saying what was cut.
+func TestHugeErrorIsCapped(t *testing.T) {
+	ws, _ := sampleWorkspace(t)
+	rec := filepath.Join(t.TempDir(), "rec.jsonl")
+	args := `{"pattern":"(` + strings.Repeat("a", 7<<20) + `"}`
+	r := harness(t, args, "call", "--workspace", ws, "--confine", "off", "--record", rec, "search", "-")
+	o := outcome(t, r)
+	msg, _ := o["message"].(string)
+	if o["status"] == "executed" || len(r.stdout) > 16<<10 || !strings.Contains(msg, "[cut: the first") {
+		t.Fatalf("status %v, stdout of %d bytes, message %.300q", o["status"], len(r.stdout), msg)
+	}
+	fi, err := os.Stat(rec)
+	must(t, err)
+	if fi.Size() > 64<<10 {
+		t.Fatalf("the record is %d bytes", fi.Size())
+	}
+}
+
+// TestCallTimeoutIsRecorded: a call stopped at --timeout is reason timeout
+// and run_end says timeout.
+func TestCallTimeoutIsRecorded(t *testing.T) {
+	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	ws, _ := sampleWorkspace(t)
+	rec := filepath.Join(t.TempDir(), "rec.jsonl")
+	t0 := time.Now()
+	r := harness(t, "", "call", "--workspace", ws, "--yes", "--record", rec, "--timeout", "1s", "--allow-program", "sleep", "run", `{"argv":["sleep","60"]}`)
+	if took := time.Since(t0); took > 30*time.Second {
+		t.Fatalf("took %s", took)
+	}
+	if o := outcome(t, r); o["reason"] != "timeout" {
+		t.Fatalf("outcome %v", o)
+	}
+	lines := readRecord(t, rec)
+	if last := lines[len(lines)-1]; last["ended_by"] != "timeout" {
+		t.Fatalf("run_end %v", last)
+	}
+}
