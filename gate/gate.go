@@ -523,7 +523,6 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 		g.setBroken(err)
 		return refuse("record", tools.ReasonRecordFailed, "the run record could not be written ("+recordTrouble(err)+"); the call did not run, and no further calls are accepted", err)
 	}
-	rec.acted = true
 
 	// 6 execute under the call's deadline; a run call's child is held to
 	// what the file tools may not change (hold.go)
@@ -552,6 +551,7 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 		}
 		pass("hold", detail)
 	}
+	rec.acted = true
 	res, err := prep.Execute(execCtx)
 	stopped := ended(ctx, execCtx)
 	if err == nil && stopped != "" && entry.Needs == ConfinedExecution {
@@ -595,7 +595,11 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 		case stopped == tools.ReasonCancelled && (te.Reason == tools.ReasonToolError || te.Reason == tools.ReasonTimeout):
 			te = &tools.Error{Reason: tools.ReasonCancelled, Public: "the call was cancelled before it ended; what it did until then stands\n" + te.Public, Cause: err}
 		case stopped == tools.ReasonTimeout && te.Reason == tools.ReasonToolError:
-			te = &tools.Error{Reason: tools.ReasonTimeout, Public: fmt.Sprintf("the call's deadline passed (%s) and it was stopped; what it did until then stands\n%s", g.cfg.CallTimeout, te.Public), Cause: err}
+			which := fmt.Sprintf("the call's deadline (%s)", g.cfg.CallTimeout)
+			if ctx.Err() != nil {
+				which = "the deadline its caller set (a whole run's)"
+			}
+			te = &tools.Error{Reason: tools.ReasonTimeout, Public: which + " passed and the call was stopped; what it did until then stands\n" + te.Public, Cause: err}
 		}
 		rec.Steps = append(rec.Steps, StepVerdict{Step: "execute", Verdict: "fail", Detail: te.Public})
 		if te.Cause != nil {

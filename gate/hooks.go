@@ -221,6 +221,9 @@ func (g *Gate) runHooks(ctx context.Context, req Request, rec *CallRecord) (hook
 		}
 		var ee *exec.ExitError
 		switch {
+		case errors.Is(ctx.Err(), context.Canceled):
+			rec.Steps = append(rec.Steps, StepVerdict{Step: "hooks", Verdict: "refuse", Detail: name + ": stopped: the call was cancelled"})
+			return verdict, Outcome{Status: Refused, Reason: tools.ReasonCancelled, Message: "the call was cancelled while " + name + " ran; it did not run"}, true
 		case timedOut:
 			return block(fmt.Sprintf("failed: timed out after %s", timeout), name+" timed out; the call is blocked")
 		case runErr == nil:

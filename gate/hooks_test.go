@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -294,5 +295,18 @@ func TestHookExitStatusThroughInit(t *testing.T) {
 	}
 	if !strings.Contains(d, "exit status 137") {
 		t.Fatalf("recorded %q, want the signal's status", d)
+	}
+}
+
+// TestHookCancelled: a cancel while a hook runs stops the hook and refuses
+// the call as cancelled, not as the hook's timeout.
+func TestHookCancelled(t *testing.T) {
+	g, _, _ := newTestGate(t, Config{Hooks: []Hook{sh("cat >/dev/null; sleep 30")}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	time.AfterFunc(200*time.Millisecond, cancel)
+	t0 := time.Now()
+	o := g.Call(ctx, Call{Surface: "test", Name: "file_write", Args: json.RawMessage(`{"path":"a.txt","content":"x"}`)})
+	if o.Status != Refused || o.Reason != tools.ReasonCancelled || time.Since(t0) > 5*time.Second {
+		t.Fatalf("outcome %+v after %s", o, time.Since(t0))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -58,17 +59,60 @@ func TestStdinTooLargeIsRefused(t *testing.T) {
 	}
 
 	rec := filepath.Join(t.TempDir(), "rec.jsonl")
-	big := `{"path":"hello.txt","x":"` + strings.Repeat("a", maxStdinArgs) + `"}`
-	r = harness(t, big, "call", "--workspace", ws, "--confine", "off", "--record", rec, "file_read", "-")
+	r = harnessStdin(t, jsonWithString(`{"path":"hello.txt","x":"`, maxStdinArgs), "call", "--workspace", ws, "--confine", "off", "--record", rec, "file_read", "-")
 	if r.code != 2 || !strings.Contains(r.stderr, "more than 67108864 bytes (64 MiB), the limit") {
 		t.Fatalf("arguments above the stdin limit: exit %d, stderr %q", r.code, r.stderr)
 	}
 	// Below it, the gate's own cap names the real size.
-	mid := `{"path":"hello.txt","x":"` + strings.Repeat("a", 9<<20) + `"}`
-	r = harness(t, mid, "call", "--workspace", ws, "--confine", "off", "--record", rec, "file_read", "-")
-	if o := outcome(t, r); o["reason"] != "invalid_argument" || !strings.Contains(o["message"].(string), fmt.Sprintf("arguments are %d bytes", len(mid))) {
+	mid := jsonWithString(`{"path":"hello.txt","x":"`, 9<<20)
+	r = harnessStdin(t, mid, "call", "--workspace", ws, "--confine", "off", "--record", rec, "file_read", "-")
+	if o := outcome(t, r); o["reason"] != "invalid_argument" || !strings.Contains(o["message"].(string), fmt.Sprintf("arguments are %d bytes", mid.size())) {
 		t.Fatalf("arguments above the gate's cap: %v", o)
 	}
+}
+
+// bigJSON is a JSON object, prefix + n times 'a' + `"}`, produced as it is
+// read: a test that held it in memory would raise the test process's peak
+// RSS, which every child forked after it inherits as its own (Linux copies
+// the high-water mark at fork), and the tests that bound the harness's
+// memory would measure the test instead.
+type bigJSON struct {
+	prefix string
+	n, off int
+}
+
+func jsonWithString(prefix string, n int) *bigJSON { return &bigJSON{prefix: prefix, n: n} }
+
+func (b *bigJSON) size() int { return len(b.prefix) + b.n + 2 }
+
+func (b *bigJSON) Read(p []byte) (int, error) {
+	total := b.size()
+	if b.off >= total {
+		return 0, io.EOF
+	}
+	i := 0
+	for ; i < len(p) && b.off < total; i, b.off = i+1, b.off+1 {
+		switch {
+		case b.off < len(b.prefix):
+			p[i] = b.prefix[b.off]
+		case b.off < len(b.prefix)+b.n:
+			p[i] = 'a'
+		case b.off == total-2:
+			p[i] = '"'
+		default:
+			p[i] = '}'
+		}
+	}
+	return i, nil
+}
+
+// harnessStdin is harness with stdin read from r.
+func harnessStdin(t *testing.T, r io.Reader, args ...string) result {
+	t.Helper()
+	cmd := harnessCommand(args...)
+	cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1")
+	cmd.Stdin = r
+	return runHarnessReading(t, cmd)
 }
 
 // TestRecordMustBeARegularFile: a FIFO (with no reader: it would block) or
@@ -383,8 +427,7 @@ func TestWriteOverMaxResultIsNotReportedFailed(t *testing.T) {
 func TestHugeErrorIsCapped(t *testing.T) {
 	ws, _ := sampleWorkspace(t)
 	rec := filepath.Join(t.TempDir(), "rec.jsonl")
-	args := `{"pattern":"(` + strings.Repeat("a", 7<<20) + `"}`
-	r := harness(t, args, "call", "--workspace", ws, "--confine", "off", "--record", rec, "search", "-")
+	r := harnessStdin(t, jsonWithString(`{"pattern":"(`, 7<<20), "call", "--workspace", ws, "--confine", "off", "--record", rec, "search", "-")
 	o := outcome(t, r)
 	msg, _ := o["message"].(string)
 	if o["status"] == "executed" || len(r.stdout) > 16<<10 || !strings.Contains(msg, "[cut: the first") {
