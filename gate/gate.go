@@ -12,19 +12,20 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/b10x/harness/record"
 	"github.com/b10x/harness/tools"
 )
 
-// Status is how a call ended.
-type Status string
+// Status is how a call ended (the record's statuses, see record.Status).
+type Status = record.Status
 
 // Statuses. Refused: a gate step said no before anything ran (the tool never
 // acted). Failed: the tool ran, or was attempted, and did not succeed, or its
 // result was unusable. Both are errors to the model; only Executed is success.
 const (
-	Executed Status = "executed"
-	Refused  Status = "refused"
-	Failed   Status = "failed"
+	Executed = record.Executed
+	Refused  = record.Refused
+	Failed   = record.Failed
 )
 
 // DefaultMaxResult is the result cap when Config.MaxResult is zero.
@@ -260,7 +261,7 @@ func (g *Gate) Record(c Call, out Outcome) Outcome {
 		verdict = "refuse"
 	}
 	rec := CallRecord{Event: "call", Seq: out.Seq, Time: g.cfg.Now().UTC(), Surface: c.Surface, Via: c.Via, Entry: c.Name,
-		Args: redact(c.Args), Steps: []StepVerdict{{Step: "surface", Verdict: verdict, Detail: out.Message}},
+		Args: record.Args(c.Args), Steps: []StepVerdict{{Step: "surface", Verdict: verdict, Detail: out.Message}},
 		Status: out.Status, Reason: string(out.Reason), Message: out.Message, Meta: out.Meta, ResultSize: len(out.Result)}
 	if err := g.cfg.Recorder.Write(rec); err != nil {
 		g.setBroken(err)
@@ -291,9 +292,10 @@ func (g *Gate) Call(ctx context.Context, c Call) Outcome {
 	broken := g.broken
 	g.mu.Unlock()
 
-	rec := CallRecord{Event: "call", Seq: seq, Time: start.UTC(), Surface: c.Surface, Via: c.Via, Entry: c.Name, Args: redact(c.Args),
+	rec := CallRecord{Event: "call", Seq: seq, Time: start.UTC(), Surface: c.Surface, Via: c.Via, Entry: c.Name, Args: record.Args(c.Args),
 		Steps: make([]StepVerdict, 0, 8)}
-	out := g.decide(ctx, c, ncalls, broken, &rec)
+	acted := false
+	out := g.decide(ctx, c, ncalls, broken, &rec, &acted)
 	out.Seq, out.Entry = seq, c.Name
 	out.Message = capText(out.Message, MaxMessage)
 
@@ -307,7 +309,7 @@ func (g *Gate) Call(ctx context.Context, c Call) Outcome {
 	rec.DurationUS = g.cfg.Now().Sub(start).Microseconds()
 	if err := g.cfg.Recorder.Write(rec); err != nil {
 		g.setBroken(err)
-		return unrecorded(out, rec.acted, err)
+		return unrecorded(out, acted, err)
 	}
 	return out
 }
@@ -389,7 +391,9 @@ func ended(parent, exec context.Context) tools.Reason {
 	return ""
 }
 
-func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec *CallRecord) Outcome {
+// decide runs the gate steps of one call into rec; it sets *acted when the
+// tool was started (its intent line written).
+func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec *CallRecord, acted *bool) Outcome {
 	refuse := func(step string, reason tools.Reason, msg string, cause error) Outcome {
 		rec.Steps = append(rec.Steps, StepVerdict{Step: step, Verdict: "refuse", Detail: msg})
 		if cause != nil {
@@ -519,7 +523,10 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 	}
 
 	// The intent line: once it is written the call may act.
-	if err := g.cfg.Recorder.Write(rec.intent()); err != nil {
+	for i := range rec.Steps {
+		rec.Steps[i].Detail = capText(rec.Steps[i].Detail, MaxMessage)
+	}
+	if err := g.cfg.Recorder.Write(rec.Intent()); err != nil {
 		g.setBroken(err)
 		return refuse("record", tools.ReasonRecordFailed, "the run record could not be written ("+recordTrouble(err)+"); the call did not run, and no further calls are accepted", err)
 	}
@@ -551,7 +558,7 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 		}
 		pass("hold", detail)
 	}
-	rec.acted = true
+	*acted = true
 	res, err := prep.Execute(execCtx)
 	stopped := ended(ctx, execCtx)
 	if err == nil && stopped != "" && entry.Needs == ConfinedExecution {

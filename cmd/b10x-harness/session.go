@@ -1,18 +1,16 @@
 package main
 
 import (
-	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/internal/termsafe"
+	"github.com/b10x/harness/record"
 	"github.com/b10x/harness/surface"
 	"github.com/b10x/harness/tools"
 )
@@ -37,52 +35,6 @@ func (s *session) Close() {
 		s.closers[i]()
 	}
 	s.closers = nil
-}
-
-// recordVersion is run_start's record_version: 2 adds the intent line
-// written before each call acts (event "intent") and torn_line_bytes.
-const recordVersion = 2
-
-// runStart is the record's first line.
-type runStart struct {
-	Event         string            `json:"event"`
-	RecordVersion int               `json:"record_version"`
-	Time          time.Time         `json:"time"`
-	Version       string            `json:"version"`
-	Command       string            `json:"command"`
-	Workspace     string            `json:"workspace"`
-	Surface       string            `json:"surface,omitempty"`
-	Confinement   any               `json:"confinement"`
-	Published     []publishedEntry  `json:"published"`
-	Unpublished   map[string]string `json:"unpublished"`
-	Policy        policyRecord      `json:"policy"`
-	// TornBytes is the length of the torn line the record ended in before
-	// this run (see session.tornBytes).
-	TornBytes int64 `json:"torn_line_bytes,omitempty"`
-}
-
-type publishedEntry struct {
-	Name      string `json:"name"`
-	Operation string `json:"operation"`
-	Risk      string `json:"risk"`
-}
-
-type policyRecord struct {
-	ApproveUpTo   string   `json:"approve_up_to"`
-	Approver      string   `json:"approver"`
-	WriteScope    []string `json:"write_scope,omitempty"`
-	ScopeAnnounce string   `json:"scope_announce"`
-	Hooks         []string `json:"hooks,omitempty"`
-	MaxResult     int      `json:"max_result"`
-	MaxCalls      int      `json:"max_calls,omitempty"`
-	Programs      []string `json:"programs,omitempty"`
-}
-
-// runEnd is the record's last line.
-type runEnd struct {
-	Event   string    `json:"event"`
-	Time    time.Time `json:"time"`
-	EndedBy string    `json:"ended_by"`
 }
 
 // openSession turns policy flags into a gate. command names the
@@ -149,9 +101,16 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 
 	// The record file is opened before the harness confines its own writes.
 	if p.Record != "" {
-		f, torn, err := openRecord(p.Record)
+		f, torn, err := record.Open(p.Record)
 		if err != nil {
-			return nil, err
+			var nr *record.NotRegularError
+			if errors.As(err, &nr) {
+				return nil, usagef("--record %s", err)
+			}
+			if _, ok := err.(*os.PathError); ok {
+				return nil, usagef("--record: %v", err)
+			}
+			return nil, fmt.Errorf("--record %v", err)
 		}
 		s.recFile = f
 		s.tornBytes = torn
@@ -210,13 +169,13 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 	}
 	s.gate = g
 
-	pol := policyRecord{ApproveUpTo: ceiling.String(), Approver: approver.Name(), WriteScope: p.WriteScope,
+	pol := record.Policy{ApproveUpTo: ceiling.String(), Approver: approver.Name(), WriteScope: p.WriteScope,
 		ScopeAnnounce: p.ScopeAnnounce, Hooks: p.Hook, MaxResult: int(p.MaxResult), MaxCalls: p.MaxCalls, Programs: conf.programNames}
-	var pub []publishedEntry
+	var pub []record.Published
 	for _, en := range g.Published() {
-		pub = append(pub, publishedEntry{en.Name, en.Operation, en.Risk.String()})
+		pub = append(pub, record.Published{Name: en.Name, Operation: en.Operation, Risk: en.Risk.String()})
 	}
-	if err := s.rec.Write(runStart{Event: "run_start", RecordVersion: recordVersion, TornBytes: s.tornBytes, Time: s.start.UTC(), Version: version, Command: command,
+	if err := s.rec.Write(record.RunStart{Event: "run_start", RecordVersion: record.Version, TornBytes: s.tornBytes, Time: s.start.UTC(), Version: version, Command: command,
 		Workspace: ws.Dir(), Surface: string(kind), Confinement: conf.record, Published: pub, Unpublished: g.Unpublished(), Policy: pol}); err != nil {
 		return nil, err
 	}
@@ -240,82 +199,10 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 	return s, nil
 }
 
-// openRecord opens the run record for appending. It refuses, in one line,
-// anything but a regular file (a FIFO would block the harness at start or at
-// its first line, a device would swallow the record), without blocking on a
-// FIFO that has no reader. When the file ends in a torn line (a harness
-// killed or a disk filled mid-write), it appends a newline, so this run's
-// lines start fresh, and returns the torn line's length.
-func openRecord(path string) (*os.File, int64, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|syscall.O_NONBLOCK, 0o600)
-	if err != nil {
-		return nil, 0, usagef("--record %s: %v", path, err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, usagef("--record %s: %v", path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, 0, usagef("--record %s: not a regular file (%s); the record must be a regular file", path, fileKind(fi.Mode()))
-	}
-	if err := unix.SetNonblock(int(f.Fd()), false); err != nil {
-		f.Close()
-		return nil, 0, usagef("--record %s: %v", path, err)
-	}
-	size := fi.Size()
-	if size == 0 {
-		return f, 0, nil
-	}
-	// The torn line's length: read back from the end to the last newline.
-	var torn int64
-	buf := make([]byte, 64<<10)
-	for off := size; off > 0; {
-		n := int64(len(buf))
-		if off < n {
-			n = off
-		}
-		off -= n
-		if _, err := f.ReadAt(buf[:n], off); err != nil {
-			f.Close()
-			return nil, 0, usagef("--record %s: reading its end: %v", path, err)
-		}
-		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
-			torn = size - (off + int64(i) + 1)
-			break
-		}
-		torn = size - off
-	}
-	if torn > 0 {
-		if _, err := f.Write([]byte("\n")); err != nil {
-			f.Close()
-			return nil, 0, fmt.Errorf("--record %s: it ends in a torn line and a newline could not be added after it: %v", path, err)
-		}
-	}
-	return f, torn, nil
-}
-
-func fileKind(m os.FileMode) string {
-	switch {
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeCharDevice != 0:
-		return "a character device"
-	case m&os.ModeDevice != 0:
-		return "a block device"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m.IsDir():
-		return "a directory"
-	}
-	return "mode " + m.String()
-}
-
 // end writes run_end and closes the session.
 func (s *session) end(endedBy string) {
 	if s.rec != nil {
-		_ = s.rec.Write(runEnd{Event: "run_end", Time: time.Now().UTC(), EndedBy: endedBy})
+		_ = s.rec.Write(record.RunEnd{Event: "run_end", Time: time.Now().UTC(), EndedBy: endedBy})
 	}
 	s.Close()
 }
