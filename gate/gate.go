@@ -44,10 +44,12 @@ const DefaultCallTimeout = 2 * time.Minute
 // is the backstop that holds when it does not.
 const runGrace = 5 * time.Second
 
-// MaxMessage caps the public message of an outcome, and each message, cause
-// and step detail in the record: an error can quote what the model sent (a
-// 7 MB invalid pattern), and neither the model nor the record needs it
-// twice. A longer text keeps its head and says how much was cut.
+// MaxMessage caps each message, cause and step detail in the record: an
+// error can quote what the model sent (a 7 MB invalid pattern) and the
+// record needs none of it three times. An outcome's own message is capped
+// at Config.MaxResult, like a result: a failed run call's message carries
+// the program's output. A longer text keeps its head and says how much was
+// cut.
 const MaxMessage = 4 << 10
 
 // Host says which capability classes the host's confinement holds, and why
@@ -255,14 +257,14 @@ func (g *Gate) Record(c Call, out Outcome) Outcome {
 	out.Seq = g.seq
 	g.mu.Unlock()
 	out.Entry = c.Name
-	out.Message = capText(out.Message, MaxMessage)
+	out.Message = capText(out.Message, g.cfg.MaxResult)
 	verdict := "pass"
 	if out.Status != Executed {
 		verdict = "refuse"
 	}
 	rec := CallRecord{Event: "call", Seq: out.Seq, Time: g.cfg.Now().UTC(), Surface: c.Surface, Via: c.Via, Entry: c.Name,
-		Args: record.Args(c.Args), Steps: []StepVerdict{{Step: "surface", Verdict: verdict, Detail: out.Message}},
-		Status: out.Status, Reason: string(out.Reason), Message: out.Message, Meta: out.Meta, ResultSize: len(out.Result)}
+		Args: record.Args(c.Args), Steps: []StepVerdict{{Step: "surface", Verdict: verdict, Detail: capText(out.Message, MaxMessage)}},
+		Status: out.Status, Reason: string(out.Reason), Message: capText(out.Message, MaxMessage), Meta: out.Meta, ResultSize: len(out.Result)}
 	if err := g.cfg.Recorder.Write(rec); err != nil {
 		g.setBroken(err)
 		return unrecorded(out, false, err)
@@ -297,9 +299,9 @@ func (g *Gate) Call(ctx context.Context, c Call) Outcome {
 	acted := false
 	out := g.decide(ctx, c, ncalls, broken, &rec, &acted)
 	out.Seq, out.Entry = seq, c.Name
-	out.Message = capText(out.Message, MaxMessage)
+	out.Message = capText(out.Message, g.cfg.MaxResult)
 
-	rec.Status, rec.Reason, rec.Message = out.Status, string(out.Reason), out.Message
+	rec.Status, rec.Reason, rec.Message = out.Status, string(out.Reason), capText(out.Message, MaxMessage)
 	rec.Cause = capText(rec.Cause, MaxMessage)
 	for i := range rec.Steps {
 		rec.Steps[i].Detail = capText(rec.Steps[i].Detail, MaxMessage)
@@ -680,7 +682,7 @@ func (g *Gate) checkScope(w tools.Write, rec *CallRecord) (Outcome, bool) {
 // result it shows. The note is added even where it alone exceeds max.
 func shorten(text string, max int, entry string) (string, int) {
 	noteFor := func(shown int) string {
-		return fmt.Sprintf("\n--- result shortened: %d of %d bytes shown (--max-result %d); the middle was cut, not the call: its effect happened in full ---\n", shown, len(text), max)
+		return fmt.Sprintf("\n--- result shortened: %d of %d bytes shown (the result cap is %d bytes); the middle was cut, not the call: its effect happened in full ---\n", shown, len(text), max)
 	}
 	room := max - len(noteFor(len(text)))
 	if room < 0 {
