@@ -82,7 +82,9 @@ func hookInitMain() {
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Env:   os.Environ(),
 		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		// Out of the terminal's foreground group: a ^C reaches the
+		// harness, which cancels through the init, not the hook directly.
+		Sys: &syscall.SysProcAttr{Setpgid: true},
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "hook init: starting %s: %v\n", argv[0], err)

@@ -460,3 +460,41 @@ func TestCallTimeoutIsRecorded(t *testing.T) {
 		t.Fatalf("run_end %v", last)
 	}
 }
+
+// TestRunCancelledBySignal: SIGTERM to run during a call: exit 130, the
+// call's reason is cancelled and run_end says cancelled.
+func TestRunCancelledBySignal(t *testing.T) {
+	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	ws, _ := sampleWorkspace(t)
+	rec := filepath.Join(t.TempDir(), "rec.jsonl")
+	script := filepath.Join(t.TempDir(), "s.jsonl")
+	must(t, os.WriteFile(script, []byte(`{"tool_calls":[{"name":"run","arguments":{"argv":["sleep","60"]}}]}`+"\n"+`{"text":"done"}`+"\n"), 0o644))
+	cmd := harnessCommand("run", "--workspace", ws, "--yes", "--record", rec, "--allow-program", "sleep", "--provider", "replay:"+script)
+	cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1")
+	must(t, cmd.Start())
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, _ := os.ReadFile(rec); bytes.Contains(b, []byte(`"event":"intent"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatal("no intent line after 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	must(t, cmd.Process.Signal(syscall.SIGTERM))
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("exit %v, want %d", err, exitInterrupted)
+	}
+	lines := readRecord(t, rec)
+	last := lines[len(lines)-1]
+	if last["event"] != "run_end" || last["ended_by"] != "cancelled" {
+		t.Fatalf("last record line %v, want run_end ended_by cancelled", last)
+	}
+	if call := lines[len(lines)-2]; call["event"] != "call" || call["reason"] != "cancelled" {
+		t.Fatalf("call line %v", call)
+	}
+}
