@@ -122,16 +122,24 @@ func TestRecordMustBeARegularFile(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "fifo")
 	must(t, unix.Mkfifo(fifo, 0o600))
 	for path, kind := range map[string]string{fifo: "a FIFO", "/dev/null": "a character device", t.TempDir(): "directory"} {
-		done := make(chan result, 1)
-		go func() {
-			done <- harness(t, "", "call", "--workspace", ws, "--confine", "off", "--record", path, "file_read", `{"path":"hello.txt"}`)
-		}()
+		cmd := harnessCommand("call", "--workspace", ws, "--confine", "off", "--record", path, "file_read", `{"path":"hello.txt"}`)
+		cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1")
+		var so, se bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &so, &se
+		must(t, cmd.Start())
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
 		select {
-		case r := <-done:
-			if r.code != 2 || !strings.Contains(r.stderr, kind) || strings.Count(r.stderr, "\n") != 1 || r.stdout != "" {
-				t.Errorf("--record %s: exit %d, stdout %q, stderr %q; want 2 and one line naming %s", path, r.code, r.stdout, r.stderr, kind)
+		case err := <-done:
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+			if code != 2 || !strings.Contains(se.String(), kind) || strings.Count(se.String(), "\n") != 1 || so.Len() != 0 {
+				t.Errorf("--record %s: exit %d, stdout %q, stderr %q; want 2 and one line naming %s", path, code, so.String(), se.String(), kind)
 			}
 		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
 			t.Fatalf("--record %s: the harness hangs", path)
 		}
 	}
