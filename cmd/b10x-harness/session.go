@@ -116,7 +116,7 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 		s.tornBytes = torn
 		s.closers = append(s.closers, func() { f.Close() })
 		if torn > 0 {
-			s.notes = append(s.notes, fmt.Sprintf("--record %s ended in a torn line (%d bytes after its last newline, from a harness that stopped mid-write); this run starts on a fresh line", p.Record, torn))
+			s.notes = append(s.notes, fmt.Sprintf("--record %s ended in a torn line (%d bytes after its last newline: a write cut short, by a full disk for one); this run starts on a fresh line", p.Record, torn))
 		}
 	}
 	s.rec = gate.NewRecorder(nil)
