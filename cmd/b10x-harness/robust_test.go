@@ -35,9 +35,11 @@ func TestNegativeTimeoutsAreRefused(t *testing.T) {
 		{"exec", "--workspace", ws, "--timeout=-1s", "--", "true"},
 		{"run", "--workspace", ws, "--timeout=-1s", "--provider", "replay:" + script},
 		{"run", "--workspace", ws, "--run-timeout=-1s", "--provider", "replay:" + script},
+		{"run", "--workspace", ws, "--request-timeout=-1s", "--provider", "replay:" + script},
 	} {
 		r := harness(t, "", args...)
-		if r.code != 2 || !strings.Contains(r.stderr, "must not be negative") || strings.Count(r.stderr, "\n") != 1 {
+		flag, _, _ := strings.Cut(args[3], "=")
+		if r.code != 2 || !strings.Contains(r.stderr, flag+" -1s: must not be negative") || strings.Count(r.stderr, "\n") != 1 {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and one line saying it must not be negative", args, r.code, r.stderr)
 		}
 	}

@@ -64,8 +64,11 @@ func (c *runCmd) Run(e *env) error {
 	if c.MaxTurns < 0 {
 		return usagef("--max-turns %d: must not be negative", c.MaxTurns)
 	}
-	if c.RunTimeout < 0 || c.RequestTimeout < 0 {
-		return usagef("--run-timeout and --request-timeout must not be negative")
+	if c.RunTimeout < 0 {
+		return usagef("--run-timeout %s: must not be negative", c.RunTimeout)
+	}
+	if c.RequestTimeout < 0 {
+		return usagef("--request-timeout %s: must not be negative", c.RequestTimeout)
 	}
 	if c.MaxTokens < 0 {
 		return usagef("--max-tokens %d: must not be negative", c.MaxTokens)
