@@ -47,9 +47,9 @@ const runGrace = 5 * time.Second
 // MaxMessage caps each message, cause and step detail in the record: an
 // error can quote what the model sent (a 7 MB invalid pattern) and the
 // record needs none of it three times. An outcome's own message is capped
-// at Config.MaxResult, like a result: a failed run call's message carries
-// the program's output. A longer text keeps its head and says how much was
-// cut.
+// at Config.MaxResult, like a result (a failed run call's message carries
+// the program's output), but never below MaxMessage. A longer text keeps
+// its head and says how much was cut.
 const MaxMessage = 4 << 10
 
 // Host says which capability classes the host's confinement holds, and why
@@ -257,7 +257,7 @@ func (g *Gate) Record(c Call, out Outcome) Outcome {
 	out.Seq = g.seq
 	g.mu.Unlock()
 	out.Entry = c.Name
-	out.Message = capText(out.Message, g.cfg.MaxResult)
+	out.Message = capText(out.Message, g.messageCap())
 	verdict := "pass"
 	if out.Status != Executed {
 		verdict = "refuse"
@@ -299,7 +299,7 @@ func (g *Gate) Call(ctx context.Context, c Call) Outcome {
 	acted := false
 	out := g.decide(ctx, c, ncalls, broken, &rec, &acted)
 	out.Seq, out.Entry = seq, c.Name
-	out.Message = capText(out.Message, g.cfg.MaxResult)
+	out.Message = capText(out.Message, g.messageCap())
 
 	rec.Status, rec.Reason, rec.Message = out.Status, string(out.Reason), capText(out.Message, MaxMessage)
 	rec.Cause = capText(rec.Cause, MaxMessage)
@@ -315,6 +315,9 @@ func (g *Gate) Call(ctx context.Context, c Call) Outcome {
 	}
 	return out
 }
+
+// messageCap is the cap of an outcome's message (see MaxMessage).
+func (g *Gate) messageCap() int { return max(g.cfg.MaxResult, MaxMessage) }
 
 func (g *Gate) setBroken(err error) {
 	g.mu.Lock()

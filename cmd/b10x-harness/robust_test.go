@@ -320,7 +320,8 @@ func TestCallCancelledBySignal(t *testing.T) {
 // record failed; once full, calls are refused at start with the reason;
 // every file written has a line; record summary still reads the record.
 func TestRecordOnAFullDisk(t *testing.T) {
-	testenv.Require(t, os.Geteuid() == 0, "root (to mount a tmpfs)", testenv.ShapeHost)
+	// The host may run its tests unprivileged; no-userns runs them as uid 1000.
+	testenv.Require(t, os.Geteuid() == 0, "root (to mount a tmpfs)", testenv.ShapeHost, testenv.ShapeNoUserns)
 	testenv.Require(t, atkWrites(), "file_write (a confined workspace)", testenv.ShapeNoLandlock)
 	mnt := t.TempDir()
 	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=64k"); err != nil {
