@@ -110,7 +110,7 @@ const (
 	EndMaxTurns     EndReason = "max_turns"     // Config.MaxTurns model turns were used
 	EndMaxCalls     EndReason = "max_calls"     // the gate's call budget (--max-calls) is exhausted
 	EndTimeout      EndReason = "timeout"       // Config.Timeout passed
-	EndInterrupted  EndReason = "interrupted"   // the caller's context was cancelled (a signal)
+	EndCancelled    EndReason = "cancelled"     // the caller's context was cancelled (a signal)
 	EndError        EndReason = "error"         // the provider failed; Summary.Err says how
 )
 
@@ -189,7 +189,10 @@ func (s Summary) Count(st gate.Status) int {
 // call with budget_exhausted, the rest of that turn's calls still go to the
 // gate (which refuses and records them) and the run ends with EndMaxCalls.
 // When the context ends (Config.Timeout, or the caller's cancellation)
-// between calls, the remaining calls of the turn are not dispatched.
+// between calls, the remaining calls of the turn are not dispatched. A call
+// whose ID repeats the ID of an earlier call of the same turn is not
+// dispatched either: it is refused as invalid_argument (recorded through
+// Surface.Refuse) and its result, an error, carries that ID.
 //
 // Run does not write the record's run_start or run_end: the caller owns the
 // record and writes Summary.EndedBy. Run may be called concurrently with
@@ -221,7 +224,7 @@ func Run(ctx context.Context, cfg Config) Summary {
 		if errors.Is(context.Cause(ctx), ErrRunTimeout) || errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 			return EndTimeout, true
 		}
-		return EndInterrupted, true
+		return EndCancelled, true
 	}
 
 	conv, err := cfg.Provider.Begin(Request{System: cfg.System, Task: cfg.Task, Tools: cfg.Surface.Definitions()})
@@ -260,6 +263,7 @@ func Run(ctx context.Context, cfg Config) Summary {
 
 		results = make([]ToolResult, 0, len(turn.Calls))
 		budget := false
+		ids := make(map[string]bool, len(turn.Calls))
 		for i, c := range turn.Calls {
 			if r, done := ended(); done {
 				for _, rest := range turn.Calls[i:] {
@@ -274,7 +278,18 @@ func Run(ctx context.Context, cfg Config) Summary {
 				cfg.Observer.CallStart(sum.Turns, c)
 			}
 			t0 := time.Now()
-			out := cfg.Surface.Dispatch(ctx, c.Name, c.Args)
+			var out gate.Outcome
+			if c.ID != "" && ids[c.ID] {
+				// Two calls under one id cannot both be answered: the
+				// provider matches a result to its call by id. The first
+				// runs; a later one is refused, recorded, and answered
+				// as such (under the same id: the only one it has).
+				out = cfg.Surface.Refuse(c.Name, c.Args, gate.Outcome{Status: gate.Refused, Reason: tools.ReasonInvalidArgument,
+					Message: fmt.Sprintf("tool call id %q was already used by an earlier call of this turn; this call was not executed (give each call its own id)", c.ID)})
+			} else {
+				out = cfg.Surface.Dispatch(ctx, c.Name, c.Args)
+			}
+			ids[c.ID] = true
 			if cfg.Observer != nil {
 				cfg.Observer.CallDone(sum.Turns, c, out, time.Since(t0))
 			}

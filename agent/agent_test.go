@@ -110,7 +110,9 @@ func (e *env) records(t *testing.T) []gate.CallRecord {
 		}
 		var c gate.CallRecord
 		must(t, json.Unmarshal(l, &c))
-		out = append(out, c)
+		if c.Event == "call" { // not the intent lines written before each execution
+			out = append(out, c)
+		}
 	}
 	return out
 }
@@ -223,8 +225,8 @@ func TestRunInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	sum := agent.Run(ctx, agent.Config{Provider: p, Surface: e.surface(t, surface.Flat), Task: "t", Timeout: time.Hour})
-	if sum.EndedBy != agent.EndInterrupted {
-		t.Fatalf("ended by %s, want interrupted", sum.EndedBy)
+	if sum.EndedBy != agent.EndCancelled {
+		t.Fatalf("ended by %s, want cancelled", sum.EndedBy)
 	}
 }
 
@@ -264,10 +266,10 @@ func TestRunSkipsCallsAfterTheEnd(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	obs := &cancelAfterFirst{cancel: cancel}
 	sum := agent.Run(ctx, agent.Config{Provider: p, Surface: e.surface(t, surface.Flat), Task: "t", Observer: obs})
-	if sum.EndedBy != agent.EndInterrupted || sum.Skipped != 2 || len(sum.Calls) != 1 {
+	if sum.EndedBy != agent.EndCancelled || sum.Skipped != 2 || len(sum.Calls) != 1 {
 		t.Fatalf("summary %+v", sum)
 	}
-	if strings.Join(obs.skipped, ",") != "2:interrupted,3:interrupted" {
+	if strings.Join(obs.skipped, ",") != "2:cancelled,3:cancelled" {
 		t.Errorf("skipped %v", obs.skipped)
 	}
 	if n := len(e.records(t)); n != 1 {
@@ -302,5 +304,33 @@ func TestResultText(t *testing.T) {
 		if got := agent.ResultText(tc.out); got != tc.want {
 			t.Errorf("ResultText(%+v) = %q, want %q", tc.out, got, tc.want)
 		}
+	}
+}
+
+// TestRunDuplicateCallIDs: a turn whose calls share an id runs only the
+// first; the later one is refused (invalid_argument), recorded, and its
+// result is an error under that id.
+func TestRunDuplicateCallIDs(t *testing.T) {
+	e := newEnv(t, gate.Config{ApproveUpTo: gate.High, Tools: append(tools.ReadTools(), tools.WriteTools()...), Host: gate.Host{ConfinedWorkspace: true}})
+	edit := `{"path":"a.txt","old_string":"inside","new_string":"inside!"}`
+	p := &scripted{turns: []agent.Turn{
+		{Stop: "tool_calls", Calls: []agent.ToolCall{call("dup", "file_edit", edit), call("dup", "file_edit", `{"path":"a.txt","old_string":"inside!","new_string":"inside!!"}`), call("other", "file_read", `{"path":"a.txt"}`)}},
+		{Text: "done", Stop: "stop"},
+	}}
+	sum := agent.Run(context.Background(), agent.Config{Provider: p, Surface: e.surface(t, surface.Flat), Task: "t"})
+	if sum.EndedBy != agent.EndModelStopped {
+		t.Fatalf("ended by %s: %v", sum.EndedBy, sum.Err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.ws, "a.txt")); string(b) != "inside!\n" {
+		t.Fatalf("a.txt holds %q: the duplicate ran", b)
+	}
+	res := p.results[1] // the first Next has no results
+	if len(res) != 3 || res[0].CallID != "dup" || res[0].IsError || res[1].CallID != "dup" || !res[1].IsError ||
+		!strings.Contains(res[1].Content, "already used by an earlier call") || res[2].CallID != "other" || res[2].IsError {
+		t.Fatalf("results %+v", res)
+	}
+	recs := e.records(t)
+	if len(recs) != 3 || recs[1].Status != gate.Refused || recs[1].Reason != string(tools.ReasonInvalidArgument) || recs[1].Entry != "file_edit" {
+		t.Fatalf("record %+v", recs)
 	}
 }

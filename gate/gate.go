@@ -6,22 +6,26 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
+	"unicode/utf8"
 
+	"github.com/b10x/harness/record"
 	"github.com/b10x/harness/tools"
 )
 
-// Status is how a call ended.
-type Status string
+// Status is how a call ended (the record's statuses, see record.Status).
+type Status = record.Status
 
 // Statuses. Refused: a gate step said no before anything ran (the tool never
 // acted). Failed: the tool ran, or was attempted, and did not succeed, or its
 // result was unusable. Both are errors to the model; only Executed is success.
 const (
-	Executed Status = "executed"
-	Refused  Status = "refused"
-	Failed   Status = "failed"
+	Executed = record.Executed
+	Refused  = record.Refused
+	Failed   = record.Failed
 )
 
 // DefaultMaxResult is the result cap when Config.MaxResult is zero.
@@ -29,6 +33,24 @@ const DefaultMaxResult = 256 << 10
 
 // DefaultMaxArgs is the argument size cap when Config.MaxArgs is zero.
 const DefaultMaxArgs = 8 << 20
+
+// DefaultCallTimeout is the deadline of each call's execution when
+// Config.CallTimeout is zero.
+const DefaultCallTimeout = 2 * time.Minute
+
+// runGrace is how long after Config.CallTimeout the gate's own deadline of a
+// run call passes: run enforces the same limit itself, by killing the
+// program's whole tree and returning what it printed; the gate's deadline
+// is the backstop that holds when it does not.
+const runGrace = 5 * time.Second
+
+// MaxMessage caps each message, cause and step detail in the record: an
+// error can quote what the model sent (a 7 MB invalid pattern) and the
+// record needs none of it three times. An outcome's own message is capped
+// at Config.MaxResult, like a result (a failed run call's message carries
+// the program's output), but never below MaxMessage. A longer text keeps
+// its head and says how much was cut.
+const MaxMessage = 4 << 10
 
 // Host says which capability classes the host's confinement holds, and why
 // not when it does not. The zero value holds nothing: only the read tools can
@@ -47,16 +69,17 @@ type Config struct {
 	Workspace   *tools.Workspace // required
 	Tools       []tools.Tool     // implementations; an entry without one is unpublished
 	Host        Host
-	ApproveUpTo Risk        // highest risk that runs unattended; zero value: Low
-	Approver    Approver    // decides above the ceiling; nil: DenyAll
-	WriteScope  []ScopeRule // ordered, first match wins; none: unrestricted
-	Protected   []string    // extra protected workspace-relative paths (record file, hooks)
-	Hooks       []Hook      // pre-call programs, run in order
-	MaxResult   int         // result cap in bytes; 0: DefaultMaxResult
-	MaxArgs     int         // argument cap in bytes; 0: DefaultMaxArgs
-	MaxCalls    int         // calls per run; 0: unlimited
-	Allow       []string    // named-agent narrowing: nil means no narrowing
-	Recorder    *Recorder   // nil: no record
+	ApproveUpTo Risk          // highest risk that runs unattended; zero value: Low
+	Approver    Approver      // decides above the ceiling; nil: DenyAll
+	WriteScope  []ScopeRule   // ordered, first match wins; none: unrestricted
+	Protected   []string      // extra protected workspace-relative paths (record file, hooks)
+	Hooks       []Hook        // pre-call programs, run in order
+	MaxResult   int           // result cap in bytes; 0: DefaultMaxResult
+	MaxArgs     int           // argument cap in bytes; 0: DefaultMaxArgs
+	MaxCalls    int           // calls per run; 0: unlimited
+	CallTimeout time.Duration // deadline of each call's execution step; 0: DefaultCallTimeout
+	Allow       []string      // named-agent narrowing: nil means no narrowing
+	Recorder    *Recorder     // nil: no record
 	Now         func() time.Time
 }
 
@@ -102,6 +125,9 @@ func New(cfg Config) (*Gate, error) {
 	}
 	if cfg.MaxArgs <= 0 {
 		cfg.MaxArgs = DefaultMaxArgs
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -231,18 +257,17 @@ func (g *Gate) Record(c Call, out Outcome) Outcome {
 	out.Seq = g.seq
 	g.mu.Unlock()
 	out.Entry = c.Name
+	out.Message = capText(out.Message, g.messageCap())
 	verdict := "pass"
 	if out.Status != Executed {
 		verdict = "refuse"
 	}
 	rec := CallRecord{Event: "call", Seq: out.Seq, Time: g.cfg.Now().UTC(), Surface: c.Surface, Via: c.Via, Entry: c.Name,
-		Args: redact(c.Args), Steps: []StepVerdict{{Step: "surface", Verdict: verdict, Detail: out.Message}},
-		Status: out.Status, Reason: string(out.Reason), Message: out.Message, Meta: out.Meta, ResultSize: len(out.Result)}
+		Args: record.Args(c.Args), Steps: []StepVerdict{{Step: "surface", Verdict: verdict, Detail: capText(out.Message, MaxMessage)}},
+		Status: out.Status, Reason: string(out.Reason), Message: capText(out.Message, MaxMessage), Meta: out.Meta, ResultSize: len(out.Result)}
 	if err := g.cfg.Recorder.Write(rec); err != nil {
-		g.mu.Lock()
-		g.broken = err
-		g.mu.Unlock()
-		return Outcome{Status: Failed, Entry: c.Name, Seq: out.Seq, Reason: tools.ReasonToolError, Message: "the run record could not be written; no further calls will be accepted"}
+		g.setBroken(err)
+		return unrecorded(out, false, err)
 	}
 	return out
 }
@@ -250,6 +275,15 @@ func (g *Gate) Record(c Call, out Outcome) Outcome {
 // Call passes one call through every gate step and records it. It never
 // returns an Executed outcome for anything but a tool that ran and produced
 // a usable result.
+//
+// A call that reaches execution is recorded twice: an intent line (event
+// "intent": the entry, its arguments and every verdict so far) is written
+// before the tool acts, and the call line (event "call", the same fields
+// and the outcome) after; so a harness killed at any moment leaves no
+// effect without a line. A call refused before execution has only its
+// call line. When a record line cannot be written, the call does not run
+// (intent) or its outcome stands with a note saying so (call line), and
+// every later call is refused with ReasonRecordFailed.
 func (g *Gate) Call(ctx context.Context, c Call) Outcome {
 	start := g.cfg.Now()
 	g.mu.Lock()
@@ -260,26 +294,111 @@ func (g *Gate) Call(ctx context.Context, c Call) Outcome {
 	broken := g.broken
 	g.mu.Unlock()
 
-	rec := CallRecord{Event: "call", Seq: seq, Time: start.UTC(), Surface: c.Surface, Via: c.Via, Entry: c.Name, Args: redact(c.Args),
+	rec := CallRecord{Event: "call", Seq: seq, Time: start.UTC(), Surface: c.Surface, Via: c.Via, Entry: c.Name, Args: record.Args(c.Args),
 		Steps: make([]StepVerdict, 0, 8)}
-	out := g.decide(ctx, c, ncalls, broken, &rec)
+	acted := false
+	out := g.decide(ctx, c, ncalls, broken, &rec, &acted)
 	out.Seq, out.Entry = seq, c.Name
+	out.Message = capText(out.Message, g.messageCap())
 
-	rec.Status, rec.Reason, rec.Message = out.Status, string(out.Reason), out.Message
+	rec.Status, rec.Reason, rec.Message = out.Status, string(out.Reason), capText(out.Message, MaxMessage)
+	rec.Cause = capText(rec.Cause, MaxMessage)
+	for i := range rec.Steps {
+		rec.Steps[i].Detail = capText(rec.Steps[i].Detail, MaxMessage)
+	}
 	rec.Meta = out.Meta
 	rec.ResultSize = len(out.Result)
 	rec.DurationUS = g.cfg.Now().Sub(start).Microseconds()
 	if err := g.cfg.Recorder.Write(rec); err != nil {
-		g.mu.Lock()
-		g.broken = err
-		g.mu.Unlock()
-		return Outcome{Status: Failed, Entry: c.Name, Seq: seq, Reason: tools.ReasonToolError,
-			Message: "the run record could not be written; no further calls will be accepted"}
+		g.setBroken(err)
+		return unrecorded(out, acted, err)
 	}
 	return out
 }
 
-func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec *CallRecord) Outcome {
+// messageCap is the cap of an outcome's message (see MaxMessage).
+func (g *Gate) messageCap() int { return max(g.cfg.MaxResult, MaxMessage) }
+
+func (g *Gate) setBroken(err error) {
+	g.mu.Lock()
+	if g.broken == nil {
+		g.broken = err
+	}
+	g.mu.Unlock()
+}
+
+// recordTrouble is the public part of a record write error: the errno
+// (no space left on device, quota exceeded), never the record's path.
+func recordTrouble(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	return "the write failed"
+}
+
+// unrecorded is the outcome of a call whose record line could not be
+// written. A call that did not act is refused; a call that acted keeps its
+// outcome (its effect happened: reporting it as failed would invite a retry
+// that doubles it), with a note saying the record could not be written.
+func unrecorded(out Outcome, acted bool, err error) Outcome {
+	if !acted {
+		msg := "the run record could not be written (" + recordTrouble(err) + "); the call did not run, and no further calls are accepted"
+		return Outcome{Status: Refused, Entry: out.Entry, Seq: out.Seq, Reason: tools.ReasonRecordFailed, Message: msg}
+	}
+	note := "the call ran and the outcome above stands, but the run record could not be written (" + recordTrouble(err) +
+		"): its intent line is the last the record holds; no further calls are accepted"
+	if out.Message == "" {
+		out.Message = note
+	} else {
+		out.Message += "\n" + note
+	}
+	if out.Status == Executed {
+		out.Result += "\n--- note ---\n" + note + "\n"
+	}
+	meta := make(map[string]any, len(out.Meta)+1)
+	for k, v := range out.Meta {
+		meta[k] = v
+	}
+	meta["record_error"] = recordTrouble(err)
+	out.Meta = meta
+	return out
+}
+
+// capText returns s when it is at most max bytes, else its head cut on a
+// character boundary and a note of how much was cut.
+func capText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("… [cut: the first %d of %d bytes are shown]", cut, len(s))
+}
+
+// errCallDeadline is the cause of a call's context ending at the gate's
+// deadline (Config.CallTimeout).
+var errCallDeadline = errors.New("the call's deadline passed")
+
+// ended says why a call's execution context ended: ReasonCancelled when the
+// caller cancelled it (a signal), ReasonTimeout when a deadline passed (the
+// call's own, or one the caller set, such as a whole run's), "" when it did
+// not end.
+func ended(parent, exec context.Context) tools.Reason {
+	switch {
+	case errors.Is(parent.Err(), context.Canceled):
+		return tools.ReasonCancelled
+	case parent.Err() != nil, exec.Err() != nil:
+		return tools.ReasonTimeout
+	}
+	return ""
+}
+
+// decide runs the gate steps of one call into rec; it sets *acted when the
+// tool was started (its intent line written).
+func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec *CallRecord, acted *bool) Outcome {
 	refuse := func(step string, reason tools.Reason, msg string, cause error) Outcome {
 		rec.Steps = append(rec.Steps, StepVerdict{Step: step, Verdict: "refuse", Detail: msg})
 		if cause != nil {
@@ -291,7 +410,7 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 		rec.Steps = append(rec.Steps, StepVerdict{Step: step, Verdict: "pass", Detail: detail})
 	}
 	if broken != nil {
-		return refuse("record", tools.ReasonToolError, "the run record could not be written; no further calls are accepted", broken)
+		return refuse("record", tools.ReasonRecordFailed, "the run record could not be written ("+recordTrouble(broken)+"); no further calls are accepted", broken)
 	}
 
 	// 1 published?
@@ -408,8 +527,23 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 		pass("approval", fmt.Sprintf("risk %s within ceiling %s", entry.Risk, g.cfg.ApproveUpTo))
 	}
 
-	// 6 execute; a run call's child is held to what the file tools may
-	// not change (hold.go)
+	// The intent line: once it is written the call may act.
+	for i := range rec.Steps {
+		rec.Steps[i].Detail = capText(rec.Steps[i].Detail, MaxMessage)
+	}
+	if err := g.cfg.Recorder.Write(rec.Intent()); err != nil {
+		g.setBroken(err)
+		return refuse("record", tools.ReasonRecordFailed, "the run record could not be written ("+recordTrouble(err)+"); the call did not run, and no further calls are accepted", err)
+	}
+
+	// 6 execute under the call's deadline; a run call's child is held to
+	// what the file tools may not change (hold.go)
+	timeout := g.cfg.CallTimeout
+	if entry.Needs == ConfinedExecution {
+		timeout += runGrace
+	}
+	execCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallDeadline)
+	defer cancel()
 	var hold *runHold
 	if h, ok := prep.(tools.Holder); ok {
 		var herr error
@@ -429,7 +563,14 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 		}
 		pass("hold", detail)
 	}
-	res, err := prep.Execute(ctx)
+	*acted = true
+	res, err := prep.Execute(execCtx)
+	stopped := ended(ctx, execCtx)
+	if err == nil && stopped != "" && entry.Needs == ConfinedExecution {
+		// A program killed at the deadline or by a cancel did not run to
+		// its end, whatever status it was given.
+		err = &tools.Error{Reason: tools.ReasonToolError, Public: "the program was stopped before it ended\n" + res.Text}
+	}
 	if hold != nil {
 		if vs := hold.after(); len(vs) > 0 {
 			msg := violationText(vs)
@@ -462,8 +603,15 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 		if !errors.As(err, &te) {
 			te = &tools.Error{Reason: tools.ReasonToolError, Public: "the tool failed", Cause: err}
 		}
-		if ctx.Err() != nil && te.Reason == tools.ReasonToolError {
-			te = &tools.Error{Reason: tools.ReasonTimeout, Public: "the call was cancelled: " + ctx.Err().Error(), Cause: err}
+		switch {
+		case stopped == tools.ReasonCancelled && (te.Reason == tools.ReasonToolError || te.Reason == tools.ReasonTimeout || te.Reason == tools.ReasonCancelled):
+			te = &tools.Error{Reason: tools.ReasonCancelled, Public: "the call was cancelled before it ended; what it did until then stands\n" + te.Public, Cause: err}
+		case stopped == tools.ReasonTimeout && te.Reason == tools.ReasonToolError:
+			which := fmt.Sprintf("the call's deadline (%s)", g.cfg.CallTimeout)
+			if ctx.Err() != nil {
+				which = "the deadline its caller set (a whole run's)"
+			}
+			te = &tools.Error{Reason: tools.ReasonTimeout, Public: which + " passed and the call was stopped; what it did until then stands\n" + te.Public, Cause: err}
 		}
 		rec.Steps = append(rec.Steps, StepVerdict{Step: "execute", Verdict: "fail", Detail: te.Public})
 		if te.Cause != nil {
@@ -473,11 +621,24 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 	}
 	pass("execute", "")
 
-	// 7 result cap
+	// 7 result cap. A read that changed nothing can be asked again,
+	// narrower: its oversized result is a failure. A write or a run has
+	// acted: its result is shortened, with a note, and the outcome stays
+	// executed (a failure would invite a retry that does it twice).
 	if len(res.Text) > g.cfg.MaxResult {
-		msg := fmt.Sprintf("the result is %d bytes, above the %d-byte cap; nothing was returned. %s", len(res.Text), g.cfg.MaxResult, narrowHint(entry.Name))
-		rec.Steps = append(rec.Steps, StepVerdict{Step: "result", Verdict: "fail", Detail: msg})
-		return Outcome{Status: Failed, Reason: tools.ReasonOversizedResult, Message: msg, Meta: res.Meta}
+		if entry.Needs == Always {
+			msg := fmt.Sprintf("the result is %d bytes, above the %d-byte cap; nothing was returned. %s", len(res.Text), g.cfg.MaxResult, narrowHint(entry.Name))
+			rec.Steps = append(rec.Steps, StepVerdict{Step: "result", Verdict: "fail", Detail: msg})
+			return Outcome{Status: Failed, Reason: tools.ReasonOversizedResult, Message: msg, Meta: res.Meta}
+		}
+		text, shown := shorten(res.Text, g.cfg.MaxResult, entry.Name)
+		meta := make(map[string]any, len(res.Meta)+2)
+		for k, v := range res.Meta {
+			meta[k] = v
+		}
+		meta["result_full_bytes"], meta["result_shown_bytes"] = len(res.Text), shown
+		pass("result", fmt.Sprintf("shortened: %d of %d bytes shown (cap %d); the call's effect is whole", shown, len(res.Text), g.cfg.MaxResult))
+		return Outcome{Status: Executed, Result: text, Meta: meta}
 	}
 	pass("result", "")
 	return Outcome{Status: Executed, Result: res.Text, Meta: res.Meta}
@@ -515,6 +676,51 @@ func (g *Gate) checkScope(w tools.Write, rec *CallRecord) (Outcome, bool) {
 	}
 	rec.Steps = append(rec.Steps, sv)
 	return Outcome{}, false
+}
+
+// shorten cuts the result of a call that acted to about max bytes: its head
+// (where a write says what it changed) and its tail (where run says how the
+// program ended), on line boundaries where one is near, with a note between
+// them saying what was cut. It returns the text and how many bytes of the
+// result it shows. The note is added even where it alone exceeds max.
+func shorten(text string, max int, entry string) (string, int) {
+	noteFor := func(shown int) string {
+		return fmt.Sprintf("\n--- result shortened: %d of %d bytes shown (the result cap is %d bytes); the middle was cut, not the call: its effect happened in full ---\n", shown, len(text), max)
+	}
+	room := max - len(noteFor(len(text)))
+	if room < 0 {
+		room = 0
+	}
+	head := room * 3 / 4
+	if entry != "run" {
+		head = room * 7 / 8
+	}
+	tail := room - head
+	h := text[:runeCut(text, head)]
+	if i := strings.LastIndexByte(h, '\n'); i >= len(h)/2 {
+		h = h[:i+1]
+	}
+	t := text[len(text)-tail:]
+	for len(t) > 0 && !utf8.RuneStart(t[0]) {
+		t = t[1:]
+	}
+	if i := strings.IndexByte(t, '\n'); i >= 0 && i < len(t)/2 {
+		t = t[i+1:]
+	}
+	shown := len(h) + len(t)
+	return h + noteFor(shown) + t, shown
+}
+
+// runeCut returns the largest n' <= n at which s can be cut without
+// splitting a character.
+func runeCut(s string, n int) int {
+	if n >= len(s) {
+		return len(s)
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return n
 }
 
 func narrowHint(name string) string {

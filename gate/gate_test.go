@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
-	"unicode/utf8"
+	"time"
 
 	"github.com/b10x/harness/tools"
 )
@@ -46,6 +46,8 @@ func call(g *Gate, name, args string) Outcome {
 	return g.Call(context.Background(), Call{Surface: "test", Name: name, Args: json.RawMessage(args)})
 }
 
+// records returns the call lines of a record (the outcomes), skipping the
+// intent lines written before each execution.
 func records(t *testing.T, b *bytes.Buffer) []CallRecord {
 	t.Helper()
 	var out []CallRecord
@@ -53,6 +55,9 @@ func records(t *testing.T, b *bytes.Buffer) []CallRecord {
 		var r CallRecord
 		if err := json.Unmarshal(l, &r); err != nil {
 			t.Fatalf("record line %q: %v", l, err)
+		}
+		if r.Event == "intent" {
+			continue
 		}
 		out = append(out, r)
 	}
@@ -380,20 +385,29 @@ func TestEveryReasonCodeIsReachable(t *testing.T) {
 	} {
 		got[call(g, c[0], c[1]).Reason] = true
 	}
-	// A record write that fails: that call fails, and every later one is
-	// refused, with tool_error.
+	// A deadline that passes and a caller's cancel: timeout and cancelled.
+	slow, dir3, _ := newTestGate(t, Config{CallTimeout: time.Nanosecond})
+	write(t, filepath.Join(dir3, "f"), "hello\n")
+	got[call(slow, "file_read", `{"path":"f"}`).Reason] = true
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	fresh, _, _ := newTestGate(t, Config{})
+	got[fresh.Call(ctx, Call{Surface: "test", Name: "search", Args: json.RawMessage(`{"pattern":"hello"}`)}).Reason] = true
+	// A record write that fails: that call does not run, and every later
+	// one is refused, with record_failed.
 	bad, dir2, _ := newTestGate(t, Config{Recorder: NewRecorder(&flakyWriter{failAt: 1})})
 	write(t, filepath.Join(dir2, "f"), "hello\n")
 	for i := 0; i < 2; i++ {
 		o := call(bad, "file_read", `{"path":"f"}`)
-		if o.Status != Failed || !strings.Contains(o.Message, "run record could not be written") {
-			t.Errorf("with a failed record: %+v, want failed and the record named", o)
+		if o.Status != Refused || !strings.Contains(o.Message, "run record could not be written (no space left on device)") {
+			t.Errorf("with a failed record: %+v, want refused and the record named", o)
 			continue
 		}
 		got[o.Reason] = true
 	}
 	for _, r := range []tools.Reason{tools.ReasonUnpublished, tools.ReasonInvalidArgument, tools.ReasonDeniedPath, tools.ReasonHookBlocked,
-		tools.ReasonApprovalRejected, tools.ReasonOversizedResult, tools.ReasonBudgetExhausted, tools.ReasonToolError} {
+		tools.ReasonApprovalRejected, tools.ReasonOversizedResult, tools.ReasonBudgetExhausted, tools.ReasonTimeout,
+		tools.ReasonCancelled, tools.ReasonRecordFailed} {
 		if !got[r] {
 			t.Errorf("reason %s did not occur", r)
 		}
@@ -410,7 +424,7 @@ type flakyWriter struct {
 func (w *flakyWriter) Write(p []byte) (int, error) {
 	w.n++
 	if w.n == w.failAt {
-		return 0, errors.New("no space left on device")
+		return 0, syscall.ENOSPC
 	}
 	return w.buf.Write(p)
 }
@@ -441,27 +455,29 @@ func TestRecorderErrorIsSticky(t *testing.T) {
 	}
 }
 
-// TestBrokenRecordStopsLaterCalls: once a call's record line could not be
+// TestBrokenRecordStopsLaterCalls: once a record line could not be
 // written, no later call acts on the workspace, through Call or Record, and
-// none is recorded, even when the writer would accept the line again.
+// none is recorded, even when the writer would accept the line again. The
+// call whose intent line failed did not run.
 func TestBrokenRecordStopsLaterCalls(t *testing.T) {
 	w := &flakyWriter{failAt: 1}
 	g, dir, _ := newTestGate(t, Config{ApproveUpTo: High, Recorder: NewRecorder(w)})
 	write(t, filepath.Join(dir, "f"), "hello\n")
-	o := call(g, "file_read", `{"path":"f"}`)
-	if o.Status != Failed || o.Reason != tools.ReasonToolError || o.Result != "" {
-		t.Fatalf("the call whose record failed: %+v, want failed with tool_error and no result", o)
+	o := call(g, "file_write", `{"path":"first.txt","content":"x"}`)
+	if o.Status != Refused || o.Reason != tools.ReasonRecordFailed || o.Result != "" || !strings.Contains(o.Message, "did not run") {
+		t.Fatalf("the call whose intent line failed: %+v, want refused with record_failed, saying it did not run", o)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "first.txt")); err == nil {
+		t.Error("the call whose intent line could not be written ran")
 	}
 	for _, c := range [][2]string{
 		{"file_write", `{"path":"a.txt","content":"x"}`},
 		{"file_edit", `{"path":"f","old_string":"hello","new_string":"bye"}`},
 		{"file_read", `{"path":"f"}`},
 	} {
-		// Refused before any step (and its refusal cannot be recorded
-		// either, so it reports the failure).
 		o := call(g, c[0], c[1])
-		if o.Status != Failed || o.Reason != tools.ReasonToolError || o.Result != "" {
-			t.Errorf("%s after the record failed: %+v, want failed with tool_error", c[0], o)
+		if o.Status != Refused || o.Reason != tools.ReasonRecordFailed || o.Result != "" {
+			t.Errorf("%s after the record failed: %+v, want refused with record_failed", c[0], o)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "a.txt")); err == nil {
@@ -470,11 +486,152 @@ func TestBrokenRecordStopsLaterCalls(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, "f")); string(b) != "hello\n" {
 		t.Errorf("file_edit ran after the record failed: f holds %q", b)
 	}
-	if o := g.Record(Call{Surface: "test", Name: "tool_search"}, Outcome{Status: Executed, Result: "x"}); o.Status != Failed || o.Reason != tools.ReasonToolError {
-		t.Errorf("Record after the record failed: %+v, want failed with tool_error", o)
+	if o := g.Record(Call{Surface: "test", Name: "tool_search"}, Outcome{Status: Executed, Result: "x"}); o.Status != Refused || o.Reason != tools.ReasonRecordFailed {
+		t.Errorf("Record after the record failed: %+v, want refused with record_failed", o)
 	}
 	if w.buf.Len() != 0 {
 		t.Errorf("lines were recorded after a failed one: %q", w.buf.String())
+	}
+}
+
+// TestRecordFailsAfterTheEffect: when the intent line is written and the
+// call line is not (the disk filled during the call), the call's effect
+// stands and its outcome says so: executed, with a note that the record
+// could not be written; later calls are refused.
+func TestRecordFailsAfterTheEffect(t *testing.T) {
+	w := &flakyWriter{failAt: 2}
+	g, dir, _ := newTestGate(t, Config{ApproveUpTo: High, Recorder: NewRecorder(w)})
+	o := call(g, "file_write", `{"path":"a.txt","content":"x"}`)
+	if o.Status != Executed || o.Meta["record_error"] != "no space left on device" ||
+		!strings.Contains(o.Message, "the call ran") || !strings.Contains(o.Result, "run record could not be written") {
+		t.Fatalf("outcome %+v, want executed with a note on the record", o)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a.txt")); err != nil || string(b) != "x" {
+		t.Fatalf("a.txt: %q %v", b, err)
+	}
+	if !strings.Contains(w.buf.String(), `"event":"intent"`) || !strings.Contains(w.buf.String(), `"a.txt"`) {
+		t.Fatalf("the intent line is missing: %q", w.buf.String())
+	}
+	if o := call(g, "file_write", `{"path":"b.txt","content":"x"}`); o.Status != Refused || o.Reason != tools.ReasonRecordFailed {
+		t.Fatalf("later call: %+v", o)
+	}
+}
+
+// TestIntentPrecedesExecution: the intent line of a call that executes is
+// written before the tool acts (the hook sees it in the record) and the
+// call line after; refusals have only a call line.
+func TestIntentPrecedesExecution(t *testing.T) {
+	w := &watchWriter{}
+	g, dir, _ := newTestGate(t, Config{ApproveUpTo: High, Recorder: NewRecorder(w)})
+	w.path = filepath.Join(dir, "a.txt")
+	o := call(g, "file_write", `{"path":"a.txt","content":"x"}`)
+	if o.Status != Executed {
+		t.Fatal(o)
+	}
+	call(g, "file_read", `{"path":"../x"}`)
+	lines := strings.Split(strings.TrimSpace(w.buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want intent, call, call:\n%s", len(lines), w.buf.String())
+	}
+	var in IntentRecord
+	must(t, json.Unmarshal([]byte(lines[0]), &in))
+	if in.Event != "intent" || in.Seq != 1 || in.Entry != "file_write" || in.Approval != "not-needed" || len(in.Steps) == 0 {
+		t.Fatalf("intent line %s", lines[0])
+	}
+	if w.existed[0] || !w.existed[1] {
+		t.Fatalf("a.txt existed when the lines were written: %v, want [false true ...]: the intent line comes before the effect", w.existed)
+	}
+	for i, want := range []string{`"event":"call","seq":1`, `"event":"call","seq":2`} {
+		if !strings.Contains(lines[i+1], want) {
+			t.Errorf("line %d: %s, want %s", i+2, lines[i+1], want)
+		}
+	}
+}
+
+// watchWriter keeps what it is given and, at each write, whether path
+// existed.
+type watchWriter struct {
+	path    string
+	buf     bytes.Buffer
+	existed []bool
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	_, err := os.Stat(w.path)
+	w.existed = append(w.existed, err == nil)
+	return w.buf.Write(p)
+}
+
+// TestWriteResultOverCapIsShortened: a write whose result is above the cap
+// happened; its outcome is executed with the result shortened and a note,
+// never failed (a retry would do it twice). A read above the cap still
+// fails, as nothing happened.
+func TestWriteResultOverCapIsShortened(t *testing.T) {
+	g, dir, rec := newTestGate(t, Config{ApproveUpTo: High, MaxResult: 1024})
+	big := strings.Repeat("x\n", 5000)
+	write(t, filepath.Join(dir, "dbl"), big)
+	o := call(g, "file_edit", `{"path":"dbl","old_string":"x\n","new_string":"x\ny\n","replace_all":true}`)
+	if o.Status != Executed {
+		t.Fatalf("edit over the cap: %+v", o)
+	}
+	if len(o.Result) > 1024 || !strings.Contains(o.Result, "result shortened") || !strings.Contains(o.Result, "its effect happened in full") {
+		t.Fatalf("result (%d bytes) %q", len(o.Result), o.Result)
+	}
+	if full, _ := o.Meta["result_full_bytes"].(int); full <= 1024 {
+		t.Fatalf("meta %v", o.Meta)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "dbl")); strings.Count(string(b), "y\n") != 5000 {
+		t.Fatalf("the edit did not happen once: %d y lines", strings.Count(string(b), "y\n"))
+	}
+	r := records(t, rec)
+	if r[0].Status != Executed || !strings.Contains(r[0].Steps[len(r[0].Steps)-1].Detail, "shortened") {
+		t.Fatalf("record %+v", r[0])
+	}
+	if o := call(g, "file_read", `{"path":"dbl"}`); o.Status != Failed || o.Reason != tools.ReasonOversizedResult {
+		t.Fatalf("read over the cap: %+v", o)
+	}
+}
+
+// hugeErrorTool is a read tool whose every call fails with a message of
+// size bytes: what a tool that quoted a huge input back would give. The
+// tools themselves cap what they quote (256 bytes); the gate's cap is
+// the second line.
+type hugeErrorTool struct{ size int }
+
+func (h hugeErrorTool) Name() string            { return "search" }
+func (h hugeErrorTool) Description() string     { return "fails loudly" }
+func (h hugeErrorTool) Schema() json.RawMessage { return json.RawMessage(`{"type":"object"}`) }
+func (h hugeErrorTool) Prepare(*tools.Workspace, json.RawMessage) (tools.Prepared, error) {
+	return hugeErrorCall(h), nil
+}
+
+type hugeErrorCall hugeErrorTool
+
+func (h hugeErrorCall) Args() any             { return struct{}{} }
+func (h hugeErrorCall) Writes() []tools.Write { return nil }
+func (h hugeErrorCall) Execute(context.Context) (tools.Result, error) {
+	return tools.Result{}, &tools.Error{Reason: tools.ReasonToolError, Public: "bad: " + strings.Repeat("(", h.size)}
+}
+
+// TestMessagesAreCapped: a tool error of 7 MB gives a bounded message that
+// says what was cut, and a bounded record line.
+func TestMessagesAreCapped(t *testing.T) {
+	g, _, rec := newTestGate(t, Config{MaxResult: 8 << 10, Tools: []tools.Tool{hugeErrorTool{7 << 20}}})
+	o := call(g, "search", `{}`)
+	if o.Status == Executed {
+		t.Fatalf("the failing tool executed: %v", o.Status)
+	}
+	if len(o.Message) > 8<<10+100 || !strings.Contains(o.Message, "[cut: the first") {
+		t.Fatalf("message of %d bytes: %.200q", len(o.Message), o.Message)
+	}
+	if rec.Len() > 64<<10 {
+		t.Fatalf("record line of %d bytes", rec.Len())
+	}
+	// The tools refuse a 7 MB pattern before they look at it, in a line.
+	g2, _, _ := newTestGate(t, Config{MaxResult: 8 << 10})
+	pat := "(" + strings.Repeat("a", 7<<20)
+	if o := call(g2, "search", fmt.Sprintf(`{"pattern":%q}`, pat)); o.Status == Executed || len(o.Message) > 256 || o.Reason != tools.ReasonInvalidArgument {
+		t.Fatalf("a 7 MB pattern: %v %s, message of %d bytes", o.Status, o.Reason, len(o.Message))
 	}
 }
 
@@ -482,42 +639,6 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestRedact pins the record's view of arguments: short valid arguments
-// are kept as sent but on one line, anything with a string above BodyLimit
-// has it replaced by its length and hash, and text that is not valid JSON
-// or not UTF-8 never reaches the record raw.
-func TestRedact(t *testing.T) {
-	long := strings.Repeat("x", BodyLimit+1)
-	sum := func(s string) string {
-		d := digest(s)
-		b, _ := json.Marshal(d)
-		return string(b)
-	}
-	cases := []struct{ name, in, want string }{
-		{"short kept", `{"path":"a.txt","offset":2}`, `{"path":"a.txt","offset":2}`},
-		{"whitespace compacted", "{\n  \"path\" : \"a\",\n  \"limit\": 1\n}", `{"path":"a","limit":1}`},
-		{"long string digested", `{"content":"` + long + `"}`, `{"content":` + sum(long) + `}`},
-		{"long nested", `{"argv":["ls","` + long + `"]}`, `{"argv":["ls",` + sum(long) + `]}`},
-		{"exactly the limit kept", `{"c":"` + long[1:] + `"}`, `{"c":"` + long[1:] + `"}`},
-		{"not JSON", `{"path":`, sum(`{"path":`)},
-		{"not UTF-8", "{\"path\":\"a\xff\"}", `{"path":"a` + "\ufffd" + `"}`},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			b, err := json.Marshal(redact(json.RawMessage(c.in)))
-			if err != nil {
-				t.Fatalf("marshal: %v", err)
-			}
-			if string(b) != c.want {
-				t.Fatalf("redact(%.60q) = %.200s, want %.200s", c.in, b, c.want)
-			}
-			if bytes.ContainsAny(b, "\n\r") || !utf8.Valid(b) {
-				t.Fatalf("record text is not one UTF-8 line: %q", b)
-			}
-		})
 	}
 }
 

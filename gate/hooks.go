@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -35,6 +36,9 @@ const hookOutputCap = 16 << 10
 // tool or admit a path the write scope denies: those steps come first.
 //
 // Hooks are started by the harness and share its own write confinement.
+// Their lifetime is bounded: when a hook ends, or times out, or the harness
+// dies, everything the hook started is killed with it, setsid and
+// double-forked daemons included (see hookinit.go).
 type Hook struct {
 	Argv    []string
 	Timeout time.Duration // zero: DefaultHookTimeout
@@ -133,6 +137,12 @@ type capped struct {
 	n   int
 }
 
+// hookPIDNamespace reports whether hooks get a PID namespace of their own:
+// where creating one needs no user namespace (the harness is root). A
+// user namespace would change who the hook is; without one the hook init
+// bounds the hook as a subreaper.
+var hookPIDNamespace = func() bool { return os.Geteuid() == 0 }
+
 func (c *capped) Write(p []byte) (int, error) {
 	c.n += len(p)
 	if room := hookOutputCap - c.buf.Len(); room > 0 {
@@ -173,24 +183,35 @@ func (g *Gate) runHooks(ctx context.Context, req Request, rec *CallRecord) (hook
 			timeout = DefaultHookTimeout
 		}
 		hctx, cancel := context.WithTimeout(ctx, timeout)
-		cmd := exec.CommandContext(hctx, h.Argv[0], h.Argv[1:]...)
-		cmd.Dir = g.cfg.Workspace.Dir()
-		cmd.Env = h.Env
-		cmd.Stdin = bytes.NewReader(in)
+		// The hook runs under the hook init (hookinit.go): when the hook
+		// ends, at the timeout, and when the harness dies (even by
+		// SIGKILL), everything it started is killed with it, setsid and
+		// double-forked daemons included: nothing a hook started outlives
+		// its verdict.
 		var stdout, stderr capped
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		cmd.WaitDelay = time.Second
-		// The hook and whatever it starts form one process group, killed
-		// whole at the timeout and after the hook ends: nothing a hook
-		// started outlives its verdict. If the harness dies first (even
-		// by SIGKILL) the hook itself is killed too (its descendants then
-		// have no group leader's parent to answer to: a hook that forks
-		// must not rely on outliving the harness).
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-		runErr := cmd.Run()
-		if cmd.Process != nil {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		start := func(pidns bool) (*exec.Cmd, error) {
+			stdout, stderr = capped{}, capped{}
+			cmd := hookCommand(h, pidns)
+			cmd.Dir = g.cfg.Workspace.Dir()
+			cmd.Stdin = bytes.NewReader(in)
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			return cmd, cmd.Start()
+		}
+		cmd, runErr := start(hookPIDNamespace())
+		if runErr != nil && hookPIDNamespace() {
+			// No PID namespace after all (a container's seccomp profile):
+			// the init bounds the hook as a subreaper instead.
+			cmd, runErr = start(false)
+		}
+		if runErr == nil {
+			// At the timeout (or the caller's cancel) the init ends the
+			// hook's tree; a second later it is killed if it has not.
+			stop := context.AfterFunc(hctx, func() {
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				time.AfterFunc(time.Second, func() { _ = cmd.Process.Kill() })
+			})
+			runErr = cmd.Wait()
+			stop()
 		}
 		timedOut := hctx.Err() != nil
 		cancel()
@@ -200,6 +221,9 @@ func (g *Gate) runHooks(ctx context.Context, req Request, rec *CallRecord) (hook
 		}
 		var ee *exec.ExitError
 		switch {
+		case errors.Is(ctx.Err(), context.Canceled):
+			rec.Steps = append(rec.Steps, StepVerdict{Step: "hooks", Verdict: "refuse", Detail: name + ": stopped: the call was cancelled"})
+			return verdict, Outcome{Status: Refused, Reason: tools.ReasonCancelled, Message: "the call was cancelled while " + name + " ran; it did not run"}, true
 		case timedOut:
 			return block(fmt.Sprintf("failed: timed out after %s", timeout), name+" timed out; the call is blocked")
 		case runErr == nil:

@@ -1,7 +1,9 @@
 package gate
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -228,5 +230,83 @@ func TestHooksMixedVerdicts(t *testing.T) {
 				t.Errorf("recorded approval step %q, want refuse: %+v", approval, r.Steps)
 			}
 		})
+	}
+}
+
+// TestHookDaemonsDieWithTheirHook: a hook that leaves a setsid daemon (and
+// a double-forked one) behind, exits 0 or times out: the daemons are
+// killed before the verdict, so the files they would write a second later
+// never appear. Both bounds are exercised where the host allows: the PID
+// namespace (root) and the subreaper.
+func TestHookDaemonsDieWithTheirHook(t *testing.T) {
+	modes := []bool{false}
+	if os.Geteuid() == 0 {
+		modes = append(modes, true)
+	}
+	for _, pidns := range modes {
+		for _, c := range []struct {
+			name    string
+			script  string
+			timeout time.Duration
+		}{
+			{"exits", `cat >/dev/null; setsid sh -c 'sleep 1; echo x > late' & (setsid sh -c 'sleep 1; echo y > late2' &); exit 0`, 0},
+			{"times out", `cat >/dev/null; setsid sh -c 'sleep 1; echo x > late' & (setsid sh -c 'sleep 1; echo y > late2' &); sleep 30`, 300 * time.Millisecond},
+		} {
+			t.Run(fmt.Sprintf("%s/pidns=%v", c.name, pidns), func(t *testing.T) {
+				old := hookPIDNamespace
+				hookPIDNamespace = func() bool { return pidns }
+				t.Cleanup(func() { hookPIDNamespace = old })
+				g, dir, _ := newTestGate(t, Config{Hooks: []Hook{{Argv: []string{"/bin/sh", "-c", c.script}, Timeout: c.timeout}}})
+				t0 := time.Now()
+				o := call(g, "file_write", `{"path":"a.txt","content":"x"}`)
+				if c.timeout > 0 && (o.Reason != tools.ReasonHookBlocked || !strings.Contains(o.Message, "timed out")) {
+					t.Fatalf("outcome %+v, want the hook's timeout", o)
+				}
+				if took := time.Since(t0); took > 5*time.Second {
+					t.Fatalf("the verdict took %s", took)
+				}
+				time.Sleep(2 * time.Second)
+				for _, f := range []string{"late", "late2"} {
+					if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+						t.Errorf("%s appeared after the verdict: a daemon of the hook outlived it", f)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestHookExitStatusThroughInit: the hook's own exit status reaches the
+// gate through the init (2 blocks with stderr; a crash is a failure).
+func TestHookExitStatusThroughInit(t *testing.T) {
+	g, _, rec := newTestGate(t, Config{Hooks: []Hook{sh(`cat >/dev/null; echo "no: frozen" >&2; exit 2`)}})
+	if o := call(g, "file_write", `{"path":"a.txt","content":"x"}`); o.Reason != tools.ReasonHookBlocked || !strings.Contains(o.Message, "no: frozen") {
+		t.Fatalf("exit 2: %+v", o)
+	}
+	g, _, rec = newTestGate(t, Config{Hooks: []Hook{sh(`kill -KILL $$`)}})
+	if o := call(g, "file_write", `{"path":"a.txt","content":"x"}`); o.Reason != tools.ReasonHookBlocked || !strings.Contains(o.Message, "failed") {
+		t.Fatalf("killed hook: %+v", o)
+	}
+	var d string
+	for _, st := range records(t, rec)[0].Steps {
+		if st.Step == "hooks" {
+			d = st.Detail
+		}
+	}
+	if !strings.Contains(d, "exit status 137") {
+		t.Fatalf("recorded %q, want the signal's status", d)
+	}
+}
+
+// TestHookCancelled: a cancel while a hook runs stops the hook and refuses
+// the call as cancelled, not as the hook's timeout.
+func TestHookCancelled(t *testing.T) {
+	g, _, _ := newTestGate(t, Config{Hooks: []Hook{sh("cat >/dev/null; sleep 30")}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	time.AfterFunc(200*time.Millisecond, cancel)
+	t0 := time.Now()
+	o := g.Call(ctx, Call{Surface: "test", Name: "file_write", Args: json.RawMessage(`{"path":"a.txt","content":"x"}`)})
+	if o.Status != Refused || o.Reason != tools.ReasonCancelled || time.Since(t0) > 5*time.Second {
+		t.Fatalf("outcome %+v after %s", o, time.Since(t0))
 	}
 }

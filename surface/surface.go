@@ -113,6 +113,14 @@ func (s *Surface) Definitions() []Def {
 	return defs
 }
 
+// Refuse records a call the caller refused before it reached the gate (a
+// model's call that cannot be answered on its own, such as one reusing an
+// earlier call's id) and returns the outcome with its sequence number. The
+// call never acts and does not count against the call budget.
+func (s *Surface) Refuse(name string, args json.RawMessage, out gate.Outcome) gate.Outcome {
+	return s.g.Record(gate.Call{Surface: string(s.kind), Name: name, Args: args}, out)
+}
+
 // Dispatch decodes one call in the shape the model saw and passes it to the
 // gate. A name this surface does not present is refused as unpublished.
 func (s *Surface) Dispatch(ctx context.Context, name string, args json.RawMessage) gate.Outcome {

@@ -23,8 +23,10 @@ const (
 	ReasonBudgetExhausted   Reason = "budget_exhausted"
 	ReasonOversizedResult   Reason = "oversized_result"
 	ReasonTimeout           Reason = "timeout"
-	// ReasonCancelled: the call's context was cancelled (not its deadline:
-	// that is ReasonTimeout). The error's Cause wraps context.Canceled.
+	// ReasonCancelled: the call's context was cancelled (the caller, a
+	// signal to the harness), not its deadline (that is ReasonTimeout);
+	// what it did until then stands. The error's Cause wraps
+	// context.Canceled.
 	ReasonCancelled Reason = "cancelled"
 	// ReasonTooLarge: what the call would build or write is larger than a
 	// limit (file_edit's new content, a file_write past MaxWriteBytes).
@@ -35,13 +37,16 @@ const (
 	// another process past the wait; nothing was written.
 	ReasonConflict  Reason = "conflict"
 	ReasonToolError Reason = "tool_error"
+	// ReasonRecordFailed: the run record could not be written, so the
+	// gate accepts no further calls (a call it cannot record does not run).
+	ReasonRecordFailed Reason = "record_failed"
 )
 
 // Reasons lists every reason code, in a stable order.
 var Reasons = []Reason{
 	ReasonUnpublished, ReasonInvalidArgument, ReasonDeniedPath, ReasonProtectedPath, ReasonProgramNotAllowed,
 	ReasonHookBlocked, ReasonApprovalRejected, ReasonBudgetExhausted, ReasonOversizedResult,
-	ReasonTimeout, ReasonCancelled, ReasonTooLarge, ReasonConflict, ReasonToolError,
+	ReasonTimeout, ReasonCancelled, ReasonTooLarge, ReasonConflict, ReasonToolError, ReasonRecordFailed,
 }
 
 // Error is an error meant for a model and a record at once. Public is the

@@ -104,11 +104,24 @@ func (c *openaiConv) Next(ctx context.Context, results []agent.ToolResult) (agen
 	if len(results) != len(c.pending) {
 		return agent.Turn{}, fmt.Errorf("openai: bug: %d results for %d tool calls", len(results), len(c.pending))
 	}
+	// One tool message per id: a model that gave two calls one id gets
+	// their results (the second is the agent's refusal) in one message,
+	// in order, rather than two answers to one call.
+	var order []string
+	content := map[string]string{}
 	for i, r := range results {
 		if r.CallID != c.pending[i] {
 			return agent.Turn{}, fmt.Errorf("openai: bug: result %d answers %q, want %q", i, r.CallID, c.pending[i])
 		}
-		c.params.Messages = append(c.params.Messages, openai.ToolMessage(r.Content, r.CallID))
+		if prev, ok := content[r.CallID]; ok {
+			content[r.CallID] = prev + "\n\n" + r.Content
+			continue
+		}
+		order = append(order, r.CallID)
+		content[r.CallID] = r.Content
+	}
+	for _, id := range order {
+		c.params.Messages = append(c.params.Messages, openai.ToolMessage(content[id], id))
 	}
 	c.pending = nil
 

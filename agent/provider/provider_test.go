@@ -62,7 +62,8 @@ func newFixture(t *testing.T, kind surface.Kind) *fixture {
 	return &fixture{ws: ws, rec: rec, g: g, sf: sf}
 }
 
-// callLines returns the record's call lines.
+// callLines returns the record's call lines (not the intent lines written
+// before each execution).
 func (f *fixture) callLines(t *testing.T) []gate.CallRecord {
 	t.Helper()
 	var out []gate.CallRecord
@@ -74,7 +75,9 @@ func (f *fixture) callLines(t *testing.T) []gate.CallRecord {
 		if err := json.Unmarshal(l, &c); err != nil {
 			t.Fatalf("record line %s: %v", l, err)
 		}
-		out = append(out, c)
+		if c.Event == "call" {
+			out = append(out, c)
+		}
 	}
 	return out
 }
@@ -633,5 +636,41 @@ func TestParseSpec(t *testing.T) {
 		if _, err := ParseSpec(bad); err == nil {
 			t.Errorf("ParseSpec(%q) accepted", bad)
 		}
+	}
+}
+
+// TestOpenAIDuplicateCallIDs: a response whose two tool calls share an id
+// runs the first only, and the next request answers that id once, with
+// both results in order (the second the refusal of the duplicate).
+func TestOpenAIDuplicateCallIDs(t *testing.T) {
+	f := newFixture(t, surface.Flat)
+	fake := providertest.NewOpenAI(t,
+		providertest.OpenAIMessage("", "tool_calls",
+			providertest.Call{ID: "call_1", Name: "file_read", Input: map[string]any{"path": "hello.txt"}},
+			providertest.Call{ID: "call_1", Name: "dir_list", Input: map[string]any{"path": "."}},
+		),
+		providertest.OpenAIMessage("All done.", "stop"),
+	)
+	sum := f.run(t, openaiFor(t, fake, Options{}), "read")
+	if sum.EndedBy != agent.EndModelStopped || sum.Err != nil {
+		t.Fatalf("ended by %s (%v)", sum.EndedBy, sum.Err)
+	}
+	msgs := fake.Requests()[1].JSON["messages"].([]any)
+	var tool []map[string]any
+	for _, m := range msgs {
+		if mm := m.(map[string]any); mm["role"] == "tool" {
+			tool = append(tool, mm)
+		}
+	}
+	if len(tool) != 1 || tool[0]["tool_call_id"] != "call_1" {
+		t.Fatalf("tool messages %s, want one for call_1", mustJSON(t, tool))
+	}
+	content, _ := tool[0]["content"].(string)
+	if !strings.HasPrefix(content, "hello from inside") || !strings.Contains(content, "ERROR (refused, invalid_argument): tool call id \"call_1\" was already used") {
+		t.Fatalf("content %q", content)
+	}
+	calls := f.callLines(t)
+	if len(calls) != 2 || calls[0].Status != gate.Executed || calls[1].Status != gate.Refused || calls[1].Entry != "dir_list" {
+		t.Fatalf("record %+v", calls)
 	}
 }

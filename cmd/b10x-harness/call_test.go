@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -150,11 +152,17 @@ func TestRecordSummary(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "2 run(s), 2 call(s)") || !strings.Contains(r.stdout, "denied_path") {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	// A truncated record names the line.
+	// A truncated record is read; the torn line is named.
 	b, _ := os.ReadFile(rec)
 	must(t, os.WriteFile(rec, b[:len(b)-20], 0o644))
+	n := bytes.Count(b, []byte("\n"))
 	r = harness(t, "", "record", "summary", rec)
-	if r.code != 2 || !strings.Contains(r.stderr, "line ") {
-		t.Fatalf("truncated record: exit %d stderr %q", r.code, r.stderr)
+	if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("torn: line %d ", n)) || !strings.Contains(r.stdout, "a run has no run_end") {
+		t.Fatalf("truncated record: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// A file with no record line at all is not a record.
+	must(t, os.WriteFile(rec, []byte("hello\nworld\n"), 0o644))
+	if r = harness(t, "", "record", "summary", rec); r.code != 2 || !strings.Contains(r.stderr, "no record line") {
+		t.Fatalf("not a record: exit %d stderr %q", r.code, r.stderr)
 	}
 }

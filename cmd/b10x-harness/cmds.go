@@ -16,6 +16,7 @@ import (
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/internal/termsafe"
 	"github.com/b10x/harness/surface"
+	"github.com/b10x/harness/tools"
 )
 
 type toolsCmd struct {
@@ -91,15 +92,44 @@ type callCmd struct {
 	Args    string `arg:"" optional:"" help:"The arguments as a JSON object, or - to read them from stdin." placeholder:"ARGS_JSON"`
 }
 
+// maxStdinArgs bounds what call - reads from stdin. The gate refuses
+// arguments above its own cap (8 MiB) with their real size; this bound
+// keeps the harness from reading an endless stream to learn it.
+const maxStdinArgs = 64 << 20
+
+// readLimited reads r to its end, refusing (a usage error naming what,
+// the limit and the size read so far) anything larger than limit bytes.
+func readLimited(r io.Reader, limit int64, what string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, usagef("reading %s: %v", what, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, usagef("%s are more than %d bytes (%s), the limit; nothing was done", what, limit, sizeText(limit))
+	}
+	return b, nil
+}
+
+// sizeText renders n bytes in binary units when it is a whole number of them.
+func sizeText(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
 func (c *callCmd) Run(e *env) error {
 	raw := []byte(c.Args)
 	if n := len(e.args); n > 0 && !utf8.ValidString(e.args[n-1]) && strings.ToValidUTF8(e.args[n-1], "\uFFFD") == c.Args {
 		raw = []byte(e.args[n-1]) // as given: the decoder refuses invalid UTF-8
 	}
 	if c.Args == "-" {
-		b, err := io.ReadAll(io.LimitReader(e.stdin, 64<<20))
+		b, err := readLimited(e.stdin, maxStdinArgs, "the arguments read from stdin")
 		if err != nil {
-			return usagef("reading arguments from stdin: %v", err)
+			return err
 		}
 		raw = b
 	}
@@ -122,7 +152,12 @@ func (c *callCmd) Run(e *env) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	out := sf.Dispatch(ctx, c.Tool, json.RawMessage(raw))
-	s.end("completed")
+	switch out.Reason {
+	case tools.ReasonCancelled, tools.ReasonTimeout:
+		s.end(string(out.Reason))
+	default:
+		s.end("completed")
+	}
 	if err := writeJSON(e.stdout, "", out); err != nil {
 		return err
 	}

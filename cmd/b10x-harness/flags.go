@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
-	"github.com/b10x/harness/cgroup"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/b10x/harness/cgroup"
+	"github.com/b10x/harness/gate"
 )
 
 // byteSize is a size flag: a plain number of bytes or a number with a
@@ -47,6 +49,10 @@ func (b *byteSize) UnmarshalText(text []byte) error {
 // limits turns the limit flags into cgroup limits, after checking every
 // limit flag (--tmp-size included, which is not a cgroup limit).
 func (l *limitFlags) limits() (cgroup.Limits, error) {
+	if l.Timeout < 0 {
+		// As --run-timeout: a negative limit is a mistake, not "the default".
+		return cgroup.Limits{}, usagef("--timeout %s: must not be negative", l.Timeout)
+	}
 	if l.PidsMax < 0 {
 		return cgroup.Limits{}, usagef("--pids-max %d: must not be negative", l.PidsMax)
 	}
@@ -70,7 +76,7 @@ func (l *limitFlags) limits() (cgroup.Limits, error) {
 type policyFlags struct {
 	Workspace     string        `default:"." help:"The workspace root: the only place tools read and write." type:"path"`
 	Record        string        `help:"Write the run record (JSON Lines) to this file." placeholder:"FILE"`
-	MaxResult     byteSize      `default:"256KiB" help:"Largest tool result returned to the model; a larger one is a failed outcome, never cut silently."`
+	MaxResult     byteSize      `default:"256KiB" help:"Largest tool result returned to the model. A larger read result is a failed outcome; a write's or run's (which has acted) is shortened with a note saying what was cut. Never cut silently."`
 	Confine       string        `default:"auto" enum:"strict,auto,off" help:"Kernel confinement: strict (every layer or refuse to start), auto (what the host offers), off (only the read tools)."`
 	ApproveUpTo   string        `default:"low" enum:"low,medium,high" help:"Highest risk that runs unattended."`
 	Approve       string        `default:"auto" enum:"auto,prompt,deny,all" help:"Who decides calls above the ceiling: auto (ask on /dev/tty when there is one, else deny), prompt (require a terminal), deny, all."`
@@ -110,7 +116,7 @@ type policyFlags struct {
 
 // limitFlags are shared by the run tool and exec.
 type limitFlags struct {
-	Timeout    time.Duration `help:"Wall-clock limit per run call (default 2m for the tool, 10m for exec)."`
+	Timeout    time.Duration `help:"Wall-clock limit of each tool call, for every tool (default 2m), and of exec's command (default 10m). A call past it is stopped and reported as timeout."`
 	MemoryMax  byteSize      `default:"2GiB" help:"memory.max of each run call's cgroup. The default degrades with a note where the host has no memory controller; a value given here refuses to start there."`
 	TmpSize    byteSize      `default:"${tmp_size_default}" help:"Size cap of each of a run call's private /tmp and /dev/shm (tmpfs, held in memory); a write past it fails with ENOSPC. A cap above the host's memory is accepted and bounds nothing."`
 	PidsMax    int64         `default:"512" help:"pids.max of each run call's cgroup. The default degrades with a note where the host has no pids controller; a value given here refuses to start there."`
@@ -119,6 +125,15 @@ type limitFlags struct {
 	AllowRead  []string      `sep:"none" help:"An extra path run calls may read; outside the workspace, resolved once at start (a later rename or link there makes calls fail)." placeholder:"PATH"`
 	AllowWrite []string      `sep:"none" help:"An extra path run calls may write; outside the workspace, resolved once at start (a later rename or link there makes calls fail)." placeholder:"PATH"`
 	PassEnv    []string      `sep:"none" help:"An environment variable passed to run calls; repeatable." placeholder:"NAME"`
+}
+
+// callTimeout is the deadline of each tool call: --timeout, or the gate's
+// default.
+func callTimeout(d time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return gate.DefaultCallTimeout
 }
 
 // askedLimits records which limit flags the command line gave explicitly

@@ -116,6 +116,12 @@ func harnessIn(t *testing.T, cgroupFD int, stdin string, args ...string) result 
 func runHarnessCmd(t *testing.T, cmd *exec.Cmd, stdin string) result {
 	t.Helper()
 	cmd.Stdin = strings.NewReader(stdin)
+	return runHarnessReading(t, cmd)
+}
+
+// runHarnessReading is runHarnessCmd with the stdin cmd already has.
+func runHarnessReading(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	err := cmd.Run()

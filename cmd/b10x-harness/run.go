@@ -29,6 +29,9 @@ const (
 	exitInterrupted = 130 // SIGINT or SIGTERM ended the run
 )
 
+// maxStdinTask bounds the task run - reads from stdin.
+const maxStdinTask = 1 << 20
+
 // defaultSystem is the system prompt of a run without --agent, and the note
 // appended to a named agent's instructions.
 const defaultSystem = "You work on a software workspace through the tools provided, and only through them. " +
@@ -61,17 +64,20 @@ func (c *runCmd) Run(e *env) error {
 	if c.MaxTurns < 0 {
 		return usagef("--max-turns %d: must not be negative", c.MaxTurns)
 	}
-	if c.RunTimeout < 0 || c.RequestTimeout < 0 {
-		return usagef("--run-timeout and --request-timeout must not be negative")
+	if c.RunTimeout < 0 {
+		return usagef("--run-timeout %s: must not be negative", c.RunTimeout)
+	}
+	if c.RequestTimeout < 0 {
+		return usagef("--request-timeout %s: must not be negative", c.RequestTimeout)
 	}
 	if c.MaxTokens < 0 {
 		return usagef("--max-tokens %d: must not be negative", c.MaxTokens)
 	}
 	task := c.Task
 	if task == "-" {
-		b, err := io.ReadAll(io.LimitReader(e.stdin, 1<<20))
+		b, err := readLimited(e.stdin, maxStdinTask, "the task read from stdin")
 		if err != nil {
-			return usagef("reading the task from stdin: %w", err)
+			return err
 		}
 		task = string(b)
 	}
@@ -194,7 +200,7 @@ func (c *runCmd) Run(e *env) error {
 		return nil
 	case agent.EndMaxTurns, agent.EndMaxCalls, agent.EndTimeout:
 		return exitError{exitBudget}
-	case agent.EndInterrupted:
+	case agent.EndCancelled:
 		return exitError{exitInterrupted}
 	}
 	if sum.Err != nil {

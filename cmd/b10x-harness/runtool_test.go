@@ -94,7 +94,10 @@ func TestRunConfinesTheChild(t *testing.T) {
 		t.Fatal("the child wrote outside the workspace")
 	}
 	lines := readRecord(t, rec)
-	call := lines[1]
+	if lines[1]["event"] != "intent" {
+		t.Fatalf("record line 2 %v, want the intent line", lines[1])
+	}
+	call := lines[2]
 	meta, _ := call["meta"].(map[string]any)
 	t.Logf("LAYERS: %v", meta["layers"])
 	if call["status"] != "executed" || meta["layers"] == nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/internal/termsafe"
+	"github.com/b10x/harness/record"
 	"github.com/b10x/harness/surface"
 	"github.com/b10x/harness/tools"
 )
@@ -21,9 +23,12 @@ type session struct {
 	gate    *gate.Gate
 	rec     *gate.Recorder
 	recFile *os.File
-	closers []func()
-	start   time.Time
-	notes   []string // said once on stderr at start
+	// tornBytes is the length of the torn line the record ended in when
+	// it was opened (0: none); a newline was appended after it.
+	tornBytes int64
+	closers   []func()
+	start     time.Time
+	notes     []string // said once on stderr at start
 }
 
 func (s *session) Close() {
@@ -31,44 +36,6 @@ func (s *session) Close() {
 		s.closers[i]()
 	}
 	s.closers = nil
-}
-
-// runStart is the record's first line.
-type runStart struct {
-	Event       string            `json:"event"`
-	Time        time.Time         `json:"time"`
-	Version     string            `json:"version"`
-	Command     string            `json:"command"`
-	Workspace   string            `json:"workspace"`
-	Surface     string            `json:"surface,omitempty"`
-	Confinement any               `json:"confinement"`
-	Published   []publishedEntry  `json:"published"`
-	Unpublished map[string]string `json:"unpublished"`
-	Policy      policyRecord      `json:"policy"`
-}
-
-type publishedEntry struct {
-	Name      string `json:"name"`
-	Operation string `json:"operation"`
-	Risk      string `json:"risk"`
-}
-
-type policyRecord struct {
-	ApproveUpTo   string   `json:"approve_up_to"`
-	Approver      string   `json:"approver"`
-	WriteScope    []string `json:"write_scope,omitempty"`
-	ScopeAnnounce string   `json:"scope_announce"`
-	Hooks         []string `json:"hooks,omitempty"`
-	MaxResult     int      `json:"max_result"`
-	MaxCalls      int      `json:"max_calls,omitempty"`
-	Programs      []string `json:"programs,omitempty"`
-}
-
-// runEnd is the record's last line.
-type runEnd struct {
-	Event   string    `json:"event"`
-	Time    time.Time `json:"time"`
-	EndedBy string    `json:"ended_by"`
 }
 
 // openSession turns policy flags into a gate. command names the
@@ -135,12 +102,23 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 
 	// The record file is opened before the harness confines its own writes.
 	if p.Record != "" {
-		f, err := os.OpenFile(p.Record, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		f, torn, err := record.Open(p.Record)
 		if err != nil {
-			return nil, usagef("--record: %v", err)
+			var nr *record.NotRegularError
+			if errors.As(err, &nr) {
+				return nil, usagef("--record %s", err)
+			}
+			if _, ok := err.(*os.PathError); ok {
+				return nil, usagef("--record: %v", err)
+			}
+			return nil, fmt.Errorf("--record %v", err)
 		}
 		s.recFile = f
+		s.tornBytes = torn
 		s.closers = append(s.closers, func() { f.Close() })
+		if torn > 0 {
+			s.notes = append(s.notes, fmt.Sprintf("--record %s ended in a torn line (%d bytes after its last newline: a write cut short, by a full disk for one); this run starts on a fresh line", p.Record, torn))
+		}
 	}
 	s.rec = gate.NewRecorder(nil)
 	if s.recFile != nil {
@@ -186,6 +164,7 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 		Hooks:       hooks,
 		MaxResult:   int(p.MaxResult),
 		MaxCalls:    p.MaxCalls,
+		CallTimeout: callTimeout(p.Timeout),
 		Allow:       p.allow,
 		Recorder:    s.rec,
 	})
@@ -194,13 +173,13 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 	}
 	s.gate = g
 
-	pol := policyRecord{ApproveUpTo: ceiling.String(), Approver: approver.Name(), WriteScope: p.WriteScope,
+	pol := record.Policy{ApproveUpTo: ceiling.String(), Approver: approver.Name(), WriteScope: p.WriteScope,
 		ScopeAnnounce: p.ScopeAnnounce, Hooks: p.Hook, MaxResult: int(p.MaxResult), MaxCalls: p.MaxCalls, Programs: conf.programNames}
-	var pub []publishedEntry
+	var pub []record.Published
 	for _, en := range g.Published() {
-		pub = append(pub, publishedEntry{en.Name, en.Operation, en.Risk.String()})
+		pub = append(pub, record.Published{Name: en.Name, Operation: en.Operation, Risk: en.Risk.String()})
 	}
-	if err := s.rec.Write(runStart{Event: "run_start", Time: s.start.UTC(), Version: version, Command: command,
+	if err := s.rec.Write(record.RunStart{Event: "run_start", RecordVersion: record.Version, TornBytes: s.tornBytes, Time: s.start.UTC(), Version: version, Command: command,
 		Workspace: ws.Dir(), Surface: string(kind), Confinement: conf.record, Published: pub, Unpublished: g.Unpublished(), Policy: pol}); err != nil {
 		return nil, err
 	}
@@ -227,7 +206,7 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 // end writes run_end and closes the session.
 func (s *session) end(endedBy string) {
 	if s.rec != nil {
-		_ = s.rec.Write(runEnd{Event: "run_end", Time: time.Now().UTC(), EndedBy: endedBy})
+		_ = s.rec.Write(record.RunEnd{Event: "run_end", Time: time.Now().UTC(), EndedBy: endedBy})
 	}
 	s.Close()
 }
@@ -253,5 +232,3 @@ func relInside(root, p string) (string, bool) {
 	}
 	return rel, true
 }
-
-var _ io.Writer = (*os.File)(nil)

@@ -1,0 +1,146 @@
+package record
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+)
+
+// line holds the fields of any record line that Summarize reads.
+type line struct {
+	Event   string `json:"event"`
+	Seq     int64  `json:"seq"`
+	Entry   string `json:"entry"`
+	Via     string `json:"via"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+	EndedBy string `json:"ended_by"`
+	Steps   []struct {
+		Step    string `json:"step"`
+		Verdict string `json:"verdict"`
+	} `json:"steps"`
+}
+
+// Refusal is a call that was refused or failed.
+type Refusal struct {
+	Seq     int64  `json:"seq"`
+	Line    int    `json:"line"`
+	Entry   string `json:"entry"`
+	Via     string `json:"via,omitempty"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Step    string `json:"step"` // the last step that refused or failed
+	Message string `json:"message"`
+}
+
+// Unfinished is a call whose intent line has no call line after it in the
+// same run: it may have acted, and its outcome is unknown.
+type Unfinished struct {
+	Seq   int64  `json:"seq"`
+	Line  int    `json:"line"`
+	Entry string `json:"entry"`
+}
+
+// TornLine is a line that is not a record line: the fragment a harness left
+// when a write was cut short.
+type TornLine struct {
+	Line  int `json:"line"`
+	Bytes int `json:"bytes"`
+}
+
+// Summary is what Summarize found in a record.
+type Summary struct {
+	Runs       int                       `json:"runs"`
+	Calls      int                       `json:"calls"`
+	ByEntry    map[string]map[string]int `json:"by_entry"` // entry → status → count
+	NotOK      []Refusal                 `json:"refusals_and_failures"`
+	Unfinished []Unfinished              `json:"unfinished,omitempty"`
+	Torn       []TornLine                `json:"torn_lines,omitempty"`
+	Unknown    map[string]int            `json:"unknown_events,omitempty"` // events of a later version, skipped
+	EndedBy    []string                  `json:"ended_by"`
+	Complete   bool                      `json:"complete"` // every run_start has its run_end
+}
+
+// Summarize reads a record from r (name is used in errors). It is
+// tolerant: a line that is not a JSON object with an event (a torn line) is
+// reported in Torn and skipped, as is an event it does not know (counted in
+// Unknown). It returns an error naming the line for a call line without
+// entry or status, and for input holding no record line at all.
+func Summarize(r io.Reader, name string) (*Summary, error) {
+	s := &Summary{ByEntry: map[string]map[string]int{}}
+	br := bufio.NewReader(r)
+	n, open := 0, 0
+	pending := map[int64]Unfinished{} // intents of the current run without their call line
+	flush := func() {
+		for _, u := range pending {
+			s.Unfinished = append(s.Unfinished, u)
+		}
+		clear(pending)
+	}
+	for {
+		raw, err := br.ReadBytes('\n')
+		if len(raw) == 0 && err != nil {
+			if err != io.EOF {
+				return nil, fmt.Errorf("%s line %d: %v", name, n+1, err)
+			}
+			break
+		}
+		n++
+		text := bytes.TrimRight(raw, "\n")
+		var l line
+		if len(bytes.TrimSpace(text)) == 0 || json.Unmarshal(text, &l) != nil || l.Event == "" {
+			s.Torn = append(s.Torn, TornLine{Line: n, Bytes: len(text)})
+			continue
+		}
+		switch l.Event {
+		case "run_start":
+			flush()
+			s.Runs++
+			open++
+		case "run_end":
+			flush()
+			open--
+			s.EndedBy = append(s.EndedBy, l.EndedBy)
+		case "intent":
+			pending[l.Seq] = Unfinished{Seq: l.Seq, Line: n, Entry: l.Entry}
+		case "call":
+			if l.Entry == "" || l.Status == "" {
+				return nil, fmt.Errorf("%s line %d: call line without entry or status", name, n)
+			}
+			delete(pending, l.Seq)
+			s.Calls++
+			if s.ByEntry[l.Entry] == nil {
+				s.ByEntry[l.Entry] = map[string]int{}
+			}
+			s.ByEntry[l.Entry][l.Status]++
+			if l.Status != string(Executed) {
+				step := ""
+				for _, st := range l.Steps {
+					if st.Verdict == "refuse" || st.Verdict == "fail" {
+						step = st.Step
+					}
+				}
+				s.NotOK = append(s.NotOK, Refusal{Seq: l.Seq, Line: n, Entry: l.Entry, Via: l.Via, Status: l.Status, Reason: l.Reason, Step: step, Message: l.Message})
+			}
+		default:
+			if s.Unknown == nil {
+				s.Unknown = map[string]int{}
+			}
+			s.Unknown[l.Event]++
+		}
+	}
+	flush()
+	sort.Slice(s.Unfinished, func(i, j int) bool { return s.Unfinished[i].Line < s.Unfinished[j].Line })
+	if n == 0 {
+		return nil, fmt.Errorf("%s: empty record", name)
+	}
+	if s.Runs == 0 && s.Calls == 0 && len(s.Unfinished) == 0 {
+		return nil, fmt.Errorf("%s: no record line in %d line(s)", name, n)
+	}
+	s.Complete = open == 0
+	return s, nil
+}
