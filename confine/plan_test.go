@@ -571,3 +571,33 @@ func TestProbeSelfPlans(t *testing.T) {
 		t.Fatal("strict planned from a partial probe")
 	}
 }
+
+// TestPlanSelfProc: SelfPolicy.Proc grants /proc for reading and listing
+// only, at every ABI; without it /proc is never granted.
+func TestPlanSelfProc(t *testing.T) {
+	dir := t.TempDir()
+	for _, abi := range []int{1, 3, 7} {
+		sp, err := planSelf(SelfPolicy{Workspace: dir, Proc: true}, abi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, g := range sp.grants {
+			if g.path == "/proc" {
+				got = rightNames(g.rights)
+			}
+		}
+		if !slices.Equal(got, []string{"read_file", "read_dir"}) {
+			t.Errorf("ABI %d: /proc grant %v, want read_file and read_dir only", abi, got)
+		}
+		sp, err = planSelf(SelfPolicy{Workspace: dir}, abi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range sp.grants {
+			if g.path == "/proc" {
+				t.Errorf("ABI %d: /proc granted without Proc", abi)
+			}
+		}
+	}
+}

@@ -41,6 +41,14 @@ type SelfPolicy struct {
 	// here (such as /dev/pts) grants the same file rights on what is
 	// beneath it.
 	Devices []string
+	// Proc keeps /proc readable and listable (never writable): a hook init
+	// that cannot have a PID namespace of its own finds the processes its
+	// hook left behind there (/proc/*/stat). It lets the process read what
+	// procfs shows of the processes it may inspect (their command lines
+	// and, for its own user's, their environments); it never reaches a file
+	// outside /proc (/proc/self/root and the like lead to paths checked as
+	// themselves). The zero value keeps /proc closed.
+	Proc bool
 }
 
 // DefaultDevices returns the devices the harness itself uses: /dev/null
@@ -177,6 +185,11 @@ func planSelf(p SelfPolicy, abi int) (selfPlan, error) {
 			return selfPlan{}, err
 		}
 	}
+	if p.Proc && abi >= 1 {
+		// Not through resolveGrant, which refuses /proc for every other
+		// field: only read and list, only here.
+		sp.grants = append(sp.grants, selfGrant{path: "/proc", rights: ll.AccessFSReadFile | ll.AccessFSReadDir})
+	}
 	devRights := fileRights | ll.AccessFSReadFile
 	for _, d := range p.Devices {
 		if err := add("device", d, devRights, devRights, true); err != nil {
@@ -215,7 +228,8 @@ func resolveGrant(kind, path string) (string, os.FileInfo, error) {
 
 // verifyTarget is opened for writing after the restriction: the process
 // owns it and may write it without Landlock, opening it has no effect, and
-// no policy may grant it (paths beneath /proc are refused). verifyReadTarget
+// no policy may grant it (paths beneath /proc are refused, SelfPolicy.Proc
+// grants only reads). verifyReadTarget
 // is opened for reading: every process may list /, and no policy may grant
 // it either.
 const (

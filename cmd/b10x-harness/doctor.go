@@ -64,7 +64,8 @@ type doctorReport struct {
 const selfReadsSummary = "Under landlock-self the harness (and every hook it starts) can read only the workspace, " +
 	"/dev/null and /dev/tty; with --hook also a private temporary directory, the system directories a run child sees " +
 	"(/usr, /bin, /sbin, /lib*, /opt and the entries of /etc every user may read), each hook's program, the existing " +
-	"absolute paths among its arguments and the harness's own executable; with a network provider also /etc/resolv.conf, /etc/hosts, /etc/nsswitch.conf " +
+	"absolute paths among its arguments and the harness's own executable (and /proc for reading when the harness " +
+	"cannot give its hooks a PID namespace: not root, or root without CAP_SYS_ADMIN); with a network provider also /etc/resolv.conf, /etc/hosts, /etc/nsswitch.conf " +
 	"and /etc/services (the CA certificates are loaded before the domain holds). Not /proc, not /sys, not the home directory."
 
 // publication says which entries a plan lets the gate publish, assuming at

@@ -383,29 +383,36 @@ func TestRecordOnAFullDisk(t *testing.T) {
 
 // TestHookDaemonDiesWithTheHarness: a hook that leaves a setsid daemon and
 // keeps running when the harness is killed with SIGKILL: the daemon dies
-// too (the file it writes a second later never appears).
+// too (the file it writes a second later never appears). Under --confine
+// off, and under auto, where the hook and its init inherit the harness's
+// own Landlock domain (as an unprivileged user the init finds the daemon
+// through /proc, which that domain leaves readable for it).
 func TestHookDaemonDiesWithTheHarness(t *testing.T) {
-	ws, _ := sampleWorkspace(t)
-	hook := "/bin/sh -c 'cat >/dev/null; setsid sh -c \"echo > started; sleep 1; echo x > late\" & sleep 30'"
-	cmd := harnessCommand("call", "--workspace", ws, "--confine", "off", "--hook", hook, "--hook-timeout", "60s", "file_read", `{"path":"hello.txt"}`)
-	cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1")
-	must(t, cmd.Start())
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(ws, "started")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			t.Fatal("the hook's daemon did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	must(t, cmd.Process.Kill())
-	_ = cmd.Wait()
-	time.Sleep(2 * time.Second)
-	if _, err := os.Stat(filepath.Join(ws, "late")); err == nil {
-		t.Fatal("the hook's daemon outlived the harness")
+	for _, mode := range []string{"off", "auto"} {
+		t.Run(mode, func(t *testing.T) {
+			ws, _ := sampleWorkspace(t)
+			hook := "/bin/sh -c 'cat >/dev/null; setsid sh -c \"echo > started; sleep 1; echo x > late\" & sleep 30'"
+			cmd := harnessCommand("call", "--workspace", ws, "--confine", mode, "--hook", hook, "--hook-timeout", "60s", "file_read", `{"path":"hello.txt"}`)
+			cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1")
+			must(t, cmd.Start())
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				if _, err := os.Stat(filepath.Join(ws, "started")); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					_ = cmd.Process.Kill()
+					t.Fatal("the hook's daemon did not start")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			must(t, cmd.Process.Kill())
+			_ = cmd.Wait()
+			time.Sleep(2 * time.Second)
+			if _, err := os.Stat(filepath.Join(ws, "late")); err == nil {
+				t.Fatal("the hook's daemon outlived the harness")
+			}
+		})
 	}
 }
 
