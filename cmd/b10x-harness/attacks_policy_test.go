@@ -292,7 +292,6 @@ func TestAttackPolicyHooksFailClosed(t *testing.T) {
 		{"exit 1", sh("exit 1"), nil, ""},
 		{"exit 2", sh("echo 'no reading today' >&2; exit 2"), nil, "no reading today"},
 		{"deny", sh(`echo '{"decision":"deny","reason":"not this file"}'`), nil, "not this file"},
-		{"missing program", filepath.Join(a.base, "no-such-hook"), nil, ""},
 		{"second hook fails after a first allows", sh(`echo '{"decision":"allow"}'`), []string{"--hook", sh("exit 3")}, ""},
 	}
 	allow := sh(`echo '{"decision":"allow","reason":"hook says yes"}'`)
@@ -316,6 +315,24 @@ func TestAttackPolicyHooksFailClosed(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a missing hook program is refused at start", func(t *testing.T) {
+		t.Parallel()
+		missing := filepath.Join(a.base, "no-such-hook")
+		r := harness(t, "", "call", "--workspace", a.ws, "--confine", "off", "--hook", missing, "file_read", read)
+		if r.code != exitUsage || r.stdout != "" || !strings.Contains(r.stderr, "--hook "+missing) {
+			t.Fatalf("exit %d, stdout %q, stderr %q; want a usage error naming the hook before any call", r.code, r.stdout, r.stderr)
+		}
+	})
+	t.Run("a relative hook path is found from the working directory", func(t *testing.T) {
+		t.Parallel()
+		cmd := harnessCommand("call", "--workspace", a.ws, "--confine", "off", "--hook", "./hooks/"+filepath.Base(allow), "file_read", read)
+		cmd.Dir = a.base
+		cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1")
+		r := runHarnessCmd(t, cmd, "")
+		if r.code != 0 || !strings.Contains(r.stdout, "hello") {
+			t.Fatalf("exit %d, stdout %q, stderr %q; want the call through the hook", r.code, r.stdout, r.stderr)
+		}
+	})
 	t.Run("a timed-out hook leaves nothing running", func(t *testing.T) {
 		t.Parallel()
 		t.Cleanup(func() { atkReap("30." + u) })

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -67,6 +68,19 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 		if err != nil {
 			return nil, usageError{err}
 		}
+		// The program is found once, now, from the harness's working
+		// directory and PATH, as a shell would: a relative path means the
+		// same thing here as where the user typed it (hooks run in the
+		// workspace), and a missing program is a usage error at start, not
+		// a refusal of every call.
+		prog, err := exec.LookPath(hook.Argv[0])
+		if err == nil {
+			prog, err = filepath.Abs(prog)
+		}
+		if err != nil {
+			return nil, usagef("--hook %s: %v", termsafe.Line(h), err)
+		}
+		hook.Argv[0] = prog
 		hook.Timeout = p.HookTimeout
 		hooks = append(hooks, hook)
 	}
