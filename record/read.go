@@ -27,6 +27,7 @@ type line struct {
 
 // Refusal is a call that was refused or failed.
 type Refusal struct {
+	Run     int    `json:"run"` // which run of the record, from 1 (its run_start's place)
 	Seq     int64  `json:"seq"`
 	Line    int    `json:"line"`
 	Entry   string `json:"entry"`
@@ -40,6 +41,7 @@ type Refusal struct {
 // Unfinished is a call whose intent line has no call line after it in the
 // same run: it may have acted, and its outcome is unknown.
 type Unfinished struct {
+	Run   int    `json:"run"` // which run of the record, from 1
 	Seq   int64  `json:"seq"`
 	Line  int    `json:"line"`
 	Entry string `json:"entry"`
@@ -106,7 +108,7 @@ func Summarize(r io.Reader, name string) (*Summary, error) {
 			open--
 			s.EndedBy = append(s.EndedBy, l.EndedBy)
 		case "intent":
-			pending[l.Seq] = Unfinished{Seq: l.Seq, Line: n, Entry: l.Entry}
+			pending[l.Seq] = Unfinished{Run: s.Runs, Seq: l.Seq, Line: n, Entry: l.Entry}
 		case "call":
 			if l.Entry == "" || l.Status == "" {
 				return nil, fmt.Errorf("%s line %d: call line without entry or status", name, n)
@@ -124,7 +126,7 @@ func Summarize(r io.Reader, name string) (*Summary, error) {
 						step = st.Step
 					}
 				}
-				s.NotOK = append(s.NotOK, Refusal{Seq: l.Seq, Line: n, Entry: l.Entry, Via: l.Via, Status: l.Status, Reason: l.Reason, Step: step, Message: l.Message})
+				s.NotOK = append(s.NotOK, Refusal{Run: s.Runs, Seq: l.Seq, Line: n, Entry: l.Entry, Via: l.Via, Status: l.Status, Reason: l.Reason, Step: step, Message: l.Message})
 			}
 		default:
 			if s.Unknown == nil {

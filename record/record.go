@@ -229,7 +229,11 @@ type Published struct {
 
 // Policy is the policy a run was given, in run_start.
 type Policy struct {
-	ApproveUpTo   string   `json:"approve_up_to"`
+	ApproveUpTo string `json:"approve_up_to"`
+	// Approve is the user's choice (--approve; --yes is "all"); Approver
+	// is who decides in this run: auto becomes the terminal's approver, or
+	// deny where there is no terminal.
+	Approve       string   `json:"approve"`
 	Approver      string   `json:"approver"`
 	WriteScope    []string `json:"write_scope,omitempty"`
 	ScopeAnnounce string   `json:"scope_announce"`

@@ -50,8 +50,16 @@ func (c *recordSummaryCmd) Run(e *env) error {
 		fmt.Fprintf(w, "%s\t%d\t%d\t%d\n", termsafe.Line(k), m["executed"], m["refused"], m["failed"])
 	}
 	w.Flush()
+	// A call's number counts within its run: with several runs in one
+	// record, each line says which run it belongs to.
+	runOf := func(run int) string {
+		if s.Runs > 1 {
+			return fmt.Sprintf("run %d ", run)
+		}
+		return ""
+	}
 	for _, u := range s.Unfinished {
-		fmt.Fprintf(e.stdout, "unfinished: #%d %s (line %d) has an intent line and no outcome: it may have acted\n", u.Seq, termsafe.Line(u.Entry), u.Line)
+		fmt.Fprintf(e.stdout, "unfinished: %s#%d %s (line %d) has an intent line and no outcome: it may have acted\n", runOf(u.Run), u.Seq, termsafe.Line(u.Entry), u.Line)
 	}
 	for _, t := range s.Torn {
 		fmt.Fprintf(e.stdout, "torn: line %d (%d bytes) is not a record line (a write cut short), skipped\n", t.Line, t.Bytes)
@@ -73,7 +81,7 @@ func (c *recordSummaryCmd) Run(e *env) error {
 			}
 			// Every field is the record's: a forged or model-written
 			// record must not drive the terminal.
-			fmt.Fprintf(e.stdout, "  #%d %s%s: %s %s at %s — %s\n", r.Seq, termsafe.Line(r.Entry), via,
+			fmt.Fprintf(e.stdout, "  %s#%d %s%s: %s %s at %s — %s\n", runOf(r.Run), r.Seq, termsafe.Line(r.Entry), via,
 				termsafe.Line(r.Status), termsafe.Line(r.Reason), termsafe.Line(r.Step), termsafe.Line(r.Message))
 		}
 	}

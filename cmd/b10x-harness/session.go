@@ -187,7 +187,11 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 	}
 	s.gate = g
 
-	pol := record.Policy{ApproveUpTo: ceiling.String(), Approver: approver.Name(), WriteScope: p.WriteScope,
+	chosen := p.Approve
+	if p.Yes {
+		chosen = "all"
+	}
+	pol := record.Policy{ApproveUpTo: ceiling.String(), Approve: chosen, Approver: approver.Name(), WriteScope: p.WriteScope,
 		ScopeAnnounce: p.ScopeAnnounce, Hooks: p.Hook, MaxResult: int(p.MaxResult), MaxCalls: p.MaxCalls, Programs: conf.programNames}
 	var pub []record.Published
 	for _, en := range g.Published() {
