@@ -63,13 +63,13 @@ func TestSummarizeIsTolerant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Runs != 2 || s.Calls != 2 || s.Complete || len(s.NotOK) != 1 || s.NotOK[0].Step != "paths" {
+	if s.Runs != 2 || s.Calls != 2 || s.Complete || len(s.NotOK) != 1 || s.NotOK[0].Step != "paths" || s.NotOK[0].Run == 0 {
 		t.Fatalf("summary %+v", s)
 	}
 	if len(s.Torn) != 1 || s.Torn[0] != (TornLine{Line: 5, Bytes: 19}) {
 		t.Fatalf("torn %+v", s.Torn)
 	}
-	if len(s.Unfinished) != 1 || s.Unfinished[0] != (Unfinished{Seq: 2, Line: 4, Entry: "run"}) {
+	if len(s.Unfinished) != 1 || s.Unfinished[0] != (Unfinished{Run: 1, Seq: 2, Line: 4, Entry: "run"}) {
 		t.Fatalf("unfinished %+v", s.Unfinished)
 	}
 	if s.Unknown["proxy_connect"] != 1 {
