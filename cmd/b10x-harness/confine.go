@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,7 +15,6 @@ import (
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/gate"
-	"github.com/b10x/harness/internal/termsafe"
 	"github.com/b10x/harness/tools"
 	"golang.org/x/sys/unix"
 )
@@ -87,7 +85,7 @@ func planConfinement(mode string, execution bool, notProbed string) (confine.Mod
 
 // confineSession probes the host, applies --confine and decides which tools
 // can exist.
-func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confinement, error) {
+func confineSession(p *policyFlags, hooks []gate.Hook, ws *tools.Workspace, s *session) (*confinement, error) {
 	// A call that names another entry cannot use run: nothing of run is
 	// probed or started for it (a run probe is a sandbox start).
 	execution, notProbed := len(p.AllowProgram) > 0, "no program is declared (--allow-program), so run is not published"
@@ -158,7 +156,7 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 	} else {
 		c.restrict = func() error {
 			var write []string
-			if len(p.Hook) > 0 {
+			if len(hooks) > 0 {
 				// Hooks inherit the domain and need a TMPDIR it lets them
 				// write (tmpdir.go); nothing else of the harness does.
 				tmp, err := privateTmp(s)
@@ -173,7 +171,7 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 				// Close must move it back and remove the parent there.
 				write = append(write, c.cgroupBase)
 			}
-			read, err := selfReadPaths(p)
+			read, err := selfReadPaths(p, hooks)
 			if err != nil {
 				return err
 			}
@@ -185,7 +183,7 @@ func confineSession(p *policyFlags, ws *tools.Workspace, s *session) (*confineme
 				// A hook init without a PID namespace of its own (not
 				// root, or root without CAP_SYS_ADMIN, as in a container)
 				// finds what its hook left behind in /proc.
-				Proc: len(p.Hook) > 0 && !mayCreatePIDNamespace(),
+				Proc: len(hooks) > 0 && !mayCreatePIDNamespace(),
 			})
 			if err != nil {
 				if m == confine.Strict {
@@ -348,9 +346,9 @@ var resolverFiles = []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.co
 // absolute path, and this executable (hooks start under its small init). With a network provider it holds the resolver's files;
 // the CA certificates are loaded here, before the domain, and kept.
 // Nothing else outside the workspace is readable once the domain holds.
-func selfReadPaths(p *policyFlags) ([]string, error) {
+func selfReadPaths(p *policyFlags, hooks []gate.Hook) ([]string, error) {
 	var read []string
-	if len(p.Hook) > 0 {
+	if len(hooks) > 0 {
 		sys, err := spawn.SystemReadPaths()
 		if err != nil {
 			return nil, fmt.Errorf("the system paths hooks read: %w", err)
@@ -360,19 +358,10 @@ func selfReadPaths(p *policyFlags) ([]string, error) {
 		if exe, err := os.Executable(); err == nil {
 			read = append(read, exe)
 		}
-		for _, h := range p.Hook {
-			hook, err := gate.ParseHook(h)
-			if err != nil {
-				return nil, usageError{err}
-			}
-			prog, err := exec.LookPath(hook.Argv[0])
-			if err == nil {
-				prog, err = filepath.Abs(prog)
-			}
-			if err != nil {
-				return nil, usagef("--hook %s: %v", termsafe.Line(hook.Argv[0]), err)
-			}
-			read = append(read, prog)
+		// Each program was found at start (openSession): Argv[0] is
+		// absolute.
+		for _, hook := range hooks {
+			read = append(read, hook.Argv[0])
 			for _, a := range hook.Argv[1:] {
 				if filepath.IsAbs(a) {
 					if _, err := os.Stat(a); err == nil {

@@ -109,7 +109,7 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 		s.notes = append(s.notes, note)
 	}
 
-	conf, err := confineSession(p, ws, s)
+	conf, err := confineSession(p, hooks, ws, s)
 	if err != nil {
 		return nil, err
 	}
