@@ -55,7 +55,11 @@ func parseMountInfo(data []byte) ([]mountEntry, error) {
 		if len(fields) > sep+3 {
 			e.SuperOptions = strings.Join(fields[sep+3:], " ")
 		}
-		if !strings.HasPrefix(e.Root, "/") || !strings.HasPrefix(e.MountPoint, "/") {
+		// A mount of a namespace file (nsfs: ip netns add, unshare
+		// --net=FILE) has a root such as "net:[4026532]": only a cgroup
+		// mount's root must be a path, since only those are used here.
+		cgroupFS := e.FSType == "cgroup" || e.FSType == "cgroup2"
+		if (cgroupFS && !strings.HasPrefix(e.Root, "/")) || !strings.HasPrefix(e.MountPoint, "/") {
 			return nil, fmt.Errorf("mountinfo line %d: root and mount point must be absolute: %q", n+1, line)
 		}
 		if e.FSType == "" {

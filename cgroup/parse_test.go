@@ -99,6 +99,24 @@ func TestParseMountInfo(t *testing.T) {
 	}
 }
 
+// TestParseMountInfoNamespaceFile: a namespace file bound at a path (ip
+// netns add) has a root that is not a path; the table around it still
+// parses, so one such mount cannot hide the cgroup2 mount.
+func TestParseMountInfoNamespaceFile(t *testing.T) {
+	line := "48 25 0:4 net:[4026532571] /run/netns/test rw - nsfs nsfs rw\n"
+	got, err := parseMountInfo([]byte(mountsPureV2 + line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range got {
+		found = found || (e.FSType == "cgroup2" && e.MountPoint == "/sys/fs/cgroup")
+	}
+	if !found || got[len(got)-1].Root != "net:[4026532571]" {
+		t.Errorf("entries %+v", got)
+	}
+}
+
 func TestParseMountInfoRejects(t *testing.T) {
 	for _, line := range []string{
 		"40 30 0:37 / /sys/fs/cgroup/unified rw,relatime cgroup2 cgroup2 rw", // no separator
