@@ -45,11 +45,15 @@ func init() { reexec.Register(hookInitEntry, hookInitMain) }
 func hookCommand(h Hook, withPIDNS bool) *exec.Cmd {
 	cmd := reexec.Command(hookInitEntry, h.Argv...)
 	cmd.Env = h.Env
-	// SIGTERM, not SIGKILL: the init must live long enough to kill the
-	// hook's tree when the harness dies.
+	// As a subreaper, SIGTERM, not SIGKILL: the init must live long
+	// enough to kill the hook's tree when the harness dies. As PID 1 of
+	// its own namespace, SIGKILL: the kernel then kills everything in the
+	// namespace, and no window is left open (a SIGTERM that arrives before
+	// the init has installed its handler is ignored by a PID 1).
 	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if withPIDNS {
 		attr.Cloneflags = syscall.CLONE_NEWPID
+		attr.Pdeathsig = syscall.SIGKILL
 	}
 	cmd.SysProcAttr = attr
 	cmd.WaitDelay = time.Second
