@@ -262,8 +262,8 @@ func (g *Gate) Record(c Call, out Outcome) Outcome {
 	if out.Status != Executed {
 		verdict = "refuse"
 	}
-	rec := CallRecord{Event: "call", Seq: out.Seq, Time: g.cfg.Now().UTC(), Surface: c.Surface, Via: c.Via, Entry: c.Name,
-		Args: record.Args(c.Args), Steps: []StepVerdict{{Step: "surface", Verdict: verdict, Detail: capText(out.Message, MaxMessage)}},
+	rec := CallRecord{Intent: record.Intent{Event: "call", Seq: out.Seq, Time: g.cfg.Now().UTC(), Surface: c.Surface, Via: c.Via, Entry: c.Name,
+		Args: record.Args(c.Args), Steps: []StepVerdict{{Step: "surface", Verdict: verdict, Detail: capText(out.Message, MaxMessage)}}},
 		Status: out.Status, Reason: string(out.Reason), Message: capText(out.Message, MaxMessage), Meta: out.Meta, ResultSize: len(out.Result)}
 	if err := g.cfg.Recorder.Write(rec); err != nil {
 		g.setBroken(err)
@@ -294,8 +294,8 @@ func (g *Gate) Call(ctx context.Context, c Call) Outcome {
 	broken := g.broken
 	g.mu.Unlock()
 
-	rec := CallRecord{Event: "call", Seq: seq, Time: start.UTC(), Surface: c.Surface, Via: c.Via, Entry: c.Name, Args: record.Args(c.Args),
-		Steps: make([]StepVerdict, 0, 8)}
+	rec := CallRecord{Intent: record.Intent{Event: "call", Seq: seq, Time: start.UTC(), Surface: c.Surface, Via: c.Via, Entry: c.Name, Args: record.Args(c.Args),
+		Steps: make([]StepVerdict, 0, 8)}}
 	acted := false
 	out := g.decide(ctx, c, ncalls, broken, &rec, &acted)
 	out.Seq, out.Entry = seq, c.Name
@@ -531,7 +531,7 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 	for i := range rec.Steps {
 		rec.Steps[i].Detail = capText(rec.Steps[i].Detail, MaxMessage)
 	}
-	if err := g.cfg.Recorder.Write(rec.Intent()); err != nil {
+	if err := g.cfg.Recorder.Write(rec.IntentLine()); err != nil {
 		g.setBroken(err)
 		return refuse("record", tools.ReasonRecordFailed, "the run record could not be written ("+recordTrouble(err)+"); the call did not run, and no further calls are accepted", err)
 	}

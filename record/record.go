@@ -153,20 +153,11 @@ type Step struct {
 	Rule    *int   `json:"rule,omitempty"` // write-scope rule index, when one matched
 }
 
-// Call is the call line: one call's outcome.
+// Call is the call line: one call's outcome. Its first fields are its
+// intent line's (embedded, so the JSON keys and their order are the same),
+// with Event "call".
 type Call struct {
-	Event      string         `json:"event"` // "call"
-	Seq        int64          `json:"seq"`
-	Time       time.Time      `json:"time"`
-	Surface    string         `json:"surface"`
-	Via        string         `json:"via,omitempty"`
-	Entry      string         `json:"entry"`
-	Operation  string         `json:"operation,omitempty"`
-	Risk       string         `json:"risk,omitempty"`
-	Args       any            `json:"args,omitempty"`
-	Steps      []Step         `json:"steps"`
-	Approver   string         `json:"approver,omitempty"`
-	Approval   string         `json:"approval,omitempty"` // approved, approved-standing, rejected, not-needed, hook-allowed
+	Intent
 	Status     Status         `json:"status"`
 	Reason     string         `json:"reason,omitempty"`
 	Message    string         `json:"message,omitempty"`
@@ -191,15 +182,16 @@ type Intent struct {
 	Args      any       `json:"args,omitempty"`
 	Steps     []Step    `json:"steps"`
 	Approver  string    `json:"approver,omitempty"`
-	Approval  string    `json:"approval,omitempty"`
+	Approval  string    `json:"approval,omitempty"` // approved, approved-standing, rejected, not-needed, hook-allowed
 }
 
-// Intent returns c's intent line: its fields up to the decision to run.
-func (c *Call) Intent() Intent {
-	steps := make([]Step, len(c.Steps))
-	copy(steps, c.Steps)
-	return Intent{Event: "intent", Seq: c.Seq, Time: c.Time, Surface: c.Surface, Via: c.Via, Entry: c.Entry,
-		Operation: c.Operation, Risk: c.Risk, Args: c.Args, Steps: steps, Approver: c.Approver, Approval: c.Approval}
+// IntentLine returns c's intent line: its fields up to the decision to
+// run, with Event "intent" and a copy of the steps so far.
+func (c *Call) IntentLine() Intent {
+	in := c.Intent
+	in.Event = "intent"
+	in.Steps = append([]Step(nil), c.Steps...)
+	return in
 }
 
 // RunStart is a run's first line.
