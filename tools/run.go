@@ -334,14 +334,18 @@ func (t *runTool) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) 
 	if t.cfg.View.Workspace.Path != ws.Dir() {
 		return nil, Errorf(ReasonToolError, nil, "bug: the run tool was configured for workspace %q, called for %q", t.cfg.View.Workspace.Path, ws.Dir())
 	}
-	// The program needs no entry of its own: spawn shows it to the child
-	// read-only when no directory of the view holds it.
-	spec := spawn.Spec{
-		Path: path, Argv: a.Argv, Env: t.cfg.Env, Dir: dir, Workspace: t.cfg.View.Workspace,
-		ReadPaths: t.cfg.View.Read, WritePaths: t.cfg.View.Write, Net: t.cfg.Net, Limits: t.cfg.Limits, Timeout: timeout,
-		TmpSize: t.cfg.TmpSize,
+	return &runCall{t: t, args: a, spec: t.cfg.spec(path, a.Argv, dir, timeout), cwd: cwd}, nil
+}
+
+// spec is the Spec of one call of the tool cfg describes. The program
+// needs no entry of its own: spawn shows it to the child read-only when no
+// directory of the view holds it.
+func (cfg RunConfig) spec(path string, argv []string, dir string, timeout time.Duration) spawn.Spec {
+	return spawn.Spec{
+		Path: path, Argv: argv, Env: cfg.Env, Dir: dir, Workspace: cfg.View.Workspace,
+		ReadPaths: cfg.View.Read, WritePaths: cfg.View.Write, Net: cfg.Net, Limits: cfg.Limits, Timeout: timeout,
+		TmpSize: cfg.TmpSize,
 	}
-	return &runCall{t: t, args: a, spec: spec, cwd: cwd}, nil
 }
 
 type runCall struct {

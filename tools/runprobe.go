@@ -24,12 +24,9 @@ func ProbeRun(ctx context.Context, cfg RunConfig) error {
 	if len(names) == 0 {
 		return errors.New("tools: probe run: no program declared")
 	}
-	ws := cfg.View.Workspace
-	spec := spawn.Spec{
-		Path: cfg.Programs[names[0]], Argv: []string{names[0]}, Env: cfg.Env, Dir: ws.Path, Workspace: ws,
-		ReadPaths: cfg.View.Read, WritePaths: cfg.View.Write, Net: cfg.Net, Limits: cfg.Limits,
-		Timeout: 30 * time.Second, TmpSize: cfg.TmpSize, Probe: true,
-	}
+	// Exactly what a call in the workspace's root would be given.
+	spec := cfg.spec(cfg.Programs[names[0]], []string{names[0]}, cfg.View.Workspace.Path, 30*time.Second)
+	spec.Probe = true
 	res, err := cfg.Runner.Run(ctx, spec, spawn.Stdio{})
 	if err != nil {
 		return err
