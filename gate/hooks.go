@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/b10x/harness/tools"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultHookTimeout bounds a hook when Hook.Timeout is zero.
@@ -138,10 +139,27 @@ type capped struct {
 }
 
 // hookPIDNamespace reports whether hooks get a PID namespace of their own:
-// where creating one needs no user namespace (the harness is root). A
-// user namespace would change who the hook is; without one the hook init
-// bounds the hook as a subreaper.
-var hookPIDNamespace = func() bool { return os.Geteuid() == 0 }
+// where creating one needs no user namespace (the harness is root holding
+// CAP_SYS_ADMIN; a root in a container usually lacks it). A user namespace
+// would change who the hook is; without one the hook init bounds the hook
+// as a subreaper. Tests replace it.
+var hookPIDNamespace = func() bool {
+	if os.Geteuid() != 0 {
+		return false
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	return data[unix.CAP_SYS_ADMIN/32].Effective&(1<<(unix.CAP_SYS_ADMIN%32)) != 0
+}
+
+// HooksHavePIDNamespace reports whether this process's hooks run as PID 1
+// of a namespace of their own. When they do not, their init finds what
+// they left behind by reading /proc (a caller that confines its own reads
+// must leave /proc readable for it).
+func HooksHavePIDNamespace() bool { return hookPIDNamespace() }
 
 func (c *capped) Write(p []byte) (int, error) {
 	c.n += len(p)

@@ -16,7 +16,6 @@ import (
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/tools"
-	"golang.org/x/sys/unix"
 )
 
 // confinement is what the host's kernel confinement allows this session to
@@ -183,7 +182,7 @@ func confineSession(p *policyFlags, hooks []gate.Hook, ws *tools.Workspace, s *s
 				// A hook init without a PID namespace of its own (not
 				// root, or root without CAP_SYS_ADMIN, as in a container)
 				// finds what its hook left behind in /proc.
-				Proc: len(hooks) > 0 && !mayCreatePIDNamespace(),
+				Proc: len(hooks) > 0 && !gate.HooksHavePIDNamespace(),
 			})
 			if err != nil {
 				if m == confine.Strict {
@@ -317,21 +316,6 @@ func containerHint(err error) string {
 		return ""
 	}
 	return "; in this " + c.Runtime + " container: " + c.Fix(confine.LayerSeccomp, false)
-}
-
-// mayCreatePIDNamespace reports whether this process may create a PID
-// namespace without a user namespace: root holding CAP_SYS_ADMIN, which
-// is when the gate's hook init gets one (gate/hookinit.go).
-func mayCreatePIDNamespace() bool {
-	if os.Geteuid() != 0 {
-		return false
-	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return false
-	}
-	return data[unix.CAP_SYS_ADMIN/32].Effective&(1<<(unix.CAP_SYS_ADMIN%32)) != 0
 }
 
 // resolverFiles are what Go's resolver reads, lazily and again every few
