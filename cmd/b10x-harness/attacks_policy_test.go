@@ -322,6 +322,11 @@ func TestAttackPolicyHooksFailClosed(t *testing.T) {
 		if r.code != exitUsage || r.stdout != "" || !strings.Contains(r.stderr, "--hook "+missing) {
 			t.Fatalf("exit %d, stdout %q, stderr %q; want a usage error naming the hook before any call", r.code, r.stdout, r.stderr)
 		}
+		// A name that carries a terminal escape is named escaped, once.
+		r = harness(t, "", "call", "--workspace", a.ws, "--confine", "off", "--hook", missing+"\x1b[2J", "file_read", read)
+		if r.code != exitUsage || strings.Contains(r.stderr, "\x1b") || !strings.Contains(r.stderr, "--hook "+missing+`\x1b[2J:`) {
+			t.Fatalf("exit %d, stderr %q; want the hook named with its escape shown as \\x1b", r.code, r.stderr)
+		}
 	})
 	t.Run("a relative hook path is found from the working directory", func(t *testing.T) {
 		t.Parallel()

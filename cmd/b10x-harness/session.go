@@ -78,7 +78,7 @@ func openSession(p *policyFlags, command string, kind surface.Kind, e *env) (*se
 			prog, err = filepath.Abs(prog)
 		}
 		if err != nil {
-			return nil, usagef("--hook %s: %v", termsafe.Line(h), err)
+			return nil, usagef("--hook %s: %v", h, err) // escaped where it is printed (realMain)
 		}
 		hook.Argv[0] = prog
 		hook.Timeout = p.HookTimeout
