@@ -233,6 +233,17 @@ type Policy struct {
 	MaxResult     int      `json:"max_result"`
 	MaxCalls      int      `json:"max_calls,omitempty"`
 	Programs      []string `json:"programs,omitempty"`
+	// Effective is every key of the policy with its value and where the
+	// value came from (a flag, a policy file's line, the default).
+	Effective json.RawMessage `json:"effective,omitempty"`
+	// File is the policy file the session read, with its SHA-256.
+	File *PolicyFile `json:"file,omitempty"`
+}
+
+// PolicyFile names a policy file and its content's SHA-256.
+type PolicyFile struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
 }
 
 // RunEnd is a run's last line. EndedBy is completed, cancelled or timeout

@@ -15,6 +15,7 @@ import (
 
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/internal/termsafe"
+	"github.com/b10x/harness/session"
 	"github.com/b10x/harness/surface"
 	"github.com/b10x/harness/tools"
 )
@@ -26,17 +27,17 @@ type toolsCmd struct {
 }
 
 func (c *toolsCmd) Run(e *env) error {
-	kind, _ := surface.ParseKind(c.Surface)
-	s, err := openSession(&c.policyFlags, "tools", kind, e)
+	pol, err := c.policy(e, c.Surface)
 	if err != nil {
 		return err
 	}
-	defer s.end("completed")
-	sf, err := surface.New(kind, s.gate, surface.Options{SilentScope: c.ScopeAnnounce == "silent"})
+	s, err := session.Open(context.Background(), pol, e.options("tools"))
 	if err != nil {
-		return usageError{err}
+		return err
 	}
-	defs := sf.Definitions()
+	defer s.End("completed")
+	kind := pol.Surface
+	defs := s.Surface().Definitions()
 	if c.JSON {
 		if defs == nil {
 			defs = []surface.Def{}
@@ -61,7 +62,7 @@ func (c *toolsCmd) Run(e *env) error {
 		}
 	}
 	w.Flush()
-	un := s.gate.Unpublished()
+	un := s.Gate().Unpublished()
 	if len(un) > 0 {
 		fmt.Fprintln(e.stdout, "\nNot published:")
 		names := make([]string, 0, len(un))
@@ -136,27 +137,25 @@ func (c *callCmd) Run(e *env) error {
 	if len(strings.TrimSpace(string(raw))) == 0 {
 		raw = []byte("{}")
 	}
-	kind, _ := surface.ParseKind(c.Surface)
-	if kind == surface.Flat {
-		c.onlyTool = c.Tool
-	}
-	s, err := openSession(&c.policyFlags, "call", kind, e)
+	pol, err := c.policy(e, c.Surface)
 	if err != nil {
 		return err
 	}
-	sf, err := surface.New(kind, s.gate, surface.Options{SilentScope: c.ScopeAnnounce == "silent"})
+	if pol.Surface == surface.Flat {
+		pol.OnlyTool = c.Tool
+	}
+	s, err := session.Open(context.Background(), pol, e.options("call"))
 	if err != nil {
-		s.end("error")
-		return usageError{err}
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	out := sf.Dispatch(ctx, c.Tool, json.RawMessage(raw))
+	out := s.Call(ctx, c.Tool, json.RawMessage(raw))
 	switch out.Reason {
 	case tools.ReasonCancelled, tools.ReasonTimeout:
-		s.end(string(out.Reason))
+		s.End(string(out.Reason))
 	default:
-		s.end("completed")
+		s.End("completed")
 	}
 	if err := writeJSON(e.stdout, "", out); err != nil {
 		return err
@@ -168,4 +167,12 @@ func (c *callCmd) Run(e *env) error {
 		return exitError{exitRefused}
 	}
 	return exitError{exitFailed}
+}
+
+// options are a session's options for command: notes go to stderr, one
+// line each, made safe for a terminal.
+func (e *env) options(command string) session.Options {
+	return session.Options{Command: command, Version: version, Logf: func(format string, args ...any) {
+		fmt.Fprintln(e.stderr, "b10x-harness: "+termsafe.Message(fmt.Sprintf(format, args...)))
+	}}
 }

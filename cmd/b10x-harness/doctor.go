@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,7 +13,7 @@ import (
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/internal/termsafe"
-	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/session"
 )
 
 type doctorCmd struct {
@@ -94,40 +92,14 @@ func publication(plan confine.Plan) ([]string, map[string]string) {
 	return pub, with
 }
 
-// The words doctor puts before a failed run probe.
-const (
-	runStartHere   = "a run call cannot start here: "
-	runStartPrefix = "run calls of "
-)
-
-// probeRunHere starts a run call of ws up to its program's execve (see
-// tools.ProbeRun), where auto would publish run: what doctor says of run
-// children is what a call does, not what the layers promise.
-func probeRunHere(rep confine.Report, ws string) error {
-	// (its errors begin with runStartHere)
-	plan, err := rep.Plan(confine.Auto)
-	if err != nil || !plan.ConfinedExecution {
-		return errors.New("this host cannot confine run calls (see the layers marked NO)")
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	view, err := tools.PinRunView(ws, nil, nil)
-	if err != nil {
-		return err
-	}
-	cfg := tools.RunConfig{Programs: tools.Programs{"probe": exe}, Runner: spawn.NewDirect(spawn.Options{}), View: view}
-	if err := tools.ProbeRun(context.Background(), cfg); err != nil {
-		return fmt.Errorf(runStartHere+"%w%s", err, containerHint(err))
-	}
-	return nil
-}
+// runStartPrefix starts what doctor says when run calls of a workspace
+// cannot start.
+const runStartPrefix = "run calls of "
 
 func (c *doctorCmd) Run(e *env) error {
 	rep := confine.Probe()
 	d := doctorReport{Probe: rep, Layers: rep.Table(), Helper: spawn.HelperSource(), Held: gate.RunHeldSummary, SelfReads: selfReadsSummary}
-	abi := childLandlockABI(rep)
+	abi := session.ChildLandlockABI(rep)
 	d.UnixSocketsScoped, d.UnixSockets = spawn.PathnameSocketsScoped(abi), spawn.PathnameSockets(abi)
 	d.Container = confine.DetectContainer()
 	for _, r := range d.Layers {
@@ -146,7 +118,7 @@ func (c *doctorCmd) Run(e *env) error {
 		d.RunAsError = err.Error()
 	} else if id, err := spawn.ProbeIdentity(ws); err != nil {
 		d.RunAsError = err.Error()
-	} else if err := probeRunHere(rep, ws); err != nil {
+	} else if err := session.ProbeRunHere(rep, ws); err != nil {
 		d.RunAsError = err.Error()
 	} else {
 		d.RunAs = id.String()
@@ -168,7 +140,7 @@ func (c *doctorCmd) Run(e *env) error {
 		if err == nil && plan.ConfinedExecution && d.RunAsError != "" && explicit {
 			// The layers hold, but no run call of this workspace can
 			// start: run is withheld, and strict refuses, as they would.
-			why := runStartPrefix + c.Workspace + " cannot start: " + strings.TrimPrefix(d.RunAsError, runStartHere)
+			why := runStartPrefix + c.Workspace + " cannot start: " + strings.TrimPrefix(d.RunAsError, session.RunStartHere)
 			if m == confine.Strict {
 				mr.Starts, mr.Refusal, mr.Publishes, mr.Withholds, err = false, why, nil, nil, errors.New(why)
 			} else {

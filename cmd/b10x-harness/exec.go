@@ -7,19 +7,15 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/internal/termsafe"
-	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/session"
 )
 
 type execCmd struct {
@@ -69,88 +65,15 @@ func (c *execCmd) Run(e *env) error {
 		}
 		return usagef("exec: %s is not a flag of exec (the program and its arguments come after --)%s", argv[0], hint)
 	}
-	m, err := confine.ParseMode(c.Confine)
-	if err != nil {
-		return usageError{err}
-	}
-	// Strict probes every layer first and refuses to start, naming each
-	// missing one. Auto does not probe: the spawn applies every layer the
-	// baseline requires and fails closed (exit 125, naming the step) when
-	// one is missing, so the probe's child processes would only add their
-	// cost to every CI step (docs/decisions/0002-exec-never-unconfined.md).
-	plan := confine.Plan{WholeTreeKill: "cgroup.kill"}
-	if m == confine.Strict {
-		if _, _, plan, err = planConfinement(c.Confine, true, ""); err != nil {
-			return err
-		}
-	}
-	ws, err := tools.OpenWorkspace(c.Workspace)
-	if err != nil {
-		return usagef("--workspace %s: %v", c.Workspace, err)
-	}
-	defer ws.Close()
-	view, err := tools.PinRunView(c.Workspace, c.AllowRead, c.AllowWrite)
-	if err == nil && view.Workspace.Path != ws.Dir() {
-		err = fmt.Errorf("--workspace %s: changed while it was resolved (%s, then %s)", c.Workspace, ws.Dir(), view.Workspace.Path)
-	}
-	if err != nil {
-		return usagef("exec: %v", err)
-	}
-	// A relative path with a slash (./build.sh, scripts/test) names a file
-	// from the working directory, as a shell would: it must lie in the
-	// workspace (canonically, links resolved), where the child can see it.
-	prog := argv[0]
-	if strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
-		abs, err := filepath.Abs(prog)
-		if err == nil {
-			abs, err = filepath.EvalSymlinks(abs)
-		}
-		if err != nil {
-			return usagef("exec: %s: %v", prog, err)
-		}
-		if _, inside := relInside(ws.Dir(), abs); !inside {
-			return usagef("exec: %s resolves to %s, outside the workspace %s: give an absolute path for a program elsewhere", prog, abs, ws.Dir())
-		}
-		prog = abs
-	}
-	progs, err := tools.ResolvePrograms([]string{prog}, os.Getenv("PATH"))
-	if err != nil {
-		return usagef("exec: %v", strings.TrimPrefix(err.Error(), "--allow-program "))
-	}
-	lim, err := c.limits()
+	x, err := c.prepare(e, argv)
 	if err != nil {
 		return err
 	}
-	timeout := c.Timeout
-	if timeout == 0 {
-		timeout = 10 * time.Minute
-	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return err
-	}
-	dir := ws.Dir()
-	if rel, inside := relInside(ws.Dir(), cwd); inside {
-		dir = filepath.Join(ws.Dir(), rel)
-	}
-	s := &session{}
-	defer s.Close()
-	mgr, err := openCgroup(m, plan, s)
-	if err != nil {
-		return err
-	}
-	if err := checkAskedLimits(mgr, c.asked(), ""); err != nil {
-		return err
-	}
-	for _, n := range s.notes {
+	defer x.Close()
+	for _, n := range x.Notes {
 		fmt.Fprintln(e.stderr, "b10x-harness: "+termsafe.Message(n))
 	}
-	runner := spawn.NewDirect(spawn.Options{Cgroup: mgr, Require: requirements(m)})
-	spec := spawn.Spec{
-		Path: progs[prog], Argv: argv, Env: childEnv(c.PassEnv), Dir: dir, Workspace: view.Workspace,
-		ReadPaths: view.Read, WritePaths: view.Write, Net: c.Net == "host", Limits: lim, Timeout: timeout,
-		TmpSize: int64(c.TmpSize),
-	}
+	runner, spec, timeout := x.Runner, x.Spec, x.Spec.Timeout
 	// The child gets the user's terminal itself (spawn passes the
 	// descriptors): its state is saved now and restored after the call,
 	// whatever ended it. The signals that end a call are caught until then,
@@ -166,7 +89,7 @@ func (c *execCmd) Run(e *env) error {
 	}
 	rep := execReport{Argv: argv, Program: spec.Path, ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut,
 		OOMKilled: res.OOMKilled, DurationMS: res.Duration.Milliseconds(), MemoryPeak: res.MemoryPeak, PidsPeak: res.PidsPeak, Layers: res.Layers}
-	rep.Missing = missingLayers(res.Layers, lim)
+	rep.Missing = x.Missing(res.Layers)
 	if len(rep.Missing) > 0 && runErr == nil {
 		fmt.Fprintf(e.stderr, "b10x-harness: confine auto: ran without %s (this host lacks them; see `b10x-harness doctor`)\n", strings.Join(rep.Missing, ", "))
 	}
@@ -214,24 +137,14 @@ func (c *execCmd) Run(e *env) error {
 // kernel does not know gives 0, which still reports a non-zero status (128).
 func signalNumber(name string) int { return int(unix.SignalNum(name)) }
 
-// missingLayers names the whole-tree and limit layers a call asked for and
-// did not get.
-func missingLayers(applied []string, lim cgroup.Limits) []string {
-	want := []string{confine.LayerCgroupLeaf}
-	if lim.PidsMax > 0 {
-		want = append(want, confine.LayerPidsLimit)
+// prepare turns exec's flags into a policy and readies argv under it.
+func (c *execCmd) prepare(e *env, argv []string) (*session.Execution, error) {
+	pol := session.Defaults()
+	m, err := confine.ParseMode(c.Confine)
+	if err != nil {
+		return nil, usageError{err}
 	}
-	if lim.MemoryMax > 0 {
-		want = append(want, confine.LayerMemoryLimit)
-	}
-	if lim.CPUQuota > 0 {
-		want = append(want, confine.LayerCPULimit)
-	}
-	var missing []string
-	for _, l := range want {
-		if !slices.Contains(applied, l) {
-			missing = append(missing, l)
-		}
-	}
-	return missing
+	pol.Workspace, pol.Confine, pol.Run = c.Workspace, m, c.limitFlags.run()
+	e.fill(&pol)
+	return session.Prepare(pol, argv)
 }

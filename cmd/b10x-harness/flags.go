@@ -1,44 +1,21 @@
 package main
 
 import (
-	"fmt"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/b10x/harness/cgroup"
+	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/session"
+	"github.com/b10x/harness/surface"
 )
 
 // byteSize is a size flag: a plain number of bytes or a number with a
-// suffix: K, KB, KiB, M, MB, MiB, G, GB, GiB (all binary multiples).
+// suffix (session.ParseSize).
 type byteSize int64
-
-func parseByteSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	mult := int64(1)
-	lower := strings.ToLower(t)
-	for _, suf := range []struct {
-		s string
-		m int64
-	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"b", 1}} {
-		if strings.HasSuffix(lower, suf.s) {
-			mult = suf.m
-			t = t[:len(t)-len(suf.s)]
-			break
-		}
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(t), 10, 64)
-	if err != nil || n < 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("invalid size %q: want a number of bytes, optionally with KiB, MiB or GiB", s)
-	}
-	return n * mult, nil
-}
 
 // UnmarshalText implements encoding.TextUnmarshaler for kong.
 func (b *byteSize) UnmarshalText(text []byte) error {
-	n, err := parseByteSize(string(text))
+	n, err := session.ParseSize(string(text))
 	if err != nil {
 		return err
 	}
@@ -46,34 +23,9 @@ func (b *byteSize) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// limits turns the limit flags into cgroup limits, after checking every
-// limit flag (--tmp-size included, which is not a cgroup limit).
-func (l *limitFlags) limits() (cgroup.Limits, error) {
-	if l.Timeout < 0 {
-		// As --run-timeout: a negative limit is a mistake, not "the default".
-		return cgroup.Limits{}, usagef("--timeout %s: must not be negative", l.Timeout)
-	}
-	if l.PidsMax < 0 {
-		return cgroup.Limits{}, usagef("--pids-max %d: must not be negative", l.PidsMax)
-	}
-	if l.CPUMax < 0 || l.CPUMax > 1024 {
-		return cgroup.Limits{}, usagef("--cpu-max %g: want a number of CPUs between 0 and 1024", l.CPUMax)
-	}
-	if l.TmpSize <= 0 {
-		// tmpfs reads size=0 as "no cap", so 0 is refused rather than passed on.
-		return cgroup.Limits{}, usagef("--tmp-size %d: must be a positive size, e.g. 64MiB", l.TmpSize)
-	}
-	lim := l.asked()
-	for _, n := range l.PassEnv {
-		if n == "" || strings.ContainsAny(n, "=\x00") {
-			return cgroup.Limits{}, usagef("--pass-env %q: not a variable name", n)
-		}
-	}
-	return lim, nil
-}
-
 // policyFlags are shared by every subcommand that builds a policy.
 type policyFlags struct {
+	Policy        string        `help:"Read the policy from this TOML file (see examples/policies/ and b10x-harness policy schema); a flag given here overrides the file's key of the same name, key by key." placeholder:"FILE" type:"path"`
 	Workspace     string        `default:"." help:"The workspace root: the only place tools read and write." type:"path"`
 	Record        string        `help:"Write the run record (JSON Lines) to this file." placeholder:"FILE"`
 	MaxResult     byteSize      `default:"256KiB" help:"Largest tool result returned to the model. A larger read result is a failed outcome; a write's or run's (which has acted) is shortened with a note saying what was cut. Never cut silently."`
@@ -92,26 +44,6 @@ type policyFlags struct {
 	// harness's own stdout and stderr, which it does not capture.
 	MaxOutput byteSize `default:"64KiB" help:"Cap on each of stdout and stderr of a run call (head and tail kept)."`
 
-	// allow narrows publication for a named agent (nil: no narrowing). It
-	// is set by the run command from the agent's declared tools, never by
-	// a flag.
-	allow []string `kong:"-"`
-	// onlyTool, set by call, is the one entry the session will be asked
-	// for (empty: any, as for run, or tool_invoke whose target is in its
-	// arguments): the no-terminal approval note is said only when that
-	// entry is above the risk ceiling.
-	onlyTool string `kong:"-"`
-
-	// protect names further files or directories the harness reads (agent
-	// definitions); those inside the workspace are protected from write
-	// tools. Set by commands, never by a flag.
-	protect []string `kong:"-"`
-
-	// network says the session talks to a model provider over the
-	// network: the harness's own Landlock domain then lets it read the
-	// resolver's files, and the CA certificates are loaded before the
-	// domain is applied. Set by run, never by a flag.
-	network bool `kong:"-"`
 }
 
 // limitFlags are shared by the run tool and exec.
@@ -127,78 +59,38 @@ type limitFlags struct {
 	PassEnv    []string      `sep:"none" help:"An environment variable passed to run calls; repeatable." placeholder:"NAME"`
 }
 
-// callTimeout is the deadline of each tool call: --timeout, or the gate's
-// default.
-func callTimeout(d time.Duration) time.Duration {
-	if d > 0 {
-		return d
+// policy is the flags as a session.Policy, with where each value came
+// from.
+func (p *policyFlags) policy(e *env, surf string) (session.Policy, error) {
+	pol := session.Defaults()
+	var err error
+	if pol.Confine, err = confine.ParseMode(p.Confine); err != nil {
+		return pol, usageError{err}
 	}
-	return gate.DefaultCallTimeout
+	if pol.ApproveUpTo, err = gate.ParseRisk(p.ApproveUpTo); err != nil {
+		return pol, usageError{err}
+	}
+	pol.Workspace, pol.Record = p.Workspace, p.Record
+	pol.Approve = p.Approve
+	if p.Yes {
+		if p.Approve != session.ApproveAuto && p.Approve != session.ApproveAll {
+			return pol, usagef("--yes means --approve all; it contradicts --approve %s", p.Approve)
+		}
+		pol.Approve = session.ApproveAll
+	}
+	pol.WriteScope, pol.ScopeAnnounce, pol.Hooks, pol.HookTimeout = p.WriteScope, p.ScopeAnnounce, p.Hook, p.HookTimeout
+	pol.MaxCalls, pol.MaxResult, pol.Programs = p.MaxCalls, int64(p.MaxResult), p.AllowProgram
+	pol.Run = p.limitFlags.run()
+	pol.Run.MaxOutput = int64(p.MaxOutput)
+	if surf != "" {
+		pol.Surface = surface.Kind(surf)
+	}
+	e.fill(&pol)
+	return pol, nil
 }
 
-// askedLimits records which limit flags the command line gave explicitly
-// (set by realMain): a limit the user asked for must hold or the harness
-// refuses to start; a default may degrade with a note.
-var askedLimits = map[string]bool{}
-
-// noteAskedLimits scans args, up to a "--", for the limit flags.
-func noteAskedLimits(args []string) {
-	for _, a := range args {
-		if a == "--" {
-			return
-		}
-		for _, f := range []string{"--memory-max", "--pids-max", "--cpu-max"} {
-			if a == f || strings.HasPrefix(a, f+"=") {
-				askedLimits[f] = true
-			}
-		}
-	}
-}
-
-// asked returns the limits the flags set (zero where unset or invalid:
-// limits() reports bad values).
-func (l *limitFlags) asked() cgroup.Limits {
-	lim := cgroup.Limits{PidsMax: max(l.PidsMax, 0), MemoryMax: int64(l.MemoryMax)}
-	if l.CPUMax > 0 {
-		lim.CPUPeriod = cgroup.DefaultCPUPeriod
-		lim.CPUQuota = time.Duration(l.CPUMax * float64(cgroup.DefaultCPUPeriod))
-	}
-	return lim
-}
-
-// checkAskedLimits refuses (a usage error, exit 2) when a limit flag the
-// user gave cannot be enforced by the cgroup leaves here, naming the
-// controller and how to get it. mgr nil means run calls get no leaf; why,
-// when not empty, says why no run call gets anything at all.
-func checkAskedLimits(mgr *cgroup.Manager, lim cgroup.Limits, why string) error {
-	for _, l := range []struct {
-		flag, ctl string
-		set       bool
-	}{
-		{"--pids-max", "pids", lim.PidsMax > 0},
-		{"--memory-max", "memory", lim.MemoryMax > 0},
-		{"--cpu-max", "cpu", lim.CPUQuota > 0},
-	} {
-		if !askedLimits[l.flag] || !l.set {
-			continue
-		}
-		if mgr != nil && slices.Contains(mgr.Controllers(), l.ctl) {
-			continue
-		}
-		reason := why
-		switch {
-		case reason != "":
-		case mgr == nil:
-			reason = "run calls get no cgroup leaf here, so no " + l.ctl + " controller"
-		default:
-			reason = "the cgroup leaves here have no " + l.ctl + " controller"
-			for _, m := range mgr.Missing() {
-				if strings.HasPrefix(m, l.ctl+" ") {
-					reason = m
-				}
-			}
-		}
-		return usagef("%s was given but cannot be enforced: %s (see `b10x-harness doctor`; drop the flag to run without the limit)", l.flag, reason)
-	}
-	return nil
+// run is the limit flags as a session.RunPolicy.
+func (l *limitFlags) run() session.RunPolicy {
+	return session.RunPolicy{Timeout: l.Timeout, MemoryMax: int64(l.MemoryMax), TmpSize: int64(l.TmpSize), PidsMax: l.PidsMax,
+		CPUMax: l.CPUMax, Net: l.Net, AllowRead: l.AllowRead, AllowWrite: l.AllowWrite, PassEnv: l.PassEnv, MaxOutput: 64 << 10}
 }

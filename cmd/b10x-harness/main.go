@@ -16,6 +16,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/b10x/harness/confine/spawn"
+	"github.com/b10x/harness/session"
 	"github.com/b10x/harness/internal/reexec"
 	"github.com/b10x/harness/internal/termsafe"
 )
@@ -51,6 +52,7 @@ type cli struct {
 	Doctor doctorCmd `cmd:"" help:"Explain which confinement layers this host offers and what each --confine mode would publish. Exits 0 when --confine strict would start here, 1 when it would refuse."`
 	Exec   execCmd   `cmd:"" help:"Run one command under the same confinement as the run tool (for CI steps)."`
 	Record recordCmd `cmd:"" help:"Read a run record."`
+	Policy policyCmd `cmd:"" help:"Check a policy file, show the effective policy and where each value came from, or print the policy file's JSON Schema."`
 
 	Version kong.VersionFlag `help:"Print the version and exit."`
 }
@@ -60,6 +62,11 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	args           []string // the command line as given, before parsing
+
+	// file is the --policy file (nil: none); sources says where each
+	// policy key's value came from, filled in after parsing.
+	file    *session.LoadedFile
+	sources map[string]string
 }
 
 func main() {
@@ -85,7 +92,12 @@ func realMain(args []string, e env) (code int) {
 			os.Setenv("TMPDIR", abs)
 		}
 	}
-	noteAskedLimits(args)
+	lf, err := loadPolicyFile(args)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "b10x-harness: %s\n", termsafe.Message(renderError(err, nil)))
+		return exitUsage
+	}
+	e.file = lf
 	// Kong turns invalid UTF-8 in an argument into U+FFFD, which could alias
 	// one name to another. So: no argument may be invalid UTF-8, except the
 	// last one of call (its ARGS_JSON), which callCmd takes byte for byte so
@@ -99,14 +111,18 @@ func realMain(args []string, e env) (code int) {
 	e.args = args
 	var c cli
 	exited := -1
-	parser, err := kong.New(&c,
+	opts := []kong.Option{}
+	if lf != nil {
+		opts = append(opts, kong.Resolvers(fileResolver{lf}))
+	}
+	parser, err := kong.New(&c, append(opts,
 		kong.Name("b10x-harness"),
 		kong.Description("A Linux-native sandboxed executor for model and CI tool calls."),
 		kong.Vars{"version": version, "tmp_size_default": tmpSizeDefault},
 		kong.Writers(e.stdout, e.stderr),
 		kong.Exit(func(c int) { exited = c; panic(kongExit{}) }),
 		kong.Bind(&e),
-	)
+	)...)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "b10x-harness: bug: %v\n", err)
 		return 70
@@ -119,15 +135,16 @@ func realMain(args []string, e env) (code int) {
 		fmt.Fprintf(e.stderr, "b10x-harness: %s\n", termsafe.Message(perr.Error()))
 		return exitUsage
 	}
+	e.sources = sourcesOf(kctx, lf)
 	if err := kctx.Run(&e); err != nil {
 		var ee exitError
 		if errors.As(err, &ee) {
 			return ee.code
 		}
 		// An error may quote what a record, a file or a model holds.
-		fmt.Fprintf(e.stderr, "b10x-harness: %s\n", termsafe.Message(err.Error()))
+		fmt.Fprintf(e.stderr, "b10x-harness: %s\n", termsafe.Message(renderError(err, e.sources)))
 		var ue usageError
-		if errors.As(err, &ue) {
+		if errors.As(err, &ue) || session.IsUsage(err) {
 			return exitUsage
 		}
 		return exitFailed

@@ -14,6 +14,7 @@ import (
 
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/internal/reexec"
+	"github.com/b10x/harness/session"
 )
 
 // TestMain lets the test binary act as b10x-harness itself: with
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) {
 	reexec.Init()
 	if os.Getenv("B10X_TEST_MAIN") == "1" {
 		if os.Getenv(brokenResolverEnv) != "" {
-			afterRestrictForTest = brokenResolver
+			session.AfterRestrictForTest = func(ws string) { brokenResolver(ws, os.Stderr) }
 		}
 		os.Exit(realMain(os.Args[1:], env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}))
 	}

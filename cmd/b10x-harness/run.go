@@ -20,6 +20,7 @@ import (
 	"github.com/b10x/harness/agent/provider"
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/internal/termsafe"
+	"github.com/b10x/harness/session"
 	"github.com/b10x/harness/surface"
 )
 
@@ -92,8 +93,12 @@ func (c *runCmd) Run(e *env) error {
 		}
 		dirs = append(dirs, d)
 	}
+	pol, err := c.policy(e, c.Surface)
+	if err != nil {
+		return err
+	}
 	// The harness reads these files: a write tool must not change them.
-	c.protect = append(c.protect, dirs...)
+	pol.Protect = append(pol.Protect, dirs...)
 	var defs []agent.Def
 	if len(dirs) > 0 {
 		if defs, err = agent.LoadDefs(dirs...); err != nil {
@@ -114,22 +119,16 @@ func (c *runCmd) Run(e *env) error {
 			}
 			return usagef("--agent %s: no such agent in %s (defined: %s)", c.Agent, strings.Join(dirs, ", "), orNone(names))
 		}
-		parent, err := gate.ParseRisk(c.ApproveUpTo)
-		if err != nil {
-			return usageError{err}
-		}
-		ceiling, err := d.Ceiling(parent)
+		ceiling, err := d.Ceiling(pol.ApproveUpTo)
 		if err != nil {
 			return usageError{err}
 		}
 		// The agent can only lower the ceiling and remove tools; the gate
 		// intersects allow with what the parent run admits.
-		c.ApproveUpTo = ceiling.String()
-		c.allow = d.Allow()
+		pol.ApproveUpTo = ceiling
+		pol.Narrow = d.Allow()
 		system = d.Instructions + "\n\n" + defaultSystem
 		def = &d
-	} else if c.allow != nil {
-		return fmt.Errorf("bug: narrowing set without --agent")
 	}
 
 	// The provider is built before the session so that a bad script, a
@@ -148,7 +147,7 @@ func (c *runCmd) Run(e *env) error {
 		if opt.APIKey == "" && (spec.Kind == "anthropic" || c.BaseURL == "") {
 			return usagef("--provider %s needs an API key in %s (keys are never taken from flags)", spec.Kind, env)
 		}
-		c.network = true
+		pol.ProviderNetwork = true
 	case "replay":
 		if c.Model != "" || c.BaseURL != "" {
 			return usagef("--model and --base-url do not apply to --provider replay")
@@ -167,19 +166,13 @@ func (c *runCmd) Run(e *env) error {
 		}
 	}
 
-	kind, _ := surface.ParseKind(c.Surface)
-	s, err := openSession(&c.policyFlags, "run", kind, e)
+	s, err := session.Open(context.Background(), pol, e.options("run"))
 	if err != nil {
 		return err
 	}
-	sf, err := surface.New(kind, s.gate, surface.Options{SilentScope: c.ScopeAnnounce == "silent"})
-	if err != nil {
-		s.end(string(agent.EndError))
-		return usageError{err}
-	}
-
-	out := newRunOutput(e.stdout, e.stderr, c, kind, s.gate)
-	out.header(c.Provider, def, s.gate)
+	sf := s.Surface()
+	out := newRunOutput(e.stdout, e.stderr, c, pol, s.Gate())
+	out.header(c.Provider, def, s.Gate())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -192,7 +185,7 @@ func (c *runCmd) Run(e *env) error {
 		Timeout:  c.RunTimeout,
 		Observer: out,
 	})
-	s.end(string(sum.EndedBy))
+	s.End(string(sum.EndedBy))
 	out.summary(sum)
 
 	switch sum.EndedBy {
@@ -230,15 +223,15 @@ type runOutput struct {
 	tickDone chan struct{}
 }
 
-func newRunOutput(w, errw io.Writer, c *runCmd, kind surface.Kind, g *gate.Gate) *runOutput {
-	o := &runOutput{w: w, errw: errw, quiet: c.Quiet, json: c.JSON, kind: kind}
+func newRunOutput(w, errw io.Writer, c *runCmd, pol session.Policy, g *gate.Gate) *runOutput {
+	o := &runOutput{w: w, errw: errw, quiet: c.Quiet, json: c.JSON, kind: pol.Surface}
 	// On a terminal the line is live, unless an approver may be prompting
 	// on that terminal during the call.
 	o.progress = progressLines
 	if f, ok := errw.(*os.File); ok && isTerminal(f) {
 		o.progress = progressLive
 		runEntry, _ := gate.Lookup("run")
-		interactive := c.Approve == "prompt" || (c.Approve == "auto" && !c.Yes)
+		interactive := pol.Approve == session.ApprovePrompt || pol.Approve == session.ApproveAuto
 		if interactive && runEntry.Risk > g.Config().ApproveUpTo {
 			o.progress = progressOff
 		}

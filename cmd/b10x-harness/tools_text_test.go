@@ -36,7 +36,7 @@ func TestConfineOffChecksPrograms(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want a usage error naming the program", r.code, r.stderr)
 	}
 	r = harness(t, "", "tools", "--workspace", ws, "--confine", "off", "--allow-program", "sh")
-	for _, want := range []string{"run: needs confined execution: --confine off", "file_write: needs a confined workspace: --confine off"} {
+	for _, want := range []string{"run: needs confined execution: confine off", "file_write: needs a confined workspace: confine off"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("tools --confine off does not say %q:\n%s", want, r.stdout)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/b10x/harness/internal/reexec"
 	"github.com/b10x/harness/internal/testenv"
+	"github.com/b10x/harness/session"
 )
 
 // ttyHostileEntry is the hostile child of the terminal tests: the test
@@ -201,7 +202,7 @@ func (p *pty) drain() string {
 func execOnTTY(t *testing.T, p *pty, dir string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := harnessCommand(append([]string{"exec"}, args...)...)
-	cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1", "PATH="+dir+":"+safePath)
+	cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1", "PATH="+dir+":"+session.SafePath)
 	// A descriptor of its own: starting a process puts the files it is
 	// given in blocking mode.
 	f, err := os.OpenFile(p.name, os.O_RDWR|unix.O_NOCTTY, 0)

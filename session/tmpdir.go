@@ -1,4 +1,4 @@
-package main
+package session
 
 import (
 	"fmt"
@@ -35,7 +35,7 @@ func init() { reexec.Register(tmpReaperEntry, tmpReaperMain) }
 // the process that removes it; s's Close waits for that removal. It must be
 // called after the cgroup is opened (the reaper joins the harness's cgroup)
 // and before the harness confines its own writes.
-func privateTmp(s *session) (string, error) {
+func privateTmp(cu *cleanup) (string, error) {
 	dir, err := os.MkdirTemp("", "b10x-harness-")
 	if err != nil {
 		return "", fmt.Errorf("creating the hooks' temporary directory: %w", err)
@@ -67,7 +67,7 @@ func privateTmp(s *session) (string, error) {
 		os.Remove(dir)
 		return "", fmt.Errorf("starting the remover of the hooks' temporary directory: %w", err)
 	}
-	s.closers = append(s.closers, func() {
+	cu.add(func() {
 		w.Close()
 		_ = cmd.Wait()
 	})

@@ -1,4 +1,4 @@
-package main
+package session
 
 import (
 	"context"
@@ -55,11 +55,7 @@ type confinementRecord struct {
 // own layer: nothing it would learn about namespaces, seccomp or cgroups
 // could publish anything, and those probes are most of a short call's
 // start-up. Strict always probes everything.
-func planConfinement(mode string, execution bool, notProbed string) (confine.Mode, confine.Report, confine.Plan, error) {
-	m, err := confine.ParseMode(mode)
-	if err != nil {
-		return 0, confine.Report{}, confine.Plan{}, usageError{err}
-	}
+func planConfinement(m confine.Mode, execution bool, notProbed string) (confine.Mode, confine.Report, confine.Plan, error) {
 	if m == confine.Off {
 		// Off enforces nothing, so there is nothing to probe.
 		plan, err := confine.Report{}.Plan(m)
@@ -75,7 +71,7 @@ func planConfinement(mode string, execution bool, notProbed string) (confine.Mod
 	if err != nil {
 		var se *confine.StrictError
 		if errors.As(err, &se) {
-			return m, rep, plan, usagef("--confine strict: this host cannot enforce every layer; refusing to start:\n%s\n(run `b10x-harness doctor` for the full picture)", se.Error())
+			return m, rep, plan, policyErr("confine", "strict", "this host cannot enforce every layer; refusing to start:\n%s\n(run `b10x-harness doctor` for the full picture)", se.Error())
 		}
 		return m, rep, plan, err
 	}
@@ -84,12 +80,12 @@ func planConfinement(mode string, execution bool, notProbed string) (confine.Mod
 
 // confineSession probes the host, applies --confine and decides which tools
 // can exist.
-func confineSession(p *policyFlags, hooks []gate.Hook, ws *tools.Workspace, s *session) (*confinement, error) {
+func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools.Workspace, s *Session) (*confinement, error) {
 	// A call that names another entry cannot use run: nothing of run is
 	// probed or started for it (a run probe is a sandbox start).
-	execution, notProbed := len(p.AllowProgram) > 0, "no program is declared (--allow-program), so run is not published"
-	if execution && p.onlyTool != "" && p.onlyTool != "run" && p.onlyTool != "tool_invoke" {
-		execution, notProbed = false, "the call names "+p.onlyTool+", so run is neither probed nor published"
+	execution, notProbed := len(p.Programs) > 0, "no program is declared (allow_program), so run is not published"
+	if execution && p.OnlyTool != "" && p.OnlyTool != "run" && p.OnlyTool != "tool_invoke" {
+		execution, notProbed = false, "the call names "+p.OnlyTool+", so run is neither probed nor published"
 	}
 	m, rep, plan, err := planConfinement(p.Confine, execution, notProbed)
 	if err != nil {
@@ -98,25 +94,22 @@ func confineSession(p *policyFlags, hooks []gate.Hook, ws *tools.Workspace, s *s
 	// The workspace and the extra paths are pinned now, once, whether or
 	// not run is published: a bad --allow-read or --allow-write is refused
 	// at start, never at the first call.
-	view, err := tools.PinRunView(p.Workspace, p.AllowRead, p.AllowWrite)
-	if err == nil && view.Workspace.Path != ws.Dir() {
-		err = fmt.Errorf("--workspace %s: changed while it was resolved (%s, then %s)", p.Workspace, ws.Dir(), view.Workspace.Path)
-	}
+	view, err := pinView(p, ws)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, err
 	}
 	c := &confinement{mode: m, report: rep, plan: plan, tools: tools.ReadTools(), restrict: func() error { return nil }}
 	c.record = confinementRecord{Mode: m.String(), Enforced: plan.Enforced, Missing: plan.Missing, WholeTreeKill: plan.WholeTreeKill, NotProbed: rep.NotProbed}
 	if m == confine.Off {
-		c.host.WorkspaceWhy = "--confine off"
-		c.host.ExecutionWhy = "--confine off"
-		if len(p.AllowProgram) > 0 {
+		c.host.WorkspaceWhy = "confine off"
+		c.host.ExecutionWhy = "confine off"
+		if len(p.Programs) > 0 {
 			// Checked all the same: a wrong declaration is wrong whatever
 			// the mode, and says so before anything runs.
-			if _, err := tools.ResolvePrograms(p.AllowProgram, os.Getenv("PATH")); err != nil {
-				return nil, usageError{err}
+			if _, err := resolvePrograms(p.Programs); err != nil {
+				return nil, err
 			}
-			if err := checkAskedLimits(nil, p.limitFlags.asked(), "--confine off publishes no run tool"); err != nil {
+			if err := p.checkRequired(nil, "confine off publishes no run tool"); err != nil {
 				return nil, err
 			}
 		}
@@ -147,7 +140,7 @@ func confineSession(p *policyFlags, hooks []gate.Hook, ws *tools.Workspace, s *s
 				}
 			}
 		}
-		s.notes = append(s.notes, note)
+		s.note(note)
 	}
 
 	if !plan.ConfinedWorkspace {
@@ -158,7 +151,7 @@ func confineSession(p *policyFlags, hooks []gate.Hook, ws *tools.Workspace, s *s
 			if len(hooks) > 0 {
 				// Hooks inherit the domain and need a TMPDIR it lets them
 				// write (tmpdir.go); nothing else of the harness does.
-				tmp, err := privateTmp(s)
+				tmp, err := privateTmp(&s.cleanup)
 				if err != nil {
 					return err
 				}
@@ -186,11 +179,11 @@ func confineSession(p *policyFlags, hooks []gate.Hook, ws *tools.Workspace, s *s
 			})
 			if err != nil {
 				if m == confine.Strict {
-					return fmt.Errorf("--confine strict: confining the harness's own writes failed: %w", err)
+					return stepErr("confine", "strict", fmt.Errorf("confining the harness's own writes failed: %w", err))
 				}
 				c.record.SelfError = err.Error()
 				c.host.WorkspaceWhy = "confining the harness's own writes failed: " + err.Error()
-				s.notes = append(s.notes, "confine auto: "+c.host.WorkspaceWhy+"; file_write and file_edit are not published")
+				s.note("confine auto: "+c.host.WorkspaceWhy+"; file_write and file_edit are not published")
 				return nil
 			}
 			c.record.Self = &applied
@@ -200,9 +193,9 @@ func confineSession(p *policyFlags, hooks []gate.Hook, ws *tools.Workspace, s *s
 		}
 	}
 
-	progs, err := tools.ResolvePrograms(p.AllowProgram, os.Getenv("PATH"))
+	progs, err := resolvePrograms(p.Programs)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, err
 	}
 	c.programNames = progs.Names()
 	c.host.Programs = len(progs)
@@ -215,7 +208,7 @@ func confineSession(p *policyFlags, hooks []gate.Hook, ws *tools.Workspace, s *s
 	if !plan.ConfinedExecution {
 		c.host.ExecutionWhy = "this host cannot confine run calls (see `b10x-harness doctor`)"
 		if len(progs) > 0 {
-			if err := checkAskedLimits(nil, p.limitFlags.asked(), "this host cannot confine run calls"); err != nil {
+			if err := p.checkRequired(nil, "this host cannot confine run calls"); err != nil {
 				return nil, err
 			}
 		}
@@ -227,59 +220,59 @@ func confineSession(p *policyFlags, hooks []gate.Hook, ws *tools.Workspace, s *s
 	// The broker is started now, before the harness confines its own
 	// writes: a Landlock-restricted process can never mount, and each run
 	// child needs fresh mounts (docs/decisions/0030-spawn-broker.md).
-	mgr, err := openCgroup(m, plan, s)
+	mgr, err := openCgroup(m, plan, &s.cleanup, s.note)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkAskedLimits(mgr, p.limitFlags.asked(), ""); err != nil {
+	if err := p.checkRequired(mgr, ""); err != nil {
 		return nil, err
 	}
 	if mgr != nil {
 		c.cgroupBase = mgr.Moved()
 	}
-	broker, err := spawn.StartBroker(spawn.BrokerOptions{Cgroup: mgr, Require: requirements(m), RemoveParent: true})
+	broker, err := spawn.StartBroker(spawn.BrokerOptions{Cgroup: mgr, Require: Requirements(m), RemoveParent: true})
 	if err != nil {
 		if m == confine.Strict {
-			return nil, fmt.Errorf("--confine strict: starting the run broker: %w", err)
+			return nil, stepErr("confine", "strict", fmt.Errorf("starting the run broker: %w", err))
 		}
 		c.host.ExecutionWhy = "the run broker could not start: " + err.Error()
-		s.notes = append(s.notes, "confine auto: "+c.host.ExecutionWhy+"; run is not published")
+		s.note("confine auto: "+c.host.ExecutionWhy+"; run is not published")
 		return c, nil
 	}
-	s.closers = append(s.closers, func() { broker.Close() })
+	s.cleanup.add(func() { broker.Close() })
 	// Who the program runs as depends on the workspace's owner; a
 	// workspace that cannot be given to a run child here (root's, on a
 	// filesystem without idmapped mounts) means run cannot work.
 	id, err := spawn.ProbeIdentity(ws.Dir())
 	if err != nil {
 		if m == confine.Strict {
-			return nil, usagef("--confine strict: run calls cannot use this workspace: %v", err)
+			return nil, policyErr("confine", "strict", "run calls cannot use this workspace: %v", err)
 		}
 		c.host.ExecutionWhy = "run calls cannot use this workspace: " + err.Error()
-		s.notes = append(s.notes, "confine auto: "+c.host.ExecutionWhy+"; run is not published")
+		s.note("confine auto: "+c.host.ExecutionWhy+"; run is not published")
 		return c, nil
 	}
 	c.record.RunAs = id.String()
-	lim, err := p.limitFlags.limits()
+	lim, err := p.Run.limits()
 	if err != nil {
 		return nil, err
 	}
-	timeout := p.Timeout
+	timeout := p.Run.Timeout
 	if timeout == 0 {
 		timeout = 2 * time.Minute
 	}
 	cfg := tools.RunConfig{
 		Programs:  progs,
 		Runner:    broker,
-		Env:       childEnv(p.PassEnv),
+		Env:       ChildEnv(p.Run.PassEnv),
 		Timeout:   timeout,
 		Limits:    lim,
-		TmpSize:   int64(p.TmpSize),
-		Net:       p.Net == "host",
+		TmpSize:   p.Run.TmpSize,
+		Net:       p.Run.Net == "host",
 		View:      view,
-		MaxOutput: int(p.MaxOutput),
+		MaxOutput: int(p.Run.MaxOutput),
 		Held:      gate.RunHeldSummary,
-		Sockets:   spawn.PathnameSockets(childLandlockABI(rep)),
+		Sockets:   spawn.PathnameSockets(ChildLandlockABI(rep)),
 	}
 	// Probing is doing: a call is started here, up to its program's
 	// execve, so that a run tool that would fail on every call (a
@@ -287,18 +280,18 @@ func confineSession(p *policyFlags, hooks []gate.Hook, ws *tools.Workspace, s *s
 	// given) is never shown to a model, and strict never starts. A single
 	// call (call run) is its own probe: a failure is its outcome, naming
 	// the step, and no model sees a list.
-	if m != confine.Strict && p.onlyTool != "" {
+	if m != confine.Strict && p.OnlyTool != "" {
 		c.tools = append(c.tools, tools.RunTool(cfg))
 		c.host.ConfinedExecution = true
 		return c, nil
 	}
-	if err := tools.ProbeRun(context.Background(), cfg); err != nil {
+	if err := tools.ProbeRun(ctx, cfg); err != nil {
 		why := "a run call cannot be started here: " + err.Error() + containerHint(err)
 		if m == confine.Strict {
-			return nil, fmt.Errorf("--confine strict: %s", why)
+			return nil, stepErr("confine", "strict", errors.New(why))
 		}
 		c.host.ExecutionWhy = why
-		s.notes = append(s.notes, "confine auto: "+why+"; run is not published")
+		s.note("confine auto: "+why+"; run is not published")
 		return c, nil
 	}
 	c.tools = append(c.tools, tools.RunTool(cfg))
@@ -330,7 +323,7 @@ var resolverFiles = []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.co
 // absolute path, and this executable (hooks start under its small init). With a network provider it holds the resolver's files;
 // the CA certificates are loaded here, before the domain, and kept.
 // Nothing else outside the workspace is readable once the domain holds.
-func selfReadPaths(p *policyFlags, hooks []gate.Hook) ([]string, error) {
+func selfReadPaths(p *Policy, hooks []gate.Hook) ([]string, error) {
 	var read []string
 	if len(hooks) > 0 {
 		sys, err := spawn.SystemReadPaths()
@@ -355,7 +348,7 @@ func selfReadPaths(p *policyFlags, hooks []gate.Hook) ([]string, error) {
 			}
 		}
 	}
-	if p.network {
+	if p.ProviderNetwork {
 		if _, err := x509.SystemCertPool(); err != nil {
 			return nil, fmt.Errorf("loading the system's CA certificates: %w", err)
 		}
@@ -367,43 +360,43 @@ func selfReadPaths(p *policyFlags, hooks []gate.Hook) ([]string, error) {
 // openCgroup opens the cgroup parent for run leaves when the plan uses
 // cgroup.kill. In auto a failure falls back to the PID namespace's
 // whole-tree kill (said once); in strict it is fatal.
-func openCgroup(m confine.Mode, plan confine.Plan, s *session) (*cgroup.Manager, error) {
+func openCgroup(m confine.Mode, plan confine.Plan, cu *cleanup, note func(string)) (*cgroup.Manager, error) {
 	if plan.WholeTreeKill != "cgroup.kill" {
 		return nil, nil
 	}
 	mgr, err := cgroup.Open(cgroup.Options{})
 	if err != nil {
 		if m == confine.Strict {
-			return nil, fmt.Errorf("--confine strict: cgroup: %w", err)
+			return nil, stepErr("confine", "strict", fmt.Errorf("cgroup: %w", err))
 		}
-		s.notes = append(s.notes, "confine auto: no cgroup leaf for run calls ("+err.Error()+"); the whole tree is killed through its PID namespace, without resource limits")
+		note("confine auto: no cgroup leaf for run calls (" + err.Error() + "); the whole tree is killed through its PID namespace, without resource limits")
 		return nil, nil
 	}
 	if removed, err := mgr.Sweep(); err == nil && len(removed) > 0 {
-		s.notes = append(s.notes, fmt.Sprintf("removed %d stale cgroup leaf(s) of an earlier harness", len(removed)))
+		note(fmt.Sprintf("removed %d stale cgroup leaf(s) of an earlier harness", len(removed)))
 	}
-	s.closers = append(s.closers, func() { mgr.Close() })
+	cu.add(func() { mgr.Close() })
 	return mgr, nil
 }
 
-// requirements are the layers a run child must have: strict makes the
+// Requirements are the layers a run child must have: strict makes the
 // whole-tree kill by cgroup and every limit fatal when missing.
-func requirements(m confine.Mode) spawn.Requirements {
+func Requirements(m confine.Mode) spawn.Requirements {
 	if m != confine.Strict {
 		return spawn.Requirements{}
 	}
 	return spawn.Requirements{Layers: []string{confine.LayerCgroupLeaf, confine.LayerPidsLimit, confine.LayerMemoryLimit, confine.LayerCPULimit}}
 }
 
-// safePath is the PATH of every run child: system directories only, never
+// SafePath is the PATH of every run child: system directories only, never
 // the harness's own PATH (which may name the workspace).
-const safePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+const SafePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// childEnv is the complete environment of a run child: PATH, HOME (the
+// ChildEnv is the complete environment of a run child: PATH, HOME (the
 // child's private /tmp), LANG, TERM, and each --pass-env variable that is
 // set. Nothing else of the harness's environment reaches it.
-func childEnv(pass []string) []string {
-	env := []string{"PATH=" + safePath, "HOME=/tmp", "TMPDIR=/tmp"}
+func ChildEnv(pass []string) []string {
+	env := []string{"PATH=" + SafePath, "HOME=/tmp", "TMPDIR=/tmp"}
 	lang := os.Getenv("LANG")
 	if lang == "" {
 		lang = "C.UTF-8"
@@ -422,9 +415,9 @@ func childEnv(pass []string) []string {
 	return env
 }
 
-// childLandlockABI is the Landlock ABI of a run child's domain here: the
+// ChildLandlockABI is the Landlock ABI of a run child's domain here: the
 // probed one when the child gets a domain, 0 when it does not.
-func childLandlockABI(rep confine.Report) int {
+func ChildLandlockABI(rep confine.Report) int {
 	for _, r := range rep.Table() {
 		if r.Layer == confine.LayerLandlockChild && r.Available {
 			return rep.Landlock.ABI
@@ -432,3 +425,31 @@ func childLandlockABI(rep confine.Report) int {
 	}
 	return 0
 }
+
+// RunStartHere starts the error of a failed ProbeRunHere.
+const RunStartHere = "a run call cannot start here: "
+
+// ProbeRunHere starts a run call of ws up to its program's execve (see
+// tools.ProbeRun), where auto would publish run: what doctor says of run
+// children is what a call does, not what the layers promise.
+func ProbeRunHere(rep confine.Report, ws string) error {
+	// (its errors begin with RunStartHere)
+	plan, err := rep.Plan(confine.Auto)
+	if err != nil || !plan.ConfinedExecution {
+		return errors.New("this host cannot confine run calls (see the layers marked NO)")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	view, err := tools.PinRunView(ws, nil, nil)
+	if err != nil {
+		return err
+	}
+	cfg := tools.RunConfig{Programs: tools.Programs{"probe": exe}, Runner: spawn.NewDirect(spawn.Options{}), View: view}
+	if err := tools.ProbeRun(context.Background(), cfg); err != nil {
+		return fmt.Errorf(RunStartHere+"%w%s", err, containerHint(err))
+	}
+	return nil
+}
+

@@ -1,0 +1,61 @@
+package session
+
+import (
+	"os"
+
+	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/tools"
+)
+
+// noTerminalNote starts the note said when auto finds no terminal.
+const noTerminalNote = "no terminal"
+
+// chooseApprover maps the approve mode to an approver, and says what the
+// harness must tell the user once at start.
+func chooseApprover(p Policy) (gate.Approver, string, error) {
+	switch p.Approve {
+	case ApproveAll:
+		return gate.ApproveAll{}, "", nil
+	case ApproveDeny:
+		return gate.DenyAll{}, "", nil
+	}
+	tty, err := openTTY()
+	if err != nil {
+		if p.Approve == ApprovePrompt {
+			return nil, "", policyErr("approve", "prompt", "needs an interactive terminal (/dev/tty): %v", err)
+		}
+		return gate.DenyAll{}, noTerminalNote + ": calls above " + p.ApproveUpTo.String() + " risk will be denied (use --approve-up-to, --approve all or --yes to change this)", nil
+	}
+	return gate.NewTTYApprover(tty, tty), "", nil
+}
+
+// openTTY opens the controlling terminal. It fails when the process has none
+// (ENXIO), even when stdin and stdout are terminals of another session.
+func openTTY() (*os.File, error) {
+	return os.OpenFile("/dev/tty", os.O_RDWR, 0)
+}
+
+// note records a note said once at start.
+func (s *Session) note(n string) { s.notes = append(s.notes, n) }
+
+// resolvePrograms resolves the allow_program declarations through the
+// harness's PATH.
+func resolvePrograms(decl []string) (tools.Programs, error) {
+	progs, err := tools.ResolvePrograms(decl, os.Getenv("PATH"))
+	if err != nil {
+		return nil, &Error{Err: err, Usage: true}
+	}
+	return progs, nil
+}
+
+// pinView pins the workspace and the extra paths once, at start.
+func pinView(p *Policy, ws *tools.Workspace) (tools.RunView, error) {
+	view, err := tools.PinRunView(p.Workspace, p.Run.AllowRead, p.Run.AllowWrite)
+	if err == nil && view.Workspace.Path != ws.Dir() {
+		return view, policyErr("workspace", p.Workspace, "changed while it was resolved (%s, then %s)", ws.Dir(), view.Workspace.Path)
+	}
+	if err != nil {
+		return view, &Error{Err: err, Usage: true}
+	}
+	return view, nil
+}

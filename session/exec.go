@@ -1,0 +1,141 @@
+package session
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/b10x/harness/cgroup"
+	"github.com/b10x/harness/confine"
+	"github.com/b10x/harness/confine/spawn"
+	"github.com/b10x/harness/tools"
+)
+
+// DefaultExecTimeout is the wall-clock limit of exec's command when the
+// policy sets none.
+const DefaultExecTimeout = 10 * time.Minute
+
+// Execution is one command prepared under a policy's confinement (exec,
+// for a CI step): the runner and the spec it will run. It holds the
+// workspace and the cgroup parent until Close.
+type Execution struct {
+	Runner spawn.Runner
+	Spec   spawn.Spec
+	// Notes are said once before the command starts.
+	Notes   []string
+	limits  cgroup.Limits
+	cleanup cleanup
+}
+
+// Prepare readies argv to run under p's confinement: the workspace and the
+// extra paths pinned, the program resolved (a name through PATH, an
+// absolute path, or a path with a slash from the working directory that
+// resolves inside the workspace), the cgroup parent opened. Strict probes
+// every layer first and refuses (a usage *Error) when one is missing;
+// auto does not probe: the spawn applies every layer the baseline requires
+// and fails closed, naming the step. Confine off is refused: the command
+// never runs unconfined.
+func Prepare(p Policy, argv []string) (*Execution, error) {
+	if p.Confine == confine.Off {
+		return nil, policyErr("confine", "off", "exec never runs a command unconfined: use strict or auto")
+	}
+	lim, err := p.Run.limits()
+	if err != nil {
+		return nil, err
+	}
+	x := &Execution{limits: lim}
+	ok := false
+	defer func() {
+		if !ok {
+			x.Close()
+		}
+	}()
+	plan := confine.Plan{WholeTreeKill: "cgroup.kill"}
+	if p.Confine == confine.Strict {
+		if _, _, plan, err = planConfinement(p.Confine, true, ""); err != nil {
+			return nil, err
+		}
+	}
+	ws, err := tools.OpenWorkspace(p.Workspace)
+	if err != nil {
+		return nil, &Error{Key: "workspace", Value: p.Workspace, Err: err, Usage: true}
+	}
+	x.cleanup.add(func() { ws.Close() })
+	view, err := pinView(&p, ws)
+	if err != nil {
+		return nil, err
+	}
+	prog := argv[0]
+	if strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
+		abs, err := filepath.Abs(prog)
+		if err == nil {
+			abs, err = filepath.EvalSymlinks(abs)
+		}
+		if err != nil {
+			return nil, &Error{Key: "program", Value: prog, Err: err, Usage: true}
+		}
+		if _, inside := RelInside(ws.Dir(), abs); !inside {
+			return nil, policyErr("program", prog, "resolves to %s, outside the workspace %s: give an absolute path for a program elsewhere", abs, ws.Dir())
+		}
+		prog = abs
+	}
+	progs, err := tools.ResolvePrograms([]string{prog}, os.Getenv("PATH"))
+	if err != nil {
+		return nil, &Error{Key: "program", Err: errors.New(strings.TrimPrefix(err.Error(), "--allow-program ")), Usage: true}
+	}
+	timeout := p.Run.Timeout
+	if timeout == 0 {
+		timeout = DefaultExecTimeout
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	dir := ws.Dir()
+	if rel, inside := RelInside(ws.Dir(), cwd); inside {
+		dir = filepath.Join(ws.Dir(), rel)
+	}
+	mgr, err := openCgroup(p.Confine, plan, &x.cleanup, func(n string) { x.Notes = append(x.Notes, n) })
+	if err != nil {
+		return nil, err
+	}
+	if err := p.checkRequired(mgr, ""); err != nil {
+		return nil, err
+	}
+	x.Runner = spawn.NewDirect(spawn.Options{Cgroup: mgr, Require: Requirements(p.Confine)})
+	x.Spec = spawn.Spec{
+		Path: progs[prog], Argv: argv, Env: ChildEnv(p.Run.PassEnv), Dir: dir, Workspace: view.Workspace,
+		ReadPaths: view.Read, WritePaths: view.Write, Net: p.Run.Net == "host", Limits: lim, Timeout: timeout,
+		TmpSize: p.Run.TmpSize,
+	}
+	ok = true
+	return x, nil
+}
+
+// Missing names the whole-tree and limit layers the command asked for and
+// did not get, from the layers a run applied.
+func (x *Execution) Missing(applied []string) []string {
+	want := []string{confine.LayerCgroupLeaf}
+	if x.limits.PidsMax > 0 {
+		want = append(want, confine.LayerPidsLimit)
+	}
+	if x.limits.MemoryMax > 0 {
+		want = append(want, confine.LayerMemoryLimit)
+	}
+	if x.limits.CPUQuota > 0 {
+		want = append(want, confine.LayerCPULimit)
+	}
+	var missing []string
+	for _, l := range want {
+		if !slices.Contains(applied, l) {
+			missing = append(missing, l)
+		}
+	}
+	return missing
+}
+
+// Close releases the workspace and the cgroup parent.
+func (x *Execution) Close() { x.cleanup.run() }

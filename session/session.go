@@ -1,0 +1,337 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/record"
+	"github.com/b10x/harness/surface"
+	"github.com/b10x/harness/tools"
+)
+
+// Options are how a session reports and whom it asks; the zero value
+// discards notes and chooses the approver from the policy.
+type Options struct {
+	// Command names what opened the session, for the record ("call",
+	// "run", "mcp").
+	Command string
+	// Version is the harness's version, for the record.
+	Version string
+	// Logf receives the notes a session says once, at start (what this
+	// host lacks, an approval fallback, stale cgroup leaves removed). Nil:
+	// discarded. The text may quote file names: render it safely.
+	Logf func(format string, args ...any)
+	// Approver decides calls above the ceiling instead of the one the
+	// policy's approve mode chooses (a terminal for auto and prompt). An
+	// MCP server asks its client; nil: the policy decides.
+	Approver gate.Approver
+	// Network says run calls may reach a network (for a surface's hints);
+	// set by Open from the policy.
+}
+
+// Session is one policy made real: an open workspace, the confinement the
+// host holds, the harness's own domain applied, a gate, a surface and a
+// record. It is safe for concurrent Calls (the gate is); End and Close
+// must be called once, after the last call.
+type Session struct {
+	policy   Policy
+	ws       *tools.Workspace
+	gate     *gate.Gate
+	surface  *surface.Surface
+	rec      *gate.Recorder
+	conf     *confinement
+	cleanup  cleanup
+	start    time.Time
+	notes    []string
+	approver gate.Approver
+}
+
+// cleanup undoes what Open did, last first.
+type cleanup []func()
+
+func (c *cleanup) add(f func()) { *c = append(*c, f) }
+
+func (c *cleanup) run() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
+	}
+	*c = nil
+}
+
+// Open makes p real: it validates p, opens the workspace, probes the
+// host, confines the harness's own writes and reads (after which nothing
+// beyond the workspace is readable or writable by this process), builds
+// the tools the host can confine, the gate and the surface, and writes the
+// record's run_start. An error is an *Error when the policy cannot be used
+// as given (nothing was started); any other error is a failure of the
+// host. The process stays confined after Close: open one session per
+// process.
+func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Session{policy: p, start: time.Now()}
+	ok := false
+	defer func() {
+		if !ok {
+			s.cleanup.run()
+		}
+	}()
+	var rules []gate.ScopeRule
+	for _, r := range p.WriteScope {
+		rule, _ := gate.ParseScopeRule(r) // checked by Validate
+		rules = append(rules, rule)
+	}
+	hooks, err := findHooks(p)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := tools.OpenWorkspace(p.Workspace)
+	if err != nil {
+		return nil, &Error{Key: "workspace", Value: p.Workspace, Err: err, Usage: true}
+	}
+	s.ws = ws
+	s.cleanup.add(func() { ws.Close() })
+
+	approver := o.Approver
+	if approver == nil {
+		var note string
+		if approver, note, err = chooseApprover(p); err != nil {
+			return nil, err
+		}
+		if note != "" {
+			s.notes = append(s.notes, note)
+		}
+	}
+	s.approver = approver
+
+	conf, err := confineSession(ctx, &s.policy, hooks, ws, s)
+	if err != nil {
+		return nil, err
+	}
+	s.conf = conf
+
+	// The record file is opened before the harness confines its own writes.
+	var recFile *os.File
+	var torn int64
+	if p.Record != "" {
+		f, n, err := record.Open(p.Record)
+		if err != nil {
+			var nr *record.NotRegularError
+			if errors.As(err, &nr) {
+				return nil, &Error{Key: "record", Err: err, Usage: true, Phrase: true}
+			}
+			if _, ok := err.(*os.PathError); ok {
+				return nil, &Error{Key: "record", Err: err, Usage: true}
+			}
+			return nil, &Error{Key: "record", Err: err, Phrase: true}
+		}
+		recFile, torn = f, n
+		s.cleanup.add(func() { f.Close() })
+		if torn > 0 {
+			s.notes = append(s.notes, fmt.Sprintf("the record %s ended in a torn line (%d bytes after its last newline: a write cut short, by a full disk for one); this run starts on a fresh line", p.Record, torn))
+		}
+	}
+	s.rec = gate.NewRecorder(nil)
+	if recFile != nil {
+		s.rec = gate.NewRecorder(recFile)
+	}
+	protected := conf.protected
+	if p.Record != "" {
+		if rel, inside := RelInside(ws.Dir(), p.Record); inside {
+			protected = append(protected, rel)
+		}
+	}
+	for _, h := range hooks {
+		if rel, inside := RelInside(ws.Dir(), h.Argv[0]); inside {
+			protected = append(protected, rel)
+		}
+	}
+	for _, pr := range p.Protect {
+		if rel, inside := RelInside(ws.Dir(), pr); inside {
+			protected = append(protected, rel)
+		}
+	}
+
+	if err := conf.restrict(); err != nil {
+		return nil, err
+	}
+	if AfterRestrictForTest != nil {
+		AfterRestrictForTest(ws.Dir())
+	}
+	if conf.tmpDir != "" {
+		for i := range hooks {
+			hooks[i].Env = append(os.Environ(), "TMPDIR="+conf.tmpDir)
+		}
+	}
+
+	g, err := gate.New(gate.Config{
+		Workspace:   ws,
+		Tools:       conf.tools,
+		Host:        conf.host,
+		ApproveUpTo: p.ApproveUpTo,
+		Approver:    approver,
+		WriteScope:  rules,
+		Protected:   protected,
+		Hooks:       hooks,
+		MaxResult:   int(p.MaxResult),
+		MaxCalls:    p.MaxCalls,
+		CallTimeout: CallTimeout(p.Run.Timeout),
+		Allow:       p.Narrow,
+		Recorder:    s.rec,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.gate = g
+	sf, err := surface.New(p.Surface, g, surface.Options{SilentScope: p.ScopeAnnounce == "silent"})
+	if err != nil {
+		return nil, &Error{Key: "surface", Err: err, Usage: true}
+	}
+	s.surface = sf
+
+	if err := s.rec.Write(s.runStart(o, torn)); err != nil {
+		return nil, err
+	}
+	// The approval fallback matters only when something above the ceiling
+	// is published; with the read tools alone there is nothing to ask.
+	// A call names its one entry: the note is said only when that entry
+	// would ask (a plain file_read never does).
+	above := false
+	for _, en := range g.Published() {
+		if p.OnlyTool == "" || en.Name == p.OnlyTool {
+			above = above || en.Risk > p.ApproveUpTo
+		}
+	}
+	for _, n := range s.notes {
+		if !above && strings.HasPrefix(n, noTerminalNote) {
+			continue
+		}
+		if o.Logf != nil {
+			o.Logf("%s", n)
+		}
+	}
+	ok = true
+	return s, nil
+}
+
+// findHooks parses the policy's hooks and finds each program once, now,
+// from the working directory and PATH, as a shell would: a relative path
+// means the same thing here as where the user typed it (hooks run in the
+// workspace), and a missing program is a usage error at start, not a
+// refusal of every call.
+func findHooks(p Policy) ([]gate.Hook, error) {
+	var hooks []gate.Hook
+	for _, h := range p.Hooks {
+		hook, err := gate.ParseHook(h)
+		if err != nil {
+			return nil, &Error{Key: "hook", Err: err, Usage: true}
+		}
+		prog, err := exec.LookPath(hook.Argv[0])
+		if err == nil {
+			prog, err = filepath.Abs(prog)
+		}
+		if err != nil {
+			return nil, &Error{Key: "hook", Value: h, Err: err, Usage: true} // escaped where it is printed
+		}
+		hook.Argv[0] = prog
+		hook.Timeout = p.HookTimeout
+		hooks = append(hooks, hook)
+	}
+	return hooks, nil
+}
+
+// runStart is the record's first line of this session.
+func (s *Session) runStart(o Options, torn int64) record.RunStart {
+	p, g := s.policy, s.gate
+	pol := record.Policy{ApproveUpTo: p.ApproveUpTo.String(), Approve: p.Approve, Approver: s.approver.Name(), WriteScope: p.WriteScope,
+		ScopeAnnounce: p.ScopeAnnounce, Hooks: p.Hooks, MaxResult: int(p.MaxResult), MaxCalls: p.MaxCalls, Programs: s.conf.programNames}
+	if eff, err := json.Marshal(p.Effective()); err == nil {
+		pol.Effective = eff
+	}
+	if p.File != nil {
+		pol.File = &record.PolicyFile{Path: p.File.Path, SHA256: p.File.SHA256}
+	}
+	var pub []record.Published
+	for _, en := range g.Published() {
+		pub = append(pub, record.Published{Name: en.Name, Operation: en.Operation, Risk: en.Risk.String()})
+	}
+	return record.RunStart{Event: "run_start", RecordVersion: record.Version, TornBytes: torn, Time: s.start.UTC(), Version: o.Version, Command: o.Command,
+		Workspace: s.ws.Dir(), Surface: string(p.Surface), Confinement: s.conf.record, Published: pub, Unpublished: g.Unpublished(), Policy: pol}
+}
+
+// Gate is the session's gate: its publication, its configuration.
+func (s *Session) Gate() *gate.Gate { return s.gate }
+
+// Surface is the published tools in the shape the policy names.
+func (s *Session) Surface() *surface.Surface { return s.surface }
+
+// Policy is the policy the session was opened with.
+func (s *Session) Policy() Policy { return s.policy }
+
+// Workspace is the workspace's canonical path.
+func (s *Session) Workspace() string { return s.ws.Dir() }
+
+// Network says run calls of this session reach the host's network.
+func (s *Session) Network() bool {
+	_, run := s.gate.Tool("run")
+	return run && s.policy.Run.Net == "host"
+}
+
+// Call passes one call, in the shape of the session's surface, through the
+// gate: the one way a session acts.
+func (s *Session) Call(ctx context.Context, name string, args json.RawMessage) gate.Outcome {
+	return s.surface.Dispatch(ctx, name, args)
+}
+
+// End writes run_end (endedBy: "completed", "cancelled", ...) and closes
+// the session.
+func (s *Session) End(endedBy string) {
+	if s.rec != nil {
+		_ = s.rec.Write(record.RunEnd{Event: "run_end", Time: time.Now().UTC(), EndedBy: endedBy})
+	}
+	s.Close()
+}
+
+// Close releases what Open started (the run broker, cgroups, the hooks'
+// temporary directory) without writing run_end. It is safe to call twice.
+func (s *Session) Close() { s.cleanup.run() }
+
+// AfterRestrictForTest is nil in the harness. A test binary sets it to
+// stand for a broken path resolver: code of the harness that, once the
+// session's own domain holds, reads what no tool should (see
+// TestHarnessCannotReadBesideWorkspace).
+var AfterRestrictForTest func(workspace string)
+
+// RelInside reports p's path relative to root when p lies beneath it.
+func RelInside(root, p string) (string, bool) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", false
+	}
+	if r, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		abs = filepath.Join(r, filepath.Base(abs))
+	}
+	rel, err := filepath.Rel(root, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || rel == "." {
+		return "", false
+	}
+	return rel, true
+}
+
+// CallTimeout is the deadline of each tool call: the policy's timeout, or
+// the gate's default.
+func CallTimeout(d time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return gate.DefaultCallTimeout
+}
