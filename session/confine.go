@@ -183,7 +183,7 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 				}
 				c.record.SelfError = err.Error()
 				c.host.WorkspaceWhy = "confining the harness's own writes failed: " + err.Error()
-				s.note("confine auto: "+c.host.WorkspaceWhy+"; file_write and file_edit are not published")
+				s.note("confine auto: " + c.host.WorkspaceWhy + "; file_write and file_edit are not published")
 				return nil
 			}
 			c.record.Self = &applied
@@ -236,7 +236,7 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 			return nil, stepErr("confine", "strict", fmt.Errorf("starting the run broker: %w", err))
 		}
 		c.host.ExecutionWhy = "the run broker could not start: " + err.Error()
-		s.note("confine auto: "+c.host.ExecutionWhy+"; run is not published")
+		s.note("confine auto: " + c.host.ExecutionWhy + "; run is not published")
 		return c, nil
 	}
 	s.cleanup.add(func() { broker.Close() })
@@ -249,7 +249,7 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 			return nil, policyErr("confine", "strict", "run calls cannot use this workspace: %v", err)
 		}
 		c.host.ExecutionWhy = "run calls cannot use this workspace: " + err.Error()
-		s.note("confine auto: "+c.host.ExecutionWhy+"; run is not published")
+		s.note("confine auto: " + c.host.ExecutionWhy + "; run is not published")
 		return c, nil
 	}
 	c.record.RunAs = id.String()
@@ -291,7 +291,7 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 			return nil, stepErr("confine", "strict", errors.New(why))
 		}
 		c.host.ExecutionWhy = why
-		s.note("confine auto: "+why+"; run is not published")
+		s.note("confine auto: " + why + "; run is not published")
 		return c, nil
 	}
 	c.tools = append(c.tools, tools.RunTool(cfg))
@@ -452,4 +452,3 @@ func ProbeRunHere(rep confine.Report, ws string) error {
 	}
 	return nil
 }
-

@@ -270,4 +270,3 @@ func (p *Policy) checkRequired(mgr *cgroup.Manager, why string) error {
 	}
 	return nil
 }
-

@@ -43,7 +43,6 @@ type policyFlags struct {
 	// MaxOutput belongs to the run tool only: exec gives the program the
 	// harness's own stdout and stderr, which it does not capture.
 	MaxOutput byteSize `default:"64KiB" help:"Cap on each of stdout and stderr of a run call (head and tail kept)."`
-
 }
 
 // limitFlags are shared by the run tool and exec.

@@ -16,9 +16,9 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/b10x/harness/confine/spawn"
-	"github.com/b10x/harness/session"
 	"github.com/b10x/harness/internal/reexec"
 	"github.com/b10x/harness/internal/termsafe"
+	"github.com/b10x/harness/session"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
