@@ -62,7 +62,7 @@ type fixture struct {
 // newFixture builds a real gate over a temp workspace holding f.txt, with
 // the six file tools published (the host is declared confined: these tests
 // check the protocol and policy, not the kernel), and a server over it.
-func newFixture(t *testing.T, kind surface.Kind, mode string, gcfg gate.Config, cfg Config) *fixture {
+func newFixture(t testing.TB, kind surface.Kind, mode string, gcfg gate.Config, cfg Config) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "f.txt"), []byte("hello\n"), 0o644); err != nil {
