@@ -22,7 +22,12 @@
 // # What it does not do
 //
 // Client roots are ignored: the workspace is the policy's. The server
-// serves tools only (no resources, prompts or sampling).
+// serves tools only (no resources, prompts or sampling). It speaks the
+// protocol versions up to 2025-11-25, those with an initialize handshake
+// (see lastHandshakeVersion): 2026-07-28 forbids the elicitation/create
+// request its approvals send while a call is served. Every tools/call is
+// answered after the gate's decision; a panic in a handler becomes an
+// internal JSON-RPC error, not a crash.
 package mcp
 
 import (
