@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/b10x/harness/cgroup"
@@ -415,17 +416,47 @@ func RunCaptured(ctx context.Context, r spawn.Runner, spec spawn.Spec, stdin io.
 		outW.Close()
 		return spawn.Result{}, out, errOut, err
 	}
+	var outW2, errW2 io.Writer = out, errOut
+	if fn, ok := ctx.Value(progressKey{}).(func(int64)); ok && fn != nil {
+		var total atomic.Int64
+		outW2, errW2 = progressWriter{out, &total, fn}, progressWriter{errOut, &total, fn}
+	}
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() { defer wg.Done(); io.Copy(inW, stdin); inW.Close() }()
-	go func() { defer wg.Done(); io.Copy(out, outR); outR.Close() }()
-	go func() { defer wg.Done(); io.Copy(errOut, errR); errR.Close() }()
+	go func() { defer wg.Done(); io.Copy(outW2, outR); outR.Close() }()
+	go func() { defer wg.Done(); io.Copy(errW2, errR); errR.Close() }()
 	res, runErr := r.Run(ctx, spec, spawn.Stdio{Stdin: inR, Stdout: outW, Stderr: errW})
 	inR.Close()
 	outW.Close()
 	errW.Close()
 	wg.Wait()
 	return res, out, errOut, runErr
+}
+
+type progressKey struct{}
+
+// WithProgress returns a copy of ctx under which RunCaptured (and so a run
+// call) reports the program's output as it arrives: fn is called after each
+// chunk with the bytes of stdout and stderr together so far (counted before
+// the capture cap). fn is called from the goroutines copying the output,
+// possibly concurrently, so reports can arrive out of order (the largest
+// is the total so far); it must be quick. A nil fn reports nothing.
+func WithProgress(ctx context.Context, fn func(outBytes int64)) context.Context {
+	return context.WithValue(ctx, progressKey{}, fn)
+}
+
+// progressWriter counts what it passes on to w into total and reports it.
+type progressWriter struct {
+	w     io.Writer
+	total *atomic.Int64
+	fn    func(int64)
+}
+
+func (p progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	p.fn(p.total.Add(int64(n)))
+	return n, err
 }
 
 // runMeta is the structured outcome of a run call, for the record and the
