@@ -49,9 +49,7 @@ type runCmd struct {
 	MaxTurns       int           `default:"50" help:"Model turns allowed in the run (0: unlimited)."`
 	RunTimeout     time.Duration `default:"1h" help:"Wall-clock limit for the whole run (0: none). --timeout is the limit of each run tool call."`
 	RequestTimeout time.Duration `default:"10m" help:"Limit on each request to the provider, per attempt."`
-	AgentsDir      []string      `name:"agents-dir" sep:"none" help:"A directory of named agent definitions (*.md with a front matter); repeatable." placeholder:"DIR"`
-	Plugin         []string      `sep:"none" help:"A plugin directory whose agents/ holds named agent definitions; repeatable." placeholder:"DIR"`
-	Agent          string        `help:"Run this named agent: its instructions, and the parent's tools narrowed to its declared tools." placeholder:"NAME"`
+	agentFlags
 	Quiet          bool          `help:"Print only the final summary."`
 	JSON           bool          `help:"Print one JSON event per line (for CI) instead of the transcript."`
 	Task           string        `arg:"" optional:"" help:"The task for the model, or - to read it from stdin (not needed for replay)."`
@@ -83,52 +81,17 @@ func (c *runCmd) Run(e *env) error {
 		task = string(b)
 	}
 
-	// Named agents: every definition found is checked, even without --agent.
-	var dirs []string
-	dirs = append(dirs, c.AgentsDir...)
-	for _, p := range c.Plugin {
-		d := filepath.Join(p, "agents")
-		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
-			return usagef("--plugin %s: no agents/ directory in it", p)
-		}
-		dirs = append(dirs, d)
-	}
 	pol, err := c.policy(e, c.Surface)
 	if err != nil {
 		return err
 	}
-	// The harness reads these files: a write tool must not change them.
-	pol.Protect = append(pol.Protect, dirs...)
-	var defs []agent.Def
-	if len(dirs) > 0 {
-		if defs, err = agent.LoadDefs(dirs...); err != nil {
-			return usageError{err}
-		}
+	def, err := c.agentFlags.narrow(&pol)
+	if err != nil {
+		return err
 	}
 	system := defaultSystem
-	var def *agent.Def
-	if c.Agent != "" {
-		d, ok := agent.FindDef(defs, c.Agent)
-		if !ok {
-			if len(dirs) == 0 {
-				return usagef("--agent %s: no agent definitions were given (--agents-dir or --plugin)", c.Agent)
-			}
-			var names []string
-			for _, d := range defs {
-				names = append(names, d.Name)
-			}
-			return usagef("--agent %s: no such agent in %s (defined: %s)", c.Agent, strings.Join(dirs, ", "), orNone(names))
-		}
-		ceiling, err := d.Ceiling(pol.ApproveUpTo)
-		if err != nil {
-			return usageError{err}
-		}
-		// The agent can only lower the ceiling and remove tools; the gate
-		// intersects allow with what the parent run admits.
-		pol.ApproveUpTo = ceiling
-		pol.Narrow = d.Allow()
-		system = d.Instructions + "\n\n" + defaultSystem
-		def = &d
+	if def != nil {
+		system = def.Instructions + "\n\n" + defaultSystem
 	}
 
 	// The provider is built before the session so that a bad script, a
@@ -535,4 +498,57 @@ func argsText(raw json.RawMessage, max int) string {
 		return firstLine(strings.TrimSpace(b.String()), max)
 	}
 	return firstLine("(not JSON) "+termsafe.Line(string(raw)), max)
+}
+
+// agentFlags name the named agents and the one a session runs as.
+type agentFlags struct {
+	AgentsDir []string `name:"agents-dir" sep:"none" help:"A directory of named agent definitions (*.md with a front matter); repeatable." placeholder:"DIR"`
+	Plugin    []string `sep:"none" help:"A plugin directory whose agents/ holds named agent definitions; repeatable." placeholder:"DIR"`
+	Agent     string   `help:"Run this named agent: its instructions, and the parent's tools narrowed to its declared tools." placeholder:"NAME"`
+}
+
+// narrow loads every agent definition found (each is checked, even
+// without --agent), protects their files from the write tools and, with
+// --agent, narrows pol to that agent: a lower ceiling and its declared
+// tools, which the gate intersects with what the policy admits.
+func (c *agentFlags) narrow(pol *session.Policy) (*agent.Def, error) {
+	var dirs []string
+	dirs = append(dirs, c.AgentsDir...)
+	for _, p := range c.Plugin {
+		d := filepath.Join(p, "agents")
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			return nil, usagef("--plugin %s: no agents/ directory in it", p)
+		}
+		dirs = append(dirs, d)
+	}
+	// The harness reads these files: a write tool must not change them.
+	pol.Protect = append(pol.Protect, dirs...)
+	var defs []agent.Def
+	if len(dirs) > 0 {
+		var err error
+		if defs, err = agent.LoadDefs(dirs...); err != nil {
+			return nil, usageError{err}
+		}
+	}
+	if c.Agent == "" {
+		return nil, nil
+	}
+	d, ok := agent.FindDef(defs, c.Agent)
+	if !ok {
+		if len(dirs) == 0 {
+			return nil, usagef("--agent %s: no agent definitions were given (--agents-dir or --plugin)", c.Agent)
+		}
+		var names []string
+		for _, d := range defs {
+			names = append(names, d.Name)
+		}
+		return nil, usagef("--agent %s: no such agent in %s (defined: %s)", c.Agent, strings.Join(dirs, ", "), orNone(names))
+	}
+	ceiling, err := d.Ceiling(pol.ApproveUpTo)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	pol.ApproveUpTo = ceiling
+	pol.Narrow = d.Allow()
+	return &d, nil
 }
