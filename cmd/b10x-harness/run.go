@@ -50,9 +50,9 @@ type runCmd struct {
 	RunTimeout     time.Duration `default:"1h" help:"Wall-clock limit for the whole run (0: none). --timeout is the limit of each run tool call."`
 	RequestTimeout time.Duration `default:"10m" help:"Limit on each request to the provider, per attempt."`
 	agentFlags
-	Quiet          bool          `help:"Print only the final summary."`
-	JSON           bool          `help:"Print one JSON event per line (for CI) instead of the transcript."`
-	Task           string        `arg:"" optional:"" help:"The task for the model, or - to read it from stdin (not needed for replay)."`
+	Quiet bool   `help:"Print only the final summary."`
+	JSON  bool   `help:"Print one JSON event per line (for CI) instead of the transcript."`
+	Task  string `arg:"" optional:"" help:"The task for the model, or - to read it from stdin (not needed for replay)."`
 }
 
 func (c *runCmd) Run(e *env) error {
