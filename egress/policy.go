@@ -1,0 +1,220 @@
+// Package egress is the harness's side of a run child's network: a proxy
+// (HTTP CONNECT for TLS, absolute-URI forwarding for plain HTTP, and SOCKS5
+// with host names) that decides every connection by the destination's name
+// and the address it resolves to, and reports each attempt.
+//
+// The child runs in an empty network namespace whose only way out is a
+// listening socket the run helper opens at 127.0.0.1:Port inside that
+// namespace and hands to the harness (see confine/spawn, Stdio.Proxy); the
+// harness serves it with Serve. A program that ignores the proxy variables
+// reaches nothing: the namespace has no route but loopback.
+//
+// Decisions, in order: an IP literal is refused unless an allowed CIDR
+// contains it; a name is normalised (lower case, no trailing dot, IDNs in
+// their ASCII form); a deny pattern that matches refuses; an allow pattern
+// that matches admits; anything else is refused. An admitted name is
+// resolved by the harness, and only addresses that are global unicast (or
+// inside an allowed CIDR) are dialled — the address checked is the address
+// connected to, so a name that rebinds to 127.0.0.1 between a check and a
+// connect cannot slip through.
+package egress
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"golang.org/x/net/idna"
+)
+
+// Port is where the proxy listens inside each child's network namespace.
+// The namespace is the call's own, so a fixed port collides with nothing.
+const Port = 3128
+
+// Pattern is a destination name rule: an exact name ("proxy.golang.org") or
+// a suffix ("*.golang.org", which matches every name below golang.org but
+// not golang.org itself). Build one with ParsePattern.
+type Pattern struct {
+	name   string // ASCII, lower case, without "*."
+	suffix bool
+}
+
+// ParsePattern parses an exact name or "*.suffix", case-insensitively; an
+// IDN is compared in its ASCII (punycode) form.
+func ParsePattern(s string) (Pattern, error) {
+	t := strings.TrimSpace(s)
+	suffix := false
+	if rest, ok := strings.CutPrefix(t, "*."); ok {
+		suffix, t = true, rest
+	}
+	name, err := normalize(t)
+	if err != nil {
+		return Pattern{}, fmt.Errorf("domain pattern %q: %v", s, err)
+	}
+	if strings.Contains(name, "*") {
+		return Pattern{}, fmt.Errorf("domain pattern %q: a wildcard is allowed only as a leading \"*.\"", s)
+	}
+	if _, err := netip.ParseAddr(name); err == nil {
+		return Pattern{}, fmt.Errorf("domain pattern %q: an address, not a name: allow it with a CIDR rule", s)
+	}
+	return Pattern{name: name, suffix: suffix}, nil
+}
+
+// String is the pattern as it would be given.
+func (p Pattern) String() string {
+	if p.suffix {
+		return "*." + p.name
+	}
+	return p.name
+}
+
+// Match reports whether the normalised name matches.
+func (p Pattern) Match(name string) bool {
+	if p.suffix {
+		return strings.HasSuffix(name, "."+p.name)
+	}
+	return name == p.name
+}
+
+// normalize is a destination name as rules compare it.
+func normalize(host string) (string, error) {
+	h := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(host)), ".")
+	if h == "" {
+		return "", errors.New("empty name")
+	}
+	if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
+		return h[1 : len(h)-1], nil
+	}
+	if _, err := netip.ParseAddr(h); err == nil {
+		return h, nil
+	}
+	a, err := idna.Lookup.ToASCII(h)
+	if err != nil {
+		return "", fmt.Errorf("not a valid host name: %v", err)
+	}
+	if len(a) > 253 {
+		return "", errors.New("name longer than 253 bytes")
+	}
+	return a, nil
+}
+
+// Policy is what the proxy admits, and its limits. The zero value admits
+// nothing.
+type Policy struct {
+	Allow []Pattern      // names that may be reached
+	Deny  []Pattern      // names that may not, whatever Allow says
+	CIDRs []netip.Prefix // addresses that may be reached as literals, and non-global addresses a name may resolve to
+	// MaxConns bounds the connections open at once (0: DefaultMaxConns).
+	MaxConns int
+	// IdleTimeout closes a connection on which nothing moved for this long
+	// (0: DefaultIdleTimeout).
+	IdleTimeout time.Duration
+	// MaxBytes bounds the bytes moved, both ways, over all connections of
+	// one Serve (0: unlimited); past it every connection is closed.
+	MaxBytes int64
+}
+
+// Defaults of Policy's limits.
+const (
+	DefaultMaxConns    = 64
+	DefaultIdleTimeout = 5 * time.Minute
+)
+
+// Decision is the verdict on one destination before it is dialled.
+type Decision struct {
+	Allowed bool
+	// Rule says what decided: "allow_domain *.golang.org", "deny_domain
+	// x", "allow_cidr 10.0.0.0/8", "no allow_domain rule matches",
+	// "an IP address outside every allow_cidr".
+	Rule string
+	Name string // the normalised name or address
+}
+
+// Decide judges a destination host (a name or an address) by the rules,
+// before resolution.
+func (p *Policy) Decide(host string) Decision {
+	name, err := normalize(host)
+	if err != nil {
+		return Decision{Rule: err.Error(), Name: host}
+	}
+	if a, err := netip.ParseAddr(name); err == nil {
+		for _, c := range p.CIDRs {
+			if c.Contains(a.Unmap()) {
+				return Decision{Allowed: true, Rule: "allow_cidr " + c.String(), Name: name}
+			}
+		}
+		return Decision{Rule: "an IP address outside every allow_cidr (names only)", Name: name}
+	}
+	for _, d := range p.Deny {
+		if d.Match(name) {
+			return Decision{Rule: "deny_domain " + d.String(), Name: name}
+		}
+	}
+	for _, a := range p.Allow {
+		if a.Match(name) {
+			return Decision{Allowed: true, Rule: "allow_domain " + a.String(), Name: name}
+		}
+	}
+	return Decision{Rule: "no allow_domain rule matches", Name: name}
+}
+
+// Reachable reports whether an address a name resolved to may be dialled:
+// a global unicast address, or one inside an allowed CIDR. It returns why
+// not otherwise.
+func (p *Policy) Reachable(a netip.Addr) (bool, string) {
+	a = a.Unmap()
+	for _, c := range p.CIDRs {
+		if c.Contains(a) {
+			return true, ""
+		}
+	}
+	switch {
+	case a.IsLoopback():
+		return false, "loopback"
+	case a.IsPrivate():
+		return false, "private"
+	case a.IsLinkLocalUnicast():
+		return false, "link-local"
+	case a.IsUnspecified(), a.IsMulticast(), a.IsInterfaceLocalMulticast(), a.IsLinkLocalMulticast():
+		return false, "not unicast"
+	case !a.IsGlobalUnicast():
+		return false, "not global"
+	}
+	for _, r := range nonGlobal {
+		if r.Contains(a) {
+			return false, "reserved (" + r.String() + ")"
+		}
+	}
+	return true, ""
+}
+
+// nonGlobal are ranges Go's IsGlobalUnicast admits that are not reachable
+// destinations on the Internet (RFC 6890 and successors).
+var nonGlobal = func() []netip.Prefix {
+	var ps []netip.Prefix
+	for _, s := range []string{"0.0.0.0/8", "100.64.0.0/10", "192.0.0.0/24", "192.0.2.0/24", "198.18.0.0/15",
+		"198.51.100.0/24", "203.0.113.0/24", "240.0.0.0/4", "64:ff9b:1::/48", "100::/64", "2001::/23", "2001:db8::/32", "fc00::/7"} {
+		ps = append(ps, netip.MustParsePrefix(s))
+	}
+	return ps
+}()
+
+// Env is the environment a child needs to find the proxy, in the forms
+// common clients read: upper- and lower-case HTTP_PROXY, HTTPS_PROXY,
+// ALL_PROXY (SOCKS5 with names resolved by the proxy) and NO_PROXY for
+// loopback; npm's own variables; and JAVA_TOOL_OPTIONS for the JVM (and
+// Gradle and Maven on it), which reads no proxy variable.
+func Env() []string {
+	http := fmt.Sprintf("http://127.0.0.1:%d", Port)
+	socks := fmt.Sprintf("socks5h://127.0.0.1:%d", Port)
+	noProxy := "localhost,127.0.0.1,::1"
+	env := []string{}
+	for _, kv := range [][2]string{{"HTTP_PROXY", http}, {"HTTPS_PROXY", http}, {"ALL_PROXY", socks}, {"NO_PROXY", noProxy}} {
+		env = append(env, kv[0]+"="+kv[1], strings.ToLower(kv[0])+"="+kv[1])
+	}
+	env = append(env, "npm_config_proxy="+http, "npm_config_https_proxy="+http,
+		fmt.Sprintf("JAVA_TOOL_OPTIONS=-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=%d -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort=%d -Dhttp.nonProxyHosts=localhost|127.0.0.1", Port, Port))
+	return env
+}
