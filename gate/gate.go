@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/b10x/harness/egress"
 	"github.com/b10x/harness/record"
 	"github.com/b10x/harness/tools"
 )
@@ -564,6 +565,13 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 		pass("hold", detail)
 	}
 	*acted = true
+	seq := rec.Seq
+	execCtx = tools.WithEgressReport(execCtx, func(e egress.Event) {
+		// A failed write here is the record's own failure, seen by the
+		// call line after the call.
+		_ = g.cfg.Recorder.Write(record.Net{Event: "net", Seq: seq, Time: e.Time.UTC(), Protocol: e.Protocol, Host: e.Host, Port: e.Port,
+			Decision: e.Decision, Rule: e.Rule, Addr: e.Addr, BytesUp: e.BytesUp, BytesDown: e.BytesDown, DurationMS: e.Duration.Milliseconds(), Error: e.Error})
+	})
 	res, err := prep.Execute(execCtx)
 	stopped := ended(ctx, execCtx)
 	if err == nil && stopped != "" && entry.Needs == ConfinedExecution {

@@ -246,6 +246,25 @@ type PolicyFile struct {
 	SHA256 string `json:"sha256"`
 }
 
+// Net is one connection attempt a run call's program made through the
+// harness's proxy, tied to the call by Seq: its destination, the decision
+// and the rule that made it, the address connected to, and what moved.
+type Net struct {
+	Event      string    `json:"event"` // "net"
+	Seq        int64     `json:"seq"`
+	Time       time.Time `json:"time"`
+	Protocol   string    `json:"protocol"` // connect, http, socks5
+	Host       string    `json:"host"`
+	Port       int       `json:"port"`
+	Decision   string    `json:"decision"` // allowed or denied
+	Rule       string    `json:"rule"`
+	Addr       string    `json:"addr,omitempty"`
+	BytesUp    int64     `json:"bytes_up"`
+	BytesDown  int64     `json:"bytes_down"`
+	DurationMS int64     `json:"duration_ms"`
+	Error      string    `json:"error,omitempty"`
+}
+
 // RunEnd is a run's last line. EndedBy is completed, cancelled or timeout
 // for call; for run, the agent's end reason (model_stopped, cancelled, ...).
 type RunEnd struct {

@@ -257,6 +257,10 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 	if err != nil {
 		return nil, err
 	}
+	egressPolicy, err := p.Run.Egress()
+	if err != nil {
+		return nil, err
+	}
 	timeout := p.Run.Timeout
 	if timeout == 0 {
 		timeout = 2 * time.Minute
@@ -268,7 +272,8 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 		Timeout:   timeout,
 		Limits:    lim,
 		TmpSize:   p.Run.TmpSize,
-		Net:       p.Run.Net == "host",
+		Net:       p.Run.NetMode() == "host",
+		Egress:    egressPolicy,
 		View:      view,
 		MaxOutput: int(p.Run.MaxOutput),
 		Held:      gate.RunHeldSummary,
@@ -348,7 +353,7 @@ func selfReadPaths(p *Policy, hooks []gate.Hook) ([]string, error) {
 			}
 		}
 	}
-	if p.ProviderNetwork {
+	if p.ProviderNetwork || p.Run.NetMode() == "proxy" {
 		if _, err := x509.SystemCertPool(); err != nil {
 			return nil, fmt.Errorf("loading the system's CA certificates: %w", err)
 		}

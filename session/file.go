@@ -19,6 +19,7 @@ import (
 	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/b10x/harness/confine"
+	"github.com/b10x/harness/egress"
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/surface"
 )
@@ -34,29 +35,35 @@ import (
 // editors read): toml is the key, enum the values allowed, format a size or
 // a duration, help the description, and run marks keys only `run` reads.
 type File struct {
-	Workspace     string   `toml:"workspace" help:"The workspace root: the only place tools read and write. Relative to the directory the harness starts in."`
-	Record        string   `toml:"record" help:"Write the run record (JSON Lines) to this file."`
-	Confine       string   `toml:"confine" enum:"strict,auto,off" help:"Kernel confinement: strict (every layer or refuse to start), auto (what the host offers), off (only the read tools)."`
-	ApproveUpTo   string   `toml:"approve_up_to" enum:"low,medium,high" help:"Highest risk that runs unattended."`
-	Approve       string   `toml:"approve" enum:"auto,prompt,deny,all" help:"Who decides calls above the ceiling: auto (ask when someone can be asked, else deny), prompt (require a way to ask), deny, all."`
-	WriteScope    []string `toml:"write_scope" help:"Write rules GLOB=allowed|partial-only|denied; ordered, first match wins."`
-	ScopeAnnounce string   `toml:"scope_announce" enum:"stated,silent" help:"Tell the model the write-scope rules (stated) or keep them silent."`
-	Hook          []string `toml:"hook" help:"Pre-call programs (argv, no shell), found at start from the working directory and PATH."`
-	HookTimeout   string   `toml:"hook_timeout" format:"duration" help:"How long a hook may take before it blocks the call."`
-	MaxCalls      int      `toml:"max_calls" help:"Calls allowed in the run; past it every call is budget_exhausted (0: unlimited)."`
-	MaxResult     string   `toml:"max_result" format:"size" help:"Largest tool result returned to the model."`
-	AllowProgram  []string `toml:"allow_program" help:"Programs the run tool may start as argv[0] (a name resolved through PATH at start, or an absolute path)."`
-	Timeout       string   `toml:"timeout" format:"duration" help:"Wall-clock limit of each tool call (default 2m), and of exec's command (default 10m)."`
-	MemoryMax     string   `toml:"memory_max" format:"size" help:"memory.max of each run call's cgroup; given here, it must be enforceable or the harness refuses to start."`
-	TmpSize       string   `toml:"tmp_size" format:"size" help:"Size cap of each of a run call's private /tmp and /dev/shm."`
-	PidsMax       int64    `toml:"pids_max" help:"pids.max of each run call's cgroup; given here, it must be enforceable or the harness refuses to start."`
-	CPUMax        float64  `toml:"cpu_max" help:"CPUs each run call may use (cpu.max), e.g. 1.5; 0: unlimited."`
-	Net           string   `toml:"net" enum:"none,host" help:"Network for run calls: none (an empty network namespace) or host."`
-	AllowRead     []string `toml:"allow_read" help:"Extra paths run calls may read (outside the workspace, resolved once at start)."`
-	AllowWrite    []string `toml:"allow_write" help:"Extra paths run calls may write (outside the workspace, resolved once at start)."`
-	PassEnv       []string `toml:"pass_env" help:"Environment variables passed to run calls."`
-	MaxOutput     string   `toml:"max_output" format:"size" help:"Cap on each of stdout and stderr of a run call (head and tail kept)."`
-	Surface       string   `toml:"surface" enum:"flat,verbs" help:"The shape the model sees: flat (one tool per entry) or verbs (tool_search, tool_describe, tool_invoke)."`
+	Workspace      string   `toml:"workspace" help:"The workspace root: the only place tools read and write. Relative to the directory the harness starts in."`
+	Record         string   `toml:"record" help:"Write the run record (JSON Lines) to this file."`
+	Confine        string   `toml:"confine" enum:"strict,auto,off" help:"Kernel confinement: strict (every layer or refuse to start), auto (what the host offers), off (only the read tools)."`
+	ApproveUpTo    string   `toml:"approve_up_to" enum:"low,medium,high" help:"Highest risk that runs unattended."`
+	Approve        string   `toml:"approve" enum:"auto,prompt,deny,all" help:"Who decides calls above the ceiling: auto (ask when someone can be asked, else deny), prompt (require a way to ask), deny, all."`
+	WriteScope     []string `toml:"write_scope" help:"Write rules GLOB=allowed|partial-only|denied; ordered, first match wins."`
+	ScopeAnnounce  string   `toml:"scope_announce" enum:"stated,silent" help:"Tell the model the write-scope rules (stated) or keep them silent."`
+	Hook           []string `toml:"hook" help:"Pre-call programs (argv, no shell), found at start from the working directory and PATH."`
+	HookTimeout    string   `toml:"hook_timeout" format:"duration" help:"How long a hook may take before it blocks the call."`
+	MaxCalls       int      `toml:"max_calls" help:"Calls allowed in the run; past it every call is budget_exhausted (0: unlimited)."`
+	MaxResult      string   `toml:"max_result" format:"size" help:"Largest tool result returned to the model."`
+	AllowProgram   []string `toml:"allow_program" help:"Programs the run tool may start as argv[0] (a name resolved through PATH at start, or an absolute path)."`
+	Timeout        string   `toml:"timeout" format:"duration" help:"Wall-clock limit of each tool call (default 2m), and of exec's command (default 10m)."`
+	MemoryMax      string   `toml:"memory_max" format:"size" help:"memory.max of each run call's cgroup; given here, it must be enforceable or the harness refuses to start."`
+	TmpSize        string   `toml:"tmp_size" format:"size" help:"Size cap of each of a run call's private /tmp and /dev/shm."`
+	PidsMax        int64    `toml:"pids_max" help:"pids.max of each run call's cgroup; given here, it must be enforceable or the harness refuses to start."`
+	CPUMax         float64  `toml:"cpu_max" help:"CPUs each run call may use (cpu.max), e.g. 1.5; 0: unlimited."`
+	Net            string   `toml:"net" enum:"none,host,proxy" help:"Network for run calls: none (an empty network namespace), host, or proxy (an empty namespace whose only way out is the harness's proxy, which admits the allow_domain names). Any allow_domain implies proxy."`
+	AllowDomain    []string `toml:"allow_domain" help:"Names run calls may reach through the proxy: exact (proxy.golang.org) or *.suffix (which does not match the bare suffix); case-insensitive, IDNs in ASCII form."`
+	DenyDomain     []string `toml:"deny_domain" help:"Names the proxy refuses whatever allow_domain says (deny wins)."`
+	AllowCIDR      []string `toml:"allow_cidr" help:"Addresses run calls may reach as IP literals, and non-global addresses a name may resolve to (loopback, private); e.g. 10.0.0.0/8."`
+	NetMaxConns    int      `toml:"net_max_conns" help:"Proxy connections a run call may hold open at once (0: 64)."`
+	NetIdleTimeout string   `toml:"net_idle_timeout" format:"duration" help:"A proxy connection on which nothing moved for this long is closed (0: 5m)."`
+	NetMaxBytes    string   `toml:"net_max_bytes" format:"size" help:"Bytes a run call's proxy connections may move in all, both ways (0: no cap)."`
+	AllowRead      []string `toml:"allow_read" help:"Extra paths run calls may read (outside the workspace, resolved once at start)."`
+	AllowWrite     []string `toml:"allow_write" help:"Extra paths run calls may write (outside the workspace, resolved once at start)."`
+	PassEnv        []string `toml:"pass_env" help:"Environment variables passed to run calls."`
+	MaxOutput      string   `toml:"max_output" format:"size" help:"Cap on each of stdout and stderr of a run call (head and tail kept)."`
+	Surface        string   `toml:"surface" enum:"flat,verbs" help:"The shape the model sees: flat (one tool per entry) or verbs (tool_search, tool_describe, tool_invoke)."`
 
 	AgentsDir  []string `toml:"agents_dir" run:"" help:"Directories of named agent definitions (run)."`
 	Plugin     []string `toml:"plugin" run:"" help:"Plugin directories whose agents/ holds named agent definitions (run)."`
@@ -258,7 +265,34 @@ func applyKey(p *Policy, f *File, key string) error {
 		}
 		p.require(key)
 	case "net":
-		p.Run.Net, err = oneOf(f.Net, "none", "host")
+		p.Run.Net, err = oneOf(f.Net, "none", "host", "proxy")
+	case "allow_domain", "deny_domain":
+		list := f.AllowDomain
+		if key == "deny_domain" {
+			list = f.DenyDomain
+		}
+		for _, d := range list {
+			if _, err = egress.ParsePattern(d); err != nil {
+				return err
+			}
+		}
+		if key == "allow_domain" {
+			p.Run.AllowDomain = slices.Clone(list)
+		} else {
+			p.Run.DenyDomain = slices.Clone(list)
+		}
+	case "allow_cidr":
+		p.Run.AllowCIDR = slices.Clone(f.AllowCIDR)
+		_, err = p.Run.Egress()
+	case "net_max_conns":
+		p.Run.NetMaxConns = f.NetMaxConns
+		if f.NetMaxConns < 0 {
+			err = errors.New("must not be negative")
+		}
+	case "net_idle_timeout":
+		p.Run.NetIdleTimeout, err = parseDuration(f.NetIdleTimeout)
+	case "net_max_bytes":
+		p.Run.NetMaxBytes, err = ParseSize(f.NetMaxBytes)
 	case "allow_read":
 		p.Run.AllowRead = slices.Clone(f.AllowRead)
 	case "allow_write":
@@ -443,7 +477,9 @@ func (p Policy) Effective() []KeyValue {
 		"approve": p.Approve, "write_scope": nonNil(p.WriteScope), "scope_announce": p.ScopeAnnounce, "hook": nonNil(p.Hooks),
 		"hook_timeout": p.HookTimeout.String(), "max_calls": p.MaxCalls, "max_result": sizeString(p.MaxResult), "allow_program": nonNil(p.Programs),
 		"timeout": p.Run.Timeout.String(), "memory_max": sizeString(p.Run.MemoryMax), "tmp_size": sizeString(p.Run.TmpSize), "pids_max": p.Run.PidsMax,
-		"cpu_max": p.Run.CPUMax, "net": p.Run.Net, "allow_read": nonNil(p.Run.AllowRead), "allow_write": nonNil(p.Run.AllowWrite),
+		"cpu_max": p.Run.CPUMax, "net": p.Run.Net, "allow_domain": nonNil(p.Run.AllowDomain), "deny_domain": nonNil(p.Run.DenyDomain),
+		"allow_cidr": nonNil(p.Run.AllowCIDR), "net_max_conns": p.Run.NetMaxConns, "net_idle_timeout": p.Run.NetIdleTimeout.String(),
+		"net_max_bytes": sizeString(p.Run.NetMaxBytes), "allow_read": nonNil(p.Run.AllowRead), "allow_write": nonNil(p.Run.AllowWrite),
 		"pass_env": nonNil(p.Run.PassEnv), "max_output": sizeString(p.Run.MaxOutput), "surface": string(p.Surface),
 	}
 	var out []KeyValue

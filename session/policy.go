@@ -13,6 +13,7 @@ package session
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn"
+	"github.com/b10x/harness/egress"
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/surface"
 )
@@ -89,7 +91,19 @@ type RunPolicy struct {
 	TmpSize    int64         // tmp_size: cap of each call's /tmp and /dev/shm
 	PidsMax    int64         // pids_max (0: none)
 	CPUMax     float64       // cpu_max: CPUs (0: unlimited)
-	Net        string        // net: none or host
+	Net        string        // net: none, host or proxy (any AllowDomain implies proxy)
+	// The proxy's rules (net proxy): allow_domain, deny_domain (exact
+	// names or *.suffix) and allow_cidr (addresses that may be reached as
+	// literals, or that a name may resolve to though not global).
+	AllowDomain []string
+	DenyDomain  []string
+	AllowCIDR   []string
+	// The proxy's limits, per call: net_max_conns open at once (0: the
+	// default, 64), net_idle_timeout (0: 5m), net_max_bytes over all of a
+	// call's connections (0: no cap).
+	NetMaxConns    int
+	NetIdleTimeout time.Duration
+	NetMaxBytes    int64
 	AllowRead  []string      // allow_read: extra paths run calls may read
 	AllowWrite []string      // allow_write: extra paths run calls may write
 	PassEnv    []string      // pass_env: variables passed to run calls
@@ -187,9 +201,12 @@ func (r *RunPolicy) limits() (cgroup.Limits, error) {
 		return cgroup.Limits{}, policyErr("max_output", "", "must be positive")
 	}
 	switch r.Net {
-	case "none", "host":
+	case "none", "host", "proxy":
 	default:
-		return cgroup.Limits{}, policyErr("net", r.Net, "want none or host")
+		return cgroup.Limits{}, policyErr("net", r.Net, "want none, host or proxy")
+	}
+	if _, err := r.Egress(); err != nil {
+		return cgroup.Limits{}, err
 	}
 	for _, n := range r.PassEnv {
 		if n == "" || strings.ContainsAny(n, "=\x00") {
@@ -269,4 +286,61 @@ func (p *Policy) checkRequired(mgr *cgroup.Manager, why string) error {
 		return &Error{Key: l.key, Usage: true, Phrase: true, Err: errors.New("was given but cannot be enforced: " + reason + " (see `b10x-harness doctor`; drop the setting to run without the limit)")}
 	}
 	return nil
+}
+
+// NetMode is the network run calls get: "none", "host" or "proxy" (net
+// proxy, or any allow_domain with net none).
+func (r *RunPolicy) NetMode() string {
+	if r.Net == "none" && len(r.AllowDomain) > 0 {
+		return "proxy"
+	}
+	return r.Net
+}
+
+// Egress is the proxy's policy (nil unless NetMode is proxy), each rule
+// checked.
+func (r *RunPolicy) Egress() (*egress.Policy, error) {
+	if r.Net == "host" && (len(r.AllowDomain)+len(r.DenyDomain)+len(r.AllowCIDR) > 0) {
+		return nil, policyErr("net", "host", "contradicts allow_domain, deny_domain and allow_cidr, which need net proxy (the host's network admits everything)")
+	}
+	if r.NetMaxConns < 0 {
+		return nil, policyErr("net_max_conns", strconv.Itoa(r.NetMaxConns), "must not be negative")
+	}
+	if r.NetIdleTimeout < 0 {
+		return nil, policyErr("net_idle_timeout", r.NetIdleTimeout.String(), "must not be negative")
+	}
+	if r.NetMaxBytes < 0 {
+		return nil, policyErr("net_max_bytes", strconv.FormatInt(r.NetMaxBytes, 10), "must not be negative")
+	}
+	p := &egress.Policy{MaxConns: r.NetMaxConns, IdleTimeout: r.NetIdleTimeout, MaxBytes: r.NetMaxBytes}
+	for _, s := range r.AllowDomain {
+		pat, err := egress.ParsePattern(s)
+		if err != nil {
+			return nil, &Error{Key: "allow_domain", Err: err, Usage: true}
+		}
+		p.Allow = append(p.Allow, pat)
+	}
+	for _, s := range r.DenyDomain {
+		pat, err := egress.ParsePattern(s)
+		if err != nil {
+			return nil, &Error{Key: "deny_domain", Err: err, Usage: true}
+		}
+		p.Deny = append(p.Deny, pat)
+	}
+	for _, s := range r.AllowCIDR {
+		pf, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil {
+			if a, aerr := netip.ParseAddr(strings.TrimSpace(s)); aerr == nil {
+				pf, err = netip.PrefixFrom(a, a.BitLen()), nil
+			}
+		}
+		if err != nil {
+			return nil, policyErr("allow_cidr", strconv.Quote(s), "want a CIDR such as 10.0.0.0/8 or an address")
+		}
+		p.CIDRs = append(p.CIDRs, pf.Masked())
+	}
+	if r.NetMode() != "proxy" {
+		return nil, nil
+	}
+	return p, nil
 }

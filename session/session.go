@@ -283,7 +283,7 @@ func (s *Session) Workspace() string { return s.ws.Dir() }
 // Network says run calls of this session reach the host's network.
 func (s *Session) Network() bool {
 	_, run := s.gate.Tool("run")
-	return run && s.policy.Run.Net == "host"
+	return run && s.policy.Run.NetMode() != "none"
 }
 
 // Call passes one call, in the shape of the session's surface, through the

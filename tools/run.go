@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine/spawn"
+	"github.com/b10x/harness/egress"
 )
 
 // Programs maps each --allow-program declaration (a name or an absolute path,
@@ -243,7 +245,12 @@ type RunConfig struct {
 	Limits    cgroup.Limits
 	TmpSize   int64 // cap of each of the child's /tmp and /dev/shm; 0: spawn.DefaultTmpSize
 	Net       bool
-	View      RunView // the workspace (the one given to Prepare) and the extra paths
+	// Egress, when not nil, gives each call a proxy that reaches what it
+	// admits (package egress): the call's network namespace is empty but
+	// for the proxy's listener at 127.0.0.1:egress.Port, and the child's
+	// environment names it. Net must be false.
+	Egress *egress.Policy
+	View   RunView // the workspace (the one given to Prepare) and the extra paths
 	MaxOutput int     // per stream; 0: 64 KiB
 	MaxStdin  int     // 0: 1 MiB
 	// Held is what the description tells the model about the paths the
@@ -286,7 +293,7 @@ func (t *runTool) Description() string {
 		"writes only in the workspace and a private /tmp, and the whole process tree is killed when the program " +
 		"exits or the time limit passes. argv is passed as is, without a shell. Allowed programs (argv[0]): " +
 		strings.Join(names, ", ") + ". The result gives the exit status, stdout and stderr (each capped, head and tail kept). " +
-		strings.TrimSpace(t.cfg.Held+" "+t.cfg.Sockets)
+		t.cfg.netText() + " " + strings.TrimSpace(t.cfg.Held+" "+t.cfg.Sockets)
 }
 
 var runSpec = sync.OnceValue(func() *argSpec { return mustArgSpec(RunArgs{}) })
@@ -342,11 +349,16 @@ func (t *runTool) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) 
 // needs no entry of its own: spawn shows it to the child read-only when no
 // directory of the view holds it.
 func (cfg RunConfig) spec(path string, argv []string, dir string, timeout time.Duration) spawn.Spec {
-	return spawn.Spec{
+	s := spawn.Spec{
 		Path: path, Argv: argv, Env: cfg.Env, Dir: dir, Workspace: cfg.View.Workspace,
 		ReadPaths: cfg.View.Read, WritePaths: cfg.View.Write, Net: cfg.Net, Limits: cfg.Limits, Timeout: timeout,
 		TmpSize: cfg.TmpSize,
 	}
+	if cfg.Egress != nil {
+		s.ProxyPort = egress.Port
+		s.Env = append(slices.Clone(cfg.Env), egress.Env()...)
+	}
+	return s
 }
 
 type runCall struct {
@@ -370,9 +382,22 @@ func (c *runCall) Hold(h Hold) {
 func (c *runCall) Writes() []Write { return nil }
 
 func (c *runCall) Execute(ctx context.Context) (Result, error) {
-	res, out, errOut, err := RunCaptured(ctx, c.t.cfg.Runner, c.spec, strings.NewReader(c.args.Stdin), c.t.cfg.MaxOutput)
+	var ch *egress.Channel
+	if c.t.cfg.Egress != nil {
+		var err error
+		if ch, err = egress.NewChannel(c.t.cfg.Egress, egress.Options{Report: egressReport(ctx)}); err != nil {
+			return Result{}, Errorf(ReasonToolError, err, "the sandbox's proxy could not be set up; the program did not run")
+		}
+	}
+	res, out, errOut, err := runCaptured(ctx, c.t.cfg.Runner, c.spec, strings.NewReader(c.args.Stdin), c.t.cfg.MaxOutput, ch)
 	meta := runMeta(res)
 	meta["stdout_bytes"], meta["stderr_bytes"] = out.Total(), errOut.Total()
+	var denied []egress.Event
+	if ch != nil {
+		// Every connection of the call ends with it.
+		denied = ch.Close()
+		meta["net_denied"] = len(denied)
+	}
 	if err != nil {
 		var se *spawn.SetupError
 		if errors.As(err, &se) {
@@ -384,7 +409,7 @@ func (c *runCall) Execute(ctx context.Context) (Result, error) {
 		}
 		return Result{Meta: meta}, Errorf(ReasonToolError, err, "the program could not be run")
 	}
-	text := formatRun(res, out, errOut)
+	text := formatRun(res, out, errOut) + deniedText(denied)
 	switch {
 	case res.TimedOut:
 		return Result{Text: text, Meta: meta}, Errorf(ReasonTimeout, nil, "the program was killed at its time limit (%s), with its whole process tree\n%s", c.spec.Timeout, text)
@@ -397,6 +422,11 @@ func (c *runCall) Execute(ctx context.Context) (Result, error) {
 // RunCaptured runs spec through r, feeding stdin and capturing stdout and
 // stderr, each bounded to max bytes (head and tail kept).
 func RunCaptured(ctx context.Context, r spawn.Runner, spec spawn.Spec, stdin io.Reader, max int) (spawn.Result, *spawn.Capture, *spawn.Capture, error) {
+	return runCaptured(ctx, r, spec, stdin, max, nil)
+}
+
+// runCaptured is RunCaptured with the call's proxy channel (nil: none).
+func runCaptured(ctx context.Context, r spawn.Runner, spec spawn.Spec, stdin io.Reader, max int, ch *egress.Channel) (spawn.Result, *spawn.Capture, *spawn.Capture, error) {
 	out, errOut := spawn.NewCapture(max), spawn.NewCapture(max)
 	inR, inW, err := os.Pipe()
 	if err != nil {
@@ -426,7 +456,11 @@ func RunCaptured(ctx context.Context, r spawn.Runner, spec spawn.Spec, stdin io.
 	go func() { defer wg.Done(); io.Copy(inW, stdin); inW.Close() }()
 	go func() { defer wg.Done(); io.Copy(outW2, outR); outR.Close() }()
 	go func() { defer wg.Done(); io.Copy(errW2, errR); errR.Close() }()
-	res, runErr := r.Run(ctx, spec, spawn.Stdio{Stdin: inR, Stdout: outW, Stderr: errW})
+	stdio := spawn.Stdio{Stdin: inR, Stdout: outW, Stderr: errW}
+	if ch != nil {
+		stdio.Proxy = ch.Child()
+	}
+	res, runErr := r.Run(ctx, spec, stdio)
 	inR.Close()
 	outW.Close()
 	errW.Close()
@@ -495,4 +529,62 @@ func formatRun(res spawn.Result, out, errOut *spawn.Capture) string {
 	}
 	fmt.Fprintf(&b, "--- stderr (%d bytes) ---\n%s", errOut.Total(), errOut.Bytes())
 	return b.String()
+}
+
+type egressKey struct{}
+
+// WithEgressReport returns a copy of ctx under which a run call's proxy
+// reports each connection attempt to fn (the gate records them, tied to
+// the call's sequence number). fn must be safe for concurrent use.
+func WithEgressReport(ctx context.Context, fn func(egress.Event)) context.Context {
+	return context.WithValue(ctx, egressKey{}, fn)
+}
+
+func egressReport(ctx context.Context) func(egress.Event) {
+	fn, _ := ctx.Value(egressKey{}).(func(egress.Event))
+	return fn
+}
+
+// deniedText says, after a run's output, which connections the proxy
+// refused and by what rule (the first few; the record holds them all).
+func deniedText(denied []egress.Event) string {
+	if len(denied) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nnetwork: %d connection attempt(s) denied by the harness's proxy:", len(denied))
+	for i, e := range denied {
+		if i == 5 {
+			fmt.Fprintf(&b, "\n  ... and %d more (see the run record)", len(denied)-i)
+			break
+		}
+		fmt.Fprintf(&b, "\n  %s:%d (%s)", e.Host, e.Port, e.Rule)
+	}
+	return b.String()
+}
+
+// netText tells the model what a call's program can reach.
+func (cfg RunConfig) netText() string {
+	switch {
+	case cfg.Net:
+		return "Network: the host's network."
+	case cfg.Egress == nil:
+		return "Network: none (only the call's own loopback)."
+	}
+	var allow []string
+	for _, p := range cfg.Egress.Allow {
+		allow = append(allow, p.String())
+	}
+	for _, c := range cfg.Egress.CIDRs {
+		allow = append(allow, c.String())
+	}
+	text := "Network: only through the harness's proxy (HTTP_PROXY, HTTPS_PROXY and ALL_PROXY are set; a program that ignores them reaches nothing), to: " + strings.Join(allow, ", ") + "."
+	if len(cfg.Egress.Deny) > 0 {
+		var deny []string
+		for _, p := range cfg.Egress.Deny {
+			deny = append(deny, p.String())
+		}
+		text += " Refused whatever else matches: " + strings.Join(deny, ", ") + "."
+	}
+	return text + " Every other destination is refused (HTTP 403 naming the rule)."
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/b10x/harness/confine/spawn"
+	"github.com/b10x/harness/egress"
 )
 
 // ProbeRun does, with cfg, everything a run call does — namespaces, the
@@ -27,9 +28,26 @@ func ProbeRun(ctx context.Context, cfg RunConfig) error {
 	// Exactly what a call in the workspace's root would be given.
 	spec := cfg.spec(cfg.Programs[names[0]], []string{names[0]}, cfg.View.Workspace.Path, 30*time.Second)
 	spec.Probe = true
-	res, err := cfg.Runner.Run(ctx, spec, spawn.Stdio{})
+	var stdio spawn.Stdio
+	var ch *egress.Channel
+	if cfg.Egress != nil {
+		// The proxy's listener is part of what a call is given.
+		var err error
+		if ch, err = egress.NewChannel(cfg.Egress, egress.Options{}); err != nil {
+			return err
+		}
+		defer ch.Close()
+		stdio.Proxy = ch.Child()
+	}
+	res, err := cfg.Runner.Run(ctx, spec, stdio)
 	if err != nil {
 		return err
+	}
+	if ch != nil {
+		ch.Close()
+		if !ch.Served() {
+			return errors.New("tools: probe run: the helper gave no proxy listener")
+		}
 	}
 	if res.ExitCode != 0 || res.TimedOut {
 		return fmt.Errorf("tools: probe run ended with exit %d (signal %q, timed out %v) before reaching its program", res.ExitCode, res.Signal, res.TimedOut)

@@ -218,7 +218,7 @@ func (b *Broker) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 
 	var present byte
 	rights := []int{pair[1]}
-	for i, f := range []*os.File{stdio.Stdin, stdio.Stdout, stdio.Stderr} {
+	for i, f := range []*os.File{stdio.Stdin, stdio.Stdout, stdio.Stderr, stdio.Proxy} {
 		if f != nil {
 			present |= 1 << i
 			rights = append(rights, int(f.Fd()))
@@ -233,7 +233,7 @@ func (b *Broker) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 	err = unix.Sendmsg(b.sock, []byte{'C', present}, unix.UnixRights(rights...), nil, 0)
 	b.mu.RUnlock()
 	unix.Close(pair[1])
-	for _, f := range []*os.File{stdio.Stdin, stdio.Stdout, stdio.Stderr} {
+	for _, f := range []*os.File{stdio.Stdin, stdio.Stdout, stdio.Stderr, stdio.Proxy} {
 		runtime.KeepAlive(f)
 	}
 	if err != nil {
@@ -372,7 +372,7 @@ func brokerMain() {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	buf := make([]byte, 16)
-	oob := make([]byte, unix.CmsgSpace(4*4))
+	oob := make([]byte, unix.CmsgSpace(5*4))
 	for {
 		n, oobn, _, _, err := unix.Recvmsg(brokerFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if err == unix.EINTR {
@@ -427,9 +427,9 @@ func parseRights(oob []byte) ([]int, error) {
 func serveCall(ctx context.Context, d *direct, present byte, fds []int) {
 	call := os.NewFile(uintptr(fds[0]), "call")
 	defer call.Close()
-	var files [3]*os.File
+	var files [4]*os.File
 	i := 1
-	for k := 0; k < 3; k++ {
+	for k := 0; k < 4; k++ {
 		if present&(1<<k) != 0 && i < len(fds) {
 			files[k] = os.NewFile(uintptr(fds[i]), "stdio")
 			i++
@@ -461,7 +461,7 @@ func serveCall(ctx context.Context, d *direct, present byte, fds []int) {
 			_, _, _ = readFrame(call)
 			cancel()
 		}()
-		res, err = d.Run(cctx, s, Stdio{Stdin: files[0], Stdout: files[1], Stderr: files[2]})
+		res, err = d.Run(cctx, s, Stdio{Stdin: files[0], Stdout: files[1], Stderr: files[2], Proxy: files[3]})
 		cancel()
 	}
 	var e helper.Encoder

@@ -240,6 +240,10 @@ func (d *direct) prepare(s Spec) (*prepared, error) {
 		Seccomp:  filter,
 		Probe:    s.Probe,
 	}
+	if s.ProxyPort > 0 {
+		// After the trees: startOnce passes Stdio.Proxy there.
+		pl.ProxyFD, pl.ProxyPort = treeFD+len(p.idmapped), uint16(s.ProxyPort)
+	}
 	setIdentity(pl, useUser, d.root, uid, gid)
 	if abi >= 1 {
 		if err := landlockPlan(pl, abi, rules); err != nil {
@@ -269,6 +273,9 @@ func (d *direct) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 		// The first call of a process loads the helper image into its memfd
 		// on another thread while this one plans the call (the /etc scan).
 		helperWarm.Do(func() { go currentHelper() })
+	}
+	if (s.ProxyPort > 0) != (stdio.Proxy != nil) {
+		return Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}, errors.New("spawn: Spec.ProxyPort and Stdio.Proxy go together")
 	}
 	p, err := d.prepare(s)
 	if err != nil {
@@ -551,10 +558,16 @@ func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []b
 	if image != nil {
 		cmd.Path = imagePath
 	}
-	if image != nil || len(trees) > 0 {
+	if image != nil || len(trees) > 0 || p.plan.ProxyFD > 0 {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, image) // imageFD (closed when nil)
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, trees...) // treeFD, treeFD+1, ...
+	if p.plan.ProxyFD > 0 {
+		if 3+len(cmd.ExtraFiles) != p.plan.ProxyFD {
+			return nil, nil, fmt.Errorf("bug: the proxy descriptor would be %d, the plan says %d", 3+len(cmd.ExtraFiles), p.plan.ProxyFD)
+		}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, stdio.Proxy)
+	}
 	if stdio.Stdin != nil {
 		cmd.Stdin = stdio.Stdin
 	}

@@ -83,6 +83,10 @@ type Spec struct {
 	// reachable. Net true leaves the host's network reachable; the Landlock
 	// domain, the seccomp filter and the other namespaces still apply.
 	Net bool
+	// ProxyPort, when not 0, has the helper open the proxy listener at
+	// 127.0.0.1:ProxyPort inside the call's network namespace and hand it
+	// over on Stdio.Proxy (which it requires); Net must be false.
+	ProxyPort int
 	// Limits are the cgroup limits of the call's leaf. The zero value sets
 	// none. A limit is applied only when the Runner has a cgroup manager
 	// whose leaves offer its controller; Result.Layers says which were, and
@@ -138,7 +142,16 @@ func tmpfsData(s Spec) string {
 // The child gets these descriptors themselves (dup'ed), not copies of the
 // data: a terminal passed here is the child's terminal. Pass pipes when the
 // output must be captured or bounded (see Capture).
-type Stdio struct{ Stdin, Stdout, Stderr *os.File }
+type Stdio struct {
+	Stdin, Stdout, Stderr *os.File
+	// Proxy, with Spec.ProxyPort, is the helper's end of a Unix stream
+	// socket (the caller keeps the other): in the call's fresh network
+	// namespace the helper opens a TCP listener at 127.0.0.1:ProxyPort and
+	// sends it on Proxy (SCM_RIGHTS, one byte 'L') before the program
+	// starts. The caller serves it (package egress); the program holds
+	// neither descriptor.
+	Proxy *os.File
+}
 
 // Result is how one call ended. It is a plain value.
 type Result struct {
@@ -296,6 +309,9 @@ func (s Spec) validate() error {
 	}
 	if s.Timeout < 0 {
 		return fmt.Errorf("spawn: Spec.Timeout %v is negative", s.Timeout)
+	}
+	if s.ProxyPort < 0 || s.ProxyPort > 65535 || (s.ProxyPort > 0 && s.Net) {
+		return fmt.Errorf("spawn: Spec.ProxyPort %d: want a port, and a fresh network namespace (Net false)", s.ProxyPort)
 	}
 	if s.TmpSize < 0 {
 		return fmt.Errorf("spawn: Spec.TmpSize %d is negative", s.TmpSize)

@@ -26,6 +26,7 @@ func encodeSpec(e *helper.Encoder, s Spec) {
 	e.Strs(s.ReadOnly)
 	e.Strs(s.Anchored)
 	e.Bool(s.Probe)
+	e.I64(int64(s.ProxyPort))
 }
 
 func decodeSpec(d *helper.Decoder) Spec {
@@ -51,6 +52,7 @@ func decodeSpec(d *helper.Decoder) Spec {
 	s.ReadOnly = d.Strs()
 	s.Anchored = d.Strs()
 	s.Probe = d.Bool()
+	s.ProxyPort = int(d.I64())
 	return s
 }
 

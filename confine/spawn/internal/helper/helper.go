@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -83,6 +84,11 @@ func Main() {
 	if p.Loopback {
 		if err := loopbackUp(); err != nil {
 			fail("loopback up", err)
+		}
+		if p.ProxyFD > 0 {
+			if err := proxyListener(p.ProxyFD, p.ProxyPort); err != nil {
+				fail("proxy listener", err)
+			}
 		}
 	}
 	pid, err := startProgram(p)
@@ -410,6 +416,32 @@ func landlock(p *Plan) error {
 	}
 	if err := sysLandlockRestrict(rs); err != nil {
 		return opErr("landlock_restrict_self", "", err)
+	}
+	return nil
+}
+
+// proxyListener opens a TCP listener at 127.0.0.1:port in the call's fresh
+// network namespace and sends it to the harness on fd (SCM_RIGHTS), then
+// closes both here: the harness alone accepts on it, and the program
+// inherits neither.
+func proxyListener(fd int, port uint16) error {
+	defer sysClose(fd)
+	lfd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return opErr("socket", "AF_INET stream", err)
+	}
+	defer sysClose(lfd)
+	if err := syscall.SetsockoptInt(lfd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+		return opErr("setsockopt", "SO_REUSEADDR", err)
+	}
+	if err := syscall.Bind(lfd, &syscall.SockaddrInet4{Port: int(port), Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		return opErr("bind", "127.0.0.1:"+strconv.Itoa(int(port)), err)
+	}
+	if err := syscall.Listen(lfd, 256); err != nil {
+		return opErr("listen", "127.0.0.1:"+strconv.Itoa(int(port)), err)
+	}
+	if err := syscall.Sendmsg(fd, []byte{'L'}, syscall.UnixRights(lfd), nil, 0); err != nil {
+		return opErr("sendmsg", "the proxy listener", err)
 	}
 	return nil
 }

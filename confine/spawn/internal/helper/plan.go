@@ -134,6 +134,12 @@ type Plan struct {
 	// succeeded and its StatusReady is written: it exits 0 and Path is
 	// never executed. It proves a call would get that far.
 	Probe bool
+	// ProxyFD, when not 0, is the helper's end of a Unix stream socket:
+	// in the fresh network namespace the helper opens a TCP listener at
+	// 127.0.0.1:ProxyPort and sends it there (SCM_RIGHTS) before the
+	// program starts, for the harness to serve the program's proxy.
+	ProxyFD   int
+	ProxyPort uint16
 }
 
 // Encode appends the plan to e.
@@ -170,6 +176,8 @@ func (p *Plan) Encode(e *Encoder) {
 		e.U64(r.Access)
 	}
 	e.Bool(p.Probe)
+	e.U32(uint32(p.ProxyFD))
+	e.U32(uint32(p.ProxyPort))
 }
 
 // DecodePlan reads a plan; d.Err says whether it was well formed.
@@ -214,6 +222,12 @@ func DecodePlan(d *Decoder) *Plan {
 		p.Rules = append(p.Rules, Rule{Path: d.Str(), Access: d.U64()})
 	}
 	p.Probe = d.Bool()
+	p.ProxyFD = int(d.U32())
+	if port := d.U32(); port > 65535 {
+		d.Failf("proxy port " + strconv.Itoa(int(port)))
+	} else {
+		p.ProxyPort = uint16(port)
+	}
 	if d.Err == nil && len(p.Argv) == 0 {
 		d.Err = errors.New("spawn: malformed plan: empty argv")
 	}
