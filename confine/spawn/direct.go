@@ -149,39 +149,22 @@ func (d *direct) prepare(s Spec) (*prepared, error) {
 	if m := d.opts.Cgroup; m != nil {
 		p.leafWant = true
 		ctl := m.Controllers()
-		for _, lim := range []struct {
-			set   bool
-			ctl   string
-			layer string
-			apply func()
-		}{
-			{s.Limits.PidsMax > 0, "pids", confine.LayerPidsLimit, func() { p.limits.PidsMax = s.Limits.PidsMax }},
-			{s.Limits.MemoryMax > 0, "memory", confine.LayerMemoryLimit, func() { p.limits.MemoryMax = s.Limits.MemoryMax }},
-			{s.Limits.CPUQuota > 0, "cpu", confine.LayerCPULimit, func() { p.limits.CPUQuota, p.limits.CPUPeriod = s.Limits.CPUQuota, s.Limits.CPUPeriod }},
-		} {
-			if !lim.set {
-				continue
-			}
-			if slices.Contains(ctl, lim.ctl) {
-				lim.apply()
-				p.layers = append(p.layers, lim.layer)
-			} else if slices.Contains(req, lim.layer) {
-				return nil, &SetupError{Step: "requirements", Err: fmt.Errorf("layer %s is required but the cgroup leaves here have no %s controller", lim.layer, lim.ctl)}
+		var kept []cgroup.Controller
+		for _, need := range s.Limits.Needs() {
+			layer := string(confine.LimitLayer(need.Controller))
+			if slices.Contains(ctl, string(need.Controller)) {
+				kept = append(kept, need.Controller)
+				p.layers = append(p.layers, layer)
+			} else if slices.Contains(req, layer) {
+				return nil, &SetupError{Step: "requirements", Err: fmt.Errorf("layer %s is required but the cgroup leaves here have no %s controller", layer, need.Controller)}
 			}
 		}
+		p.limits = s.Limits.Only(kept)
 		p.layers = append(p.layers, confine.LayerCgroupLeaf)
 	} else {
-		for _, l := range []struct {
-			layer string
-			set   bool
-		}{
-			{confine.LayerCgroupLeaf, true},
-			{confine.LayerPidsLimit, s.Limits.PidsMax > 0},
-			{confine.LayerMemoryLimit, s.Limits.MemoryMax > 0},
-			{confine.LayerCPULimit, s.Limits.CPUQuota > 0},
-		} {
-			if l.set && slices.Contains(req, l.layer) {
-				return nil, &SetupError{Step: "requirements", Err: fmt.Errorf("layer %s is required but this runner has no cgroup manager", l.layer)}
+		for _, l := range append([]confine.LayerName{confine.LayerCgroupLeaf}, confine.LimitLayers(s.Limits)...) {
+			if slices.Contains(req, string(l)) {
+				return nil, &SetupError{Step: "requirements", Err: fmt.Errorf("layer %s is required but this runner has no cgroup manager", l)}
 			}
 		}
 	}
