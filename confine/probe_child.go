@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/b10x/harness/confine/internal/probechild"
+	"github.com/b10x/harness/internal/probecache"
 	"github.com/b10x/harness/internal/reexec"
 )
 
@@ -259,23 +259,18 @@ type seccompChild struct {
 }
 
 // seccompCache holds a conclusive seccomp child result.
-var seccompCache struct {
-	sync.Mutex
-	done bool
-	res  seccompChild
-}
+var seccompCache probecache.Value[seccompChild]
 
 func cachedSeccompChild() seccompChild {
-	seccompCache.Lock()
-	defer seccompCache.Unlock()
-	if seccompCache.done {
-		return seccompCache.res
-	}
-	res, err := runProbeChild(&syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}, "seccomp")
-	out := seccompChild{childResult: res, err: err}
-	conclusive := err == nil && (res.OK || refusal(res).Status == NotSupported)
-	if conclusive {
-		seccompCache.done, seccompCache.res = true, out
-	}
-	return out
+	return seccompCache.Get(func() (seccompChild, probecache.Outcome) {
+		res, err := runProbeChild(&syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}, "seccomp")
+		out := seccompChild{childResult: res, err: err}
+		switch {
+		case err != nil:
+			return out, probecache.Inconclusive
+		case res.OK:
+			return out, probecache.Supported
+		}
+		return out, refusal(res).Status.outcome()
+	})
 }

@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn/internal/helper"
+	"github.com/b10x/harness/internal/probecache"
 	"github.com/b10x/harness/internal/reexec"
 	"golang.org/x/sys/unix"
 )
@@ -58,9 +58,15 @@ type direct struct {
 	// with an image of their own.
 	helper *helperExe
 
-	probeMu sync.Mutex
-	probed  bool // abi holds a conclusive probe
-	abi     int
+	// landlock holds the Landlock ABI probe once conclusive.
+	landlock probecache.Value[landlockProbe]
+}
+
+// landlockProbe is one ABI probe: the ABI, or the error that made it
+// inconclusive.
+type landlockProbe struct {
+	abi int
+	err error
 }
 
 // sharedMasks is the process's one scan of /etc (one inotify instance, kept
@@ -80,17 +86,17 @@ func newDirect(o Options) *direct {
 // landlockABI probes the Landlock ABI once; an inconclusive probe (an
 // error) is not kept, the next call probes again.
 func (d *direct) landlockABI() (int, error) {
-	d.probeMu.Lock()
-	defer d.probeMu.Unlock()
-	if d.probed {
-		return d.abi, nil
-	}
-	info, err := confine.ProbeLandlock()
-	if err != nil {
-		return 0, err
-	}
-	d.abi, d.probed = info.ABI, true
-	return d.abi, nil
+	r := d.landlock.Get(func() (landlockProbe, probecache.Outcome) {
+		info, err := confine.ProbeLandlock()
+		switch {
+		case err != nil:
+			return landlockProbe{err: err}, probecache.Inconclusive
+		case info.ABI == 0:
+			return landlockProbe{}, probecache.NotSupported
+		}
+		return landlockProbe{abi: info.ABI}, probecache.Supported
+	})
+	return r.abi, r.err
 }
 
 // prepared is one call, ready to start.
