@@ -63,14 +63,6 @@ func probeAllNamespaces(root bool) ([]Finding, bool) {
 	return out, true
 }
 
-func errnoOf(err error) int {
-	var e syscall.Errno
-	if errors.As(err, &e) {
-		return int(e)
-	}
-	return 0
-}
-
 // startError is a failure to create the probe child: the clone (or exec)
 // itself failed, which for a namespace probe is the kernel's answer.
 type startError struct{ err error }

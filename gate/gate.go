@@ -236,7 +236,7 @@ func (g *Gate) Config() Config { return g.cfg }
 
 // Call is one tool call as a surface resolved it.
 type Call struct {
-	Surface string          // "flat", "verbs", "mcp", "cli"
+	Surface string          // the surface's name, as the record carries it: "flat" or "verbs"
 	Via     string          // "tool_invoke" when resolved from the verbs envelope
 	Name    string          // the resolved catalogue entry name
 	Args    json.RawMessage // the arguments object
@@ -735,15 +735,6 @@ func narrowHint(name string) string {
 		return "Reduce the program's output (e.g. pipe through head inside a script, or write to a file and read it in parts)."
 	}
 	return "Narrow the call."
-}
-
-// Counts summarises outcomes by status, for run_end.
-func Counts(outcomes []Outcome) map[Status]int {
-	m := map[Status]int{}
-	for _, o := range outcomes {
-		m[o.Status]++
-	}
-	return m
 }
 
 // PublishedNames lists published entry names, sorted.
