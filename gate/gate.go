@@ -60,7 +60,7 @@ type Host struct {
 	WorkspaceWhy      string // why the workspace is not confined
 	ConfinedExecution bool
 	ExecutionWhy      string // why execution is not confined
-	Programs          int    // number of --allow-program declarations
+	Programs          int    // number of allow_program declarations
 }
 
 // Config configures a Gate. The zero value of each field is documented and
@@ -180,7 +180,7 @@ func (g *Gate) availability(e Entry) string {
 		if h.Programs == 0 {
 			// The spec's rule, whatever the host: an empty program set
 			// publishes no run tool.
-			return "no program is allowed (--allow-program)"
+			return "no program is allowed (the allow_program setting is empty)"
 		}
 		if !h.ConfinedExecution {
 			return "needs confined execution: " + orUnknown(h.ExecutionWhy)
@@ -431,7 +431,7 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 
 	// budget
 	if g.cfg.MaxCalls > 0 && ncalls > g.cfg.MaxCalls {
-		return refuse("budget", tools.ReasonBudgetExhausted, fmt.Sprintf("the run's call budget (--max-calls %d) is exhausted", g.cfg.MaxCalls), nil)
+		return refuse("budget", tools.ReasonBudgetExhausted, fmt.Sprintf("the run's call budget (max_calls %d) is exhausted", g.cfg.MaxCalls), nil)
 	}
 
 	// 2 arguments and 3 paths
@@ -657,7 +657,7 @@ func (g *Gate) checkScope(w tools.Write, rec *CallRecord) (Outcome, bool) {
 	}
 	if p, ok := protection(w.Path, g.cfg.Protected); ok {
 		if v.Rule < 0 || v.Access == Denied || !explicitFor(g.cfg.WriteScope[v.Rule].Glob, p) {
-			return refuse(fmt.Sprintf("%s is protected (%s): the harness or later programs depend on it; only a --write-scope rule naming %s explicitly can admit it", w.Path, p, p))
+			return refuse(fmt.Sprintf("%s is protected (%s): the harness or later programs depend on it; only a write_scope rule naming %s explicitly can admit it", w.Path, p, p))
 		}
 	}
 	switch v.Access {

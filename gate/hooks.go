@@ -23,7 +23,7 @@ const DefaultHookTimeout = 10 * time.Second
 // hookOutputCap bounds what is kept of a hook's stdout and stderr.
 const hookOutputCap = 16 << 10
 
-// Hook is a pre-call program (--hook). It runs without a shell, receives the
+// Hook is a pre-call program (a hook setting). It runs without a shell, receives the
 // resolved call as JSON on stdin and answers by exit status:
 //
 //   - 0: continue (optionally with a JSON decision on stdout, see below);
