@@ -399,78 +399,29 @@ func ended(parent, exec context.Context) tools.Reason {
 // decide runs the gate steps of one call into rec; it sets *acted when the
 // tool was started (its intent line written).
 func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec *CallRecord, acted *bool) Outcome {
-	refuse := func(step string, reason tools.Reason, msg string, cause error) Outcome {
-		rec.Steps = append(rec.Steps, StepVerdict{Step: step, Verdict: "refuse", Detail: msg})
-		if cause != nil {
-			rec.Cause = cause.Error()
-		}
-		return Outcome{Status: Refused, Reason: reason, Message: msg}
-	}
-	pass := func(step, detail string) {
-		rec.Steps = append(rec.Steps, StepVerdict{Step: step, Verdict: "pass", Detail: detail})
-	}
 	if broken != nil {
-		return refuse("record", tools.ReasonRecordFailed, "the run record could not be written ("+recordTrouble(broken)+"); no further calls are accepted", broken)
+		return refuseStep(rec, "record", tools.ReasonRecordFailed, "the run record could not be written ("+recordTrouble(broken)+"); no further calls are accepted", broken)
 	}
 
 	// 1 published?
-	entry, known := Lookup(c.Name)
-	if known {
-		rec.Operation, rec.Risk = entry.Operation, entry.Risk.String()
+	entry, o, refused := g.checkPublished(c, rec)
+	if refused {
+		return o
 	}
-	if !known || !g.published[c.Name] || c.Unpresented {
-		msg := fmt.Sprintf("tool %q is not published in this run", c.Name)
-		if why, ok := g.unpublished[c.Name]; ok {
-			msg += ": " + why
-		} else if c.Unpresented {
-			msg = fmt.Sprintf("tool %q is not a tool of the %s surface; use tool_invoke", c.Name, c.Surface)
-		}
-		return refuse("published", tools.ReasonUnpublished, msg, nil)
-	}
-	pass("published", "")
 
 	// budget
 	if g.cfg.MaxCalls > 0 && ncalls > g.cfg.MaxCalls {
-		return refuse("budget", tools.ReasonBudgetExhausted, fmt.Sprintf("the run's call budget (max_calls %d) is exhausted", g.cfg.MaxCalls), nil)
+		return refuseStep(rec, "budget", tools.ReasonBudgetExhausted, fmt.Sprintf("the run's call budget (max_calls %d) is exhausted", g.cfg.MaxCalls), nil)
 	}
 
 	// 2 arguments and 3 paths
-	if len(c.Args) > g.cfg.MaxArgs {
-		return refuse("arguments", tools.ReasonInvalidArgument, fmt.Sprintf("arguments are %d bytes, above the %d-byte limit", len(c.Args), g.cfg.MaxArgs), nil)
-	}
-	args := c.Args
-	if len(args) == 0 {
-		args = json.RawMessage("{}")
-	}
-	prep, err := g.tools[c.Name].Prepare(g.cfg.Workspace, args)
-	if err != nil {
-		var te *tools.Error
-		if !errors.As(err, &te) {
-			te = &tools.Error{Reason: tools.ReasonInvalidArgument, Public: "invalid arguments", Cause: err}
-		}
-		step := "arguments"
-		switch te.Reason {
-		case tools.ReasonDeniedPath:
-			pass("arguments", "")
-			step = "paths"
-		case tools.ReasonInvalidArgument, tools.ReasonProgramNotAllowed:
-		default:
-			// The arguments were fine but the operation cannot proceed
-			// (a missing file): the call failed, nothing refused it.
-			pass("arguments", "")
-			rec.Steps = append(rec.Steps, StepVerdict{Step: "paths", Verdict: "fail", Detail: te.Public})
-			if te.Cause != nil {
-				rec.Cause = te.Cause.Error()
-			}
-			return Outcome{Status: Failed, Reason: te.Reason, Message: te.Public}
-		}
-		return refuse(step, te.Reason, te.Public, te.Cause)
+	prep, o, refused := g.prepareCall(c, rec)
+	if refused {
+		return o
 	}
 	if r, ok := prep.(tools.Releaser); ok {
 		defer r.Release()
 	}
-	pass("arguments", "")
-	pass("paths", "")
 
 	// write scope
 	writes := prep.Writes()
@@ -488,10 +439,134 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 	}
 
 	// 5 approval
+	if o, refused := g.approve(ctx, entry, prep, req, hv, rec); refused {
+		return o
+	}
+
+	// The intent line: once it is written the call may act.
+	for i := range rec.Steps {
+		rec.Steps[i].Detail = capText(rec.Steps[i].Detail, MaxMessage)
+	}
+	if err := g.cfg.Recorder.Write(rec.IntentLine()); err != nil {
+		g.setBroken(err)
+		return refuseStep(rec, "record", tools.ReasonRecordFailed, "the run record could not be written ("+recordTrouble(err)+"); the call did not run, and no further calls are accepted", err)
+	}
+
+	// 6 execute under the call's deadline; a run call's child is held to
+	// what the file tools may not change (hold.go)
+	timeout := g.cfg.CallTimeout
+	if entry.Needs == ConfinedExecution {
+		timeout += runGrace
+	}
+	execCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallDeadline)
+	defer cancel()
+	hold, o, failed := g.holdFor(prep, rec)
+	if failed {
+		return o
+	}
+	*acted = true
+	res, err := prep.Execute(execCtx)
+	stopped := ended(ctx, execCtx)
+	if err == nil && stopped != "" && entry.Needs == ConfinedExecution {
+		// A program killed at the deadline or by a cancel did not run to
+		// its end, whatever status it was given.
+		err = &tools.Error{Reason: tools.ReasonToolError, Public: "the program was stopped before it ended\n" + res.Text}
+	}
+	if hold != nil {
+		if o, failed := checkHeld(hold, &res, err, rec); failed {
+			return o
+		}
+	}
+	if err != nil {
+		return g.executeFailed(ctx, stopped, err, res, rec)
+	}
+	passStep(rec, "execute", "")
+
+	// 7 result cap
+	return g.capResult(entry, res, rec)
+}
+
+// refuseStep records a refusing step in rec (and the internal cause, when
+// there is one) and returns the refusal.
+func refuseStep(rec *CallRecord, step string, reason tools.Reason, msg string, cause error) Outcome {
+	rec.Steps = append(rec.Steps, StepVerdict{Step: step, Verdict: "refuse", Detail: msg})
+	if cause != nil {
+		rec.Cause = cause.Error()
+	}
+	return Outcome{Status: Refused, Reason: reason, Message: msg}
+}
+
+// passStep records a passed step in rec.
+func passStep(rec *CallRecord, step, detail string) {
+	rec.Steps = append(rec.Steps, StepVerdict{Step: step, Verdict: "pass", Detail: detail})
+}
+
+// checkPublished is step 1: the call names a published entry, and the
+// surface presented it.
+func (g *Gate) checkPublished(c Call, rec *CallRecord) (Entry, Outcome, bool) {
+	entry, known := Lookup(c.Name)
+	if known {
+		rec.Operation, rec.Risk = entry.Operation, entry.Risk.String()
+	}
+	if !known || !g.published[c.Name] || c.Unpresented {
+		msg := fmt.Sprintf("tool %q is not published in this run", c.Name)
+		if why, ok := g.unpublished[c.Name]; ok {
+			msg += ": " + why
+		} else if c.Unpresented {
+			msg = fmt.Sprintf("tool %q is not a tool of the %s surface; use tool_invoke", c.Name, c.Surface)
+		}
+		return entry, refuseStep(rec, "published", tools.ReasonUnpublished, msg, nil), true
+	}
+	passStep(rec, "published", "")
+	return entry, Outcome{}, false
+}
+
+// prepareCall is steps 2 and 3: the arguments decode and their paths
+// resolve. A Prepared it returns may need releasing (tools.Releaser).
+func (g *Gate) prepareCall(c Call, rec *CallRecord) (tools.Prepared, Outcome, bool) {
+	if len(c.Args) > g.cfg.MaxArgs {
+		return nil, refuseStep(rec, "arguments", tools.ReasonInvalidArgument, fmt.Sprintf("arguments are %d bytes, above the %d-byte limit", len(c.Args), g.cfg.MaxArgs), nil), true
+	}
+	args := c.Args
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	prep, err := g.tools[c.Name].Prepare(g.cfg.Workspace, args)
+	if err != nil {
+		var te *tools.Error
+		if !errors.As(err, &te) {
+			te = &tools.Error{Reason: tools.ReasonInvalidArgument, Public: "invalid arguments", Cause: err}
+		}
+		step := "arguments"
+		switch te.Reason {
+		case tools.ReasonDeniedPath:
+			passStep(rec, "arguments", "")
+			step = "paths"
+		case tools.ReasonInvalidArgument, tools.ReasonProgramNotAllowed:
+		default:
+			// The arguments were fine but the operation cannot proceed
+			// (a missing file): the call failed, nothing refused it.
+			passStep(rec, "arguments", "")
+			rec.Steps = append(rec.Steps, StepVerdict{Step: "paths", Verdict: "fail", Detail: te.Public})
+			if te.Cause != nil {
+				rec.Cause = te.Cause.Error()
+			}
+			return nil, Outcome{Status: Failed, Reason: te.Reason, Message: te.Public}, true
+		}
+		return nil, refuseStep(rec, step, te.Reason, te.Public, te.Cause), true
+	}
+	passStep(rec, "arguments", "")
+	passStep(rec, "paths", "")
+	return prep, Outcome{}, false
+}
+
+// approve is step 5: a hook's allow, a standing approval, the approver for
+// a call above the ceiling (or one a hook asked about), or nothing needed.
+func (g *Gate) approve(ctx context.Context, entry Entry, prep tools.Prepared, req Request, hv hookVerdict, rec *CallRecord) (Outcome, bool) {
 	switch {
 	case hv == hookAllow:
 		rec.Approval = "hook-allowed"
-		pass("approval", "allowed by a hook")
+		passStep(rec, "approval", "allowed by a hook")
 	case entry.Risk > g.cfg.ApproveUpTo || hv == hookAsk:
 		rec.Approver = g.cfg.Approver.Name()
 		g.mu.Lock()
@@ -499,7 +574,7 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 		g.mu.Unlock()
 		if standing {
 			rec.Approval = "approved-standing"
-			pass("approval", "standing approval for "+entry.Name)
+			passStep(rec, "approval", "standing approval for "+entry.Name)
 		} else {
 			if pv, ok := prep.(tools.Previewer); ok {
 				req.Preview = pv.Preview()
@@ -511,7 +586,7 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 				if msg == "" {
 					msg = "the approver rejected the call"
 				}
-				return refuse("approval", tools.ReasonApprovalRejected, fmt.Sprintf("%s (risk %s is above the unattended ceiling %s)", msg, entry.Risk, g.cfg.ApproveUpTo), err)
+				return refuseStep(rec, "approval", tools.ReasonApprovalRejected, fmt.Sprintf("%s (risk %s is above the unattended ceiling %s)", msg, entry.Risk, g.cfg.ApproveUpTo), err), true
 			}
 			rec.Approval = "approved"
 			if d.Standing {
@@ -520,111 +595,102 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 				g.standing[entry.Name] = true
 				g.mu.Unlock()
 			}
-			pass("approval", d.Reason)
+			passStep(rec, "approval", d.Reason)
 		}
 	default:
 		rec.Approval = "not-needed"
-		pass("approval", fmt.Sprintf("risk %s within ceiling %s", entry.Risk, g.cfg.ApproveUpTo))
+		passStep(rec, "approval", fmt.Sprintf("risk %s within ceiling %s", entry.Risk, g.cfg.ApproveUpTo))
 	}
+	return Outcome{}, false
+}
 
-	// The intent line: once it is written the call may act.
-	for i := range rec.Steps {
-		rec.Steps[i].Detail = capText(rec.Steps[i].Detail, MaxMessage)
+// holdFor reads, for a call whose Prepared is a tools.Holder, the paths its
+// child must not change and hands them to it; nil for any other call. It
+// fails the call (true) when they cannot be read.
+func (g *Gate) holdFor(prep tools.Prepared, rec *CallRecord) (*runHold, Outcome, bool) {
+	h, ok := prep.(tools.Holder)
+	if !ok {
+		return nil, Outcome{}, false
 	}
-	if err := g.cfg.Recorder.Write(rec.IntentLine()); err != nil {
-		g.setBroken(err)
-		return refuse("record", tools.ReasonRecordFailed, "the run record could not be written ("+recordTrouble(err)+"); the call did not run, and no further calls are accepted", err)
+	hold, herr := g.holdBefore()
+	if herr != nil {
+		rec.Steps = append(rec.Steps, StepVerdict{Step: "hold", Verdict: "fail", Detail: "the paths the call must not change could not be read"})
+		rec.Cause = herr.Error()
+		return nil, Outcome{Status: Failed, Reason: tools.ReasonToolError, Message: "the paths the call must not change could not be read; the program did not run"}, true
 	}
+	h.Hold(hold.hold)
+	detail := fmt.Sprintf("%d paths held read-only, %d directories anchored", len(hold.hold.ReadOnly), len(hold.hold.Anchored))
+	if hold.capped > 0 {
+		detail += fmt.Sprintf(", %d matches beyond the cap of %d checked after the call only", hold.capped, MaxScopeHolds)
+	}
+	if hold.skipped > 0 {
+		detail += fmt.Sprintf(", %d directories could not be walked", hold.skipped)
+	}
+	passStep(rec, "hold", detail)
+	return hold, Outcome{}, false
+}
 
-	// 6 execute under the call's deadline; a run call's child is held to
-	// what the file tools may not change (hold.go)
-	timeout := g.cfg.CallTimeout
-	if entry.Needs == ConfinedExecution {
-		timeout += runGrace
-	}
-	execCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallDeadline)
-	defer cancel()
-	var hold *runHold
-	if h, ok := prep.(tools.Holder); ok {
-		var herr error
-		hold, herr = g.holdBefore()
-		if herr != nil {
-			rec.Steps = append(rec.Steps, StepVerdict{Step: "hold", Verdict: "fail", Detail: "the paths the call must not change could not be read"})
-			rec.Cause = herr.Error()
-			return Outcome{Status: Failed, Reason: tools.ReasonToolError, Message: "the paths the call must not change could not be read; the program did not run"}
-		}
-		h.Hold(hold.hold)
-		detail := fmt.Sprintf("%d paths held read-only, %d directories anchored", len(hold.hold.ReadOnly), len(hold.hold.Anchored))
-		if hold.capped > 0 {
-			detail += fmt.Sprintf(", %d matches beyond the cap of %d checked after the call only", hold.capped, MaxScopeHolds)
-		}
-		if hold.skipped > 0 {
-			detail += fmt.Sprintf(", %d directories could not be walked", hold.skipped)
-		}
-		pass("hold", detail)
-	}
-	*acted = true
-	res, err := prep.Execute(execCtx)
-	stopped := ended(ctx, execCtx)
-	if err == nil && stopped != "" && entry.Needs == ConfinedExecution {
-		// A program killed at the deadline or by a cancel did not run to
-		// its end, whatever status it was given.
-		err = &tools.Error{Reason: tools.ReasonToolError, Public: "the program was stopped before it ended\n" + res.Text}
-	}
-	if hold != nil {
-		if vs := hold.after(); len(vs) > 0 {
-			msg := violationText(vs)
-			if n := hold.note(); n != "" {
-				msg += "\n" + n
-			}
-			var te *tools.Error
-			if errors.As(err, &te) {
-				msg += "\n" + te.Public
-			} else if res.Text != "" {
-				msg += "\n" + res.Text
-			}
-			if res.Meta == nil {
-				res.Meta = map[string]any{}
-			}
-			res.Meta["violations"] = vs
-			rec.Steps = append(rec.Steps, StepVerdict{Step: "held", Verdict: "fail", Detail: violationText(vs)})
-			if err != nil {
-				rec.Cause = err.Error()
-			}
-			return Outcome{Status: Failed, Reason: violationReason(vs), Message: msg, Meta: res.Meta}
-		}
-		pass("held", "nothing held was changed")
+// checkHeld fails the call (true) when its child changed what it was held
+// to; otherwise it records that nothing held changed and adds the hold's
+// note to the result.
+func checkHeld(hold *runHold, res *tools.Result, err error, rec *CallRecord) (Outcome, bool) {
+	if vs := hold.after(); len(vs) > 0 {
+		msg := violationText(vs)
 		if n := hold.note(); n != "" {
-			res.Text += "\n--- note ---\n" + n + "\n"
+			msg += "\n" + n
 		}
-	}
-	if err != nil {
 		var te *tools.Error
-		if !errors.As(err, &te) {
-			te = &tools.Error{Reason: tools.ReasonToolError, Public: "the tool failed", Cause: err}
+		if errors.As(err, &te) {
+			msg += "\n" + te.Public
+		} else if res.Text != "" {
+			msg += "\n" + res.Text
 		}
-		switch {
-		case stopped == tools.ReasonCancelled && (te.Reason == tools.ReasonToolError || te.Reason == tools.ReasonTimeout || te.Reason == tools.ReasonCancelled):
-			te = &tools.Error{Reason: tools.ReasonCancelled, Public: "the call was cancelled before it ended; what it did until then stands\n" + te.Public, Cause: err}
-		case stopped == tools.ReasonTimeout && te.Reason == tools.ReasonToolError:
-			which := fmt.Sprintf("the call's deadline (%s)", g.cfg.CallTimeout)
-			if ctx.Err() != nil {
-				which = "the deadline its caller set (a whole run's)"
-			}
-			te = &tools.Error{Reason: tools.ReasonTimeout, Public: which + " passed and the call was stopped; what it did until then stands\n" + te.Public, Cause: err}
+		if res.Meta == nil {
+			res.Meta = map[string]any{}
 		}
-		rec.Steps = append(rec.Steps, StepVerdict{Step: "execute", Verdict: "fail", Detail: te.Public})
-		if te.Cause != nil {
-			rec.Cause = te.Cause.Error()
+		res.Meta["violations"] = vs
+		rec.Steps = append(rec.Steps, StepVerdict{Step: "held", Verdict: "fail", Detail: violationText(vs)})
+		if err != nil {
+			rec.Cause = err.Error()
 		}
-		return Outcome{Status: Failed, Reason: te.Reason, Message: te.Public, Meta: res.Meta}
+		return Outcome{Status: Failed, Reason: violationReason(vs), Message: msg, Meta: res.Meta}, true
 	}
-	pass("execute", "")
+	passStep(rec, "held", "nothing held was changed")
+	if n := hold.note(); n != "" {
+		res.Text += "\n--- note ---\n" + n + "\n"
+	}
+	return Outcome{}, false
+}
 
-	// 7 result cap. A read that changed nothing can be asked again,
-	// narrower: its oversized result is a failure. A write or a run has
-	// acted: its result is shortened, with a note, and the outcome stays
-	// executed (a failure would invite a retry that does it twice).
+// executeFailed is the outcome of a tool that returned err: a cancel or a
+// deadline that stopped it is named as such.
+func (g *Gate) executeFailed(ctx context.Context, stopped tools.Reason, err error, res tools.Result, rec *CallRecord) Outcome {
+	var te *tools.Error
+	if !errors.As(err, &te) {
+		te = &tools.Error{Reason: tools.ReasonToolError, Public: "the tool failed", Cause: err}
+	}
+	switch {
+	case stopped == tools.ReasonCancelled && (te.Reason == tools.ReasonToolError || te.Reason == tools.ReasonTimeout || te.Reason == tools.ReasonCancelled):
+		te = &tools.Error{Reason: tools.ReasonCancelled, Public: "the call was cancelled before it ended; what it did until then stands\n" + te.Public, Cause: err}
+	case stopped == tools.ReasonTimeout && te.Reason == tools.ReasonToolError:
+		which := fmt.Sprintf("the call's deadline (%s)", g.cfg.CallTimeout)
+		if ctx.Err() != nil {
+			which = "the deadline its caller set (a whole run's)"
+		}
+		te = &tools.Error{Reason: tools.ReasonTimeout, Public: which + " passed and the call was stopped; what it did until then stands\n" + te.Public, Cause: err}
+	}
+	rec.Steps = append(rec.Steps, StepVerdict{Step: "execute", Verdict: "fail", Detail: te.Public})
+	if te.Cause != nil {
+		rec.Cause = te.Cause.Error()
+	}
+	return Outcome{Status: Failed, Reason: te.Reason, Message: te.Public, Meta: res.Meta}
+}
+
+// capResult is step 7, the result cap. A read that changed nothing can be
+// asked again, narrower: its oversized result is a failure. A write or a
+// run has acted: its result is shortened, with a note, and the outcome
+// stays executed (a failure would invite a retry that does it twice).
+func (g *Gate) capResult(entry Entry, res tools.Result, rec *CallRecord) Outcome {
 	if len(res.Text) > g.cfg.MaxResult {
 		if entry.Needs == Always {
 			msg := fmt.Sprintf("the result is %d bytes, above the %d-byte cap; nothing was returned. %s", len(res.Text), g.cfg.MaxResult, narrowHint(entry.Name))
@@ -637,10 +703,10 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 			meta[k] = v
 		}
 		meta["result_full_bytes"], meta["result_shown_bytes"] = len(res.Text), shown
-		pass("result", fmt.Sprintf("shortened: %d of %d bytes shown (cap %d); the call's effect is whole", shown, len(res.Text), g.cfg.MaxResult))
+		passStep(rec, "result", fmt.Sprintf("shortened: %d of %d bytes shown (cap %d); the call's effect is whole", shown, len(res.Text), g.cfg.MaxResult))
 		return Outcome{Status: Executed, Result: text, Meta: meta}
 	}
-	pass("result", "")
+	passStep(rec, "result", "")
 	return Outcome{Status: Executed, Result: res.Text, Meta: res.Meta}
 }
 
