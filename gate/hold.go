@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/b10x/harness/tools"
 	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/tools"
 )
 
 // The gate's promises bind run too (docs/decisions/0039): what the file

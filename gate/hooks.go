@@ -13,8 +13,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/b10x/harness/tools"
 	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/tools"
 )
 
 // DefaultHookTimeout bounds a hook when Hook.Timeout is zero.

@@ -14,12 +14,13 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn/internal/helper"
 	"github.com/b10x/harness/internal/probecache"
 	"github.com/b10x/harness/internal/reexec"
-	"golang.org/x/sys/unix"
 )
 
 // helperEntry is the hidden entry point of the run helper. Its argv[0] is

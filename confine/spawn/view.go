@@ -9,9 +9,10 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/b10x/harness/confine/spawn/internal/helper"
 	"github.com/b10x/harness/internal/dirent"
-	"golang.org/x/sys/unix"
 )
 
 // The child's filesystem view: a fresh tmpfs root holding read-only binds of
