@@ -356,33 +356,48 @@ func (d *direct) start(ctx context.Context, s Spec, p *prepared, stdio Stdio) (R
 	statusR.Close()
 	res.Duration = time.Since(started)
 
-	// The PID namespace died with its init, and everything in it; the leaf
-	// is killed once more and must be empty before it is removed (two locks
-	// on one door: a leaf that does not empty is an error, not a leak).
 	if leaf != nil {
-		_ = leaf.Kill()
-		wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		werr := leaf.WaitEmpty(wctx)
-		cancel()
-		if werr == nil {
-			if stats, err := leaf.Stats(); err == nil {
-				if stats.Has(cgroup.KnownMemoryPeak) {
-					res.MemoryPeak = stats.MemoryPeak
-				}
-				if stats.Has(cgroup.KnownPidsPeak) {
-					res.PidsPeak = stats.PidsPeak
-				}
-				res.OOMKilled = stats.OOMKills > 0
-			}
-		}
-		cerr := leaf.Close()
+		err := drainLeaf(leaf, &res)
 		leaf = nil
-		if werr != nil || cerr != nil {
-			return res, fmt.Errorf("spawn: the call's cgroup leaf did not empty: %w", errors.Join(werr, cerr))
+		if err != nil {
+			return res, err
 		}
 	}
+	return callOutcome(res, p, st, cmd.ProcessState, waitErr, ctxErr)
+}
 
-	ps := cmd.ProcessState
+// drainLeaf ends the call's leaf after the helper ended. The PID namespace
+// died with its init, and everything in it; the leaf is killed once more
+// and must be empty before it is removed (two locks on one door: a leaf
+// that does not empty is an error, not a leak). Its peaks go into res.
+// The leaf is closed whatever happens.
+func drainLeaf(leaf *cgroup.Leaf, res *Result) error {
+	_ = leaf.Kill()
+	wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	werr := leaf.WaitEmpty(wctx)
+	cancel()
+	if werr == nil {
+		if stats, err := leaf.Stats(); err == nil {
+			if stats.Has(cgroup.KnownMemoryPeak) {
+				res.MemoryPeak = stats.MemoryPeak
+			}
+			if stats.Has(cgroup.KnownPidsPeak) {
+				res.PidsPeak = stats.PidsPeak
+			}
+			res.OOMKilled = stats.OOMKills > 0
+		}
+	}
+	cerr := leaf.Close()
+	if werr != nil || cerr != nil {
+		return fmt.Errorf("spawn: the call's cgroup leaf did not empty: %w", errors.Join(werr, cerr))
+	}
+	return nil
+}
+
+// callOutcome is the call's result from the helper's wait status and what
+// its status pipe said: a setup error, a helper that ended before the
+// program started, or the program's own status.
+func callOutcome(res Result, p *prepared, st callStatus, ps *os.ProcessState, waitErr, ctxErr error) (Result, error) {
 	if ps == nil {
 		return res, fmt.Errorf("spawn: wait for helper: %w", waitErr)
 	}
