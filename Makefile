@@ -32,6 +32,7 @@ build: helper
 
 lint:
 	$(GO) vet ./...
+	$(GO) mod tidy -diff
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 hosttest: lint build

@@ -108,7 +108,7 @@ const (
 	EndModelStopped EndReason = "model_stopped" // the model answered without tool calls
 	EndScriptEnded  EndReason = "script_ended"  // a replay script ended
 	EndMaxTurns     EndReason = "max_turns"     // Config.MaxTurns model turns were used
-	EndMaxCalls     EndReason = "max_calls"     // the gate's call budget (--max-calls) is exhausted
+	EndMaxCalls     EndReason = "max_calls"     // the gate's call budget (max_calls) is exhausted
 	EndTimeout      EndReason = "timeout"       // Config.Timeout passed
 	EndCancelled    EndReason = "cancelled"     // the caller's context was cancelled (a signal)
 	EndError        EndReason = "error"         // the provider failed; Summary.Err says how

@@ -179,63 +179,12 @@ func ParseDef(file string, data []byte) (Def, error) {
 			return fail(n, "%s: repeated (first on line %d)", key, prev)
 		}
 		seen[key] = n
-		switch key {
-		case "name":
-			v, err := scalar(val)
-			if err != nil {
-				return fail(n, "name: %v", err)
-			}
-			if !validDefName(v) {
-				return fail(n, "name %q: want lower-case letters, digits, '.', '_' or '-' (at most 64, starting with a letter or digit)", v)
-			}
-			d.Name, d.Line = v, n
-		case "description":
-			v, err := scalar(val)
-			if err != nil {
-				return fail(n, "description: %v", err)
-			}
-			if v == "" {
-				return fail(n, "description: empty")
-			}
-			d.Description = v
-		case "tools":
-			d.HasTools = true
-			d.Tools = []string{}
-			switch {
-			case val == "":
-				inList = n
-			case strings.HasPrefix(val, "["):
-				if !strings.HasSuffix(val, "]") {
-					return fail(n, `tools: a list opened with "[" must close with "]" on the same line`)
-				}
-				inner := strings.TrimSpace(val[1 : len(val)-1])
-				if inner == "" {
-					break
-				}
-				for _, part := range strings.Split(inner, ",") {
-					item, err := scalar(strings.TrimSpace(part))
-					if err != nil {
-						return fail(n, "tools: %v", err)
-					}
-					if err := addTool(&d, item); err != nil {
-						return fail(n, "%v", err)
-					}
-				}
-			default:
-				return fail(n, `tools: want a list: "[a, b]" or "- a" lines below`)
-			}
-		case "approve-up-to":
-			v, err := scalar(val)
-			if err != nil {
-				return fail(n, "approve-up-to: %v", err)
-			}
-			r, err := gate.ParseRisk(v)
-			if err != nil || v != strings.ToLower(v) {
-				return fail(n, "approve-up-to %q: want low, medium or high", v)
-			}
-			d.ApproveUpTo, d.HasCeiling = r, true
-		default:
-			return fail(n, "unknown key %q (want name, description, tools, approve-up-to)", key)
+		listOpen, err := setDefKey(&d, key, val, n)
+		if err != nil {
+			return fail(n, "%s", err)
+		}
+		if listOpen {
+			inList = n
 		}
 	}
 	if end < 0 {
@@ -252,6 +201,71 @@ func ParseDef(file string, data []byte) (Def, error) {
 		return fail(end+1, "no instructions after the front matter")
 	}
 	return d, nil
+}
+
+// setDefKey sets one front-matter key of d, found on line. listOpen reports a "tools:"
+// with no value, whose "- item" lines follow. An error is the message for
+// the key's line.
+func setDefKey(d *Def, key, val string, line int) (listOpen bool, err error) {
+	switch key {
+	case "name":
+		v, err := scalar(val)
+		if err != nil {
+			return false, fmt.Errorf("name: %v", err)
+		}
+		if !validDefName(v) {
+			return false, fmt.Errorf("name %q: want lower-case letters, digits, '.', '_' or '-' (at most 64, starting with a letter or digit)", v)
+		}
+		d.Name, d.Line = v, line
+	case "description":
+		v, err := scalar(val)
+		if err != nil {
+			return false, fmt.Errorf("description: %v", err)
+		}
+		if v == "" {
+			return false, fmt.Errorf("description: empty")
+		}
+		d.Description = v
+	case "tools":
+		d.HasTools = true
+		d.Tools = []string{}
+		switch {
+		case val == "":
+			listOpen = true
+		case strings.HasPrefix(val, "["):
+			if !strings.HasSuffix(val, "]") {
+				return false, fmt.Errorf(`tools: a list opened with "[" must close with "]" on the same line`)
+			}
+			inner := strings.TrimSpace(val[1 : len(val)-1])
+			if inner == "" {
+				break
+			}
+			for _, part := range strings.Split(inner, ",") {
+				item, err := scalar(strings.TrimSpace(part))
+				if err != nil {
+					return false, fmt.Errorf("tools: %v", err)
+				}
+				if err := addTool(d, item); err != nil {
+					return false, err
+				}
+			}
+		default:
+			return false, fmt.Errorf(`tools: want a list: "[a, b]" or "- a" lines below`)
+		}
+	case "approve-up-to":
+		v, err := scalar(val)
+		if err != nil {
+			return false, fmt.Errorf("approve-up-to: %v", err)
+		}
+		r, err := gate.ParseRisk(v)
+		if err != nil || v != strings.ToLower(v) {
+			return false, fmt.Errorf("approve-up-to %q: want low, medium or high", v)
+		}
+		d.ApproveUpTo, d.HasCeiling = r, true
+	default:
+		return false, fmt.Errorf("unknown key %q (want name, description, tools, approve-up-to)", key)
+	}
+	return listOpen, nil
 }
 
 func addTool(d *Def, name string) error {

@@ -12,10 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// managed lists, in the order Open enables them, the controllers this
-// package sets limits with.
-var managed = []string{"pids", "memory", "cpu"}
-
 // selfLeaf is the leaf of a parent that holds the harness itself when Open
 // had to move it out of its own cgroup. Leaf names may not start with '_'.
 const selfLeaf = "_harness"

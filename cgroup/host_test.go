@@ -17,9 +17,10 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/b10x/harness/internal/reexec"
 	"github.com/b10x/harness/internal/testenv"
-	"golang.org/x/sys/unix"
 )
 
 // Shapes without cgroup v2 at all.
@@ -621,7 +622,7 @@ func scenarioRefuse([]string) (any, error) {
 	// Where a controller is available (the VM shapes), take it away from
 	// this Manager so that the refusal path runs everywhere.
 	for _, c := range managed {
-		if contains(m.controllers, c) {
+		if slices.Contains(m.controllers, c) {
 			r.Simulated = append(r.Simulated, c)
 			m.controllers = slices.DeleteFunc(m.controllers, func(s string) bool { return s == c })
 			m.missing = append(m.missing, c+" controller: taken away by the test")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,16 +112,9 @@ func (m *Manager) NewLeaf(name string, l Limits) (*Leaf, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, need := range []struct {
-		set        bool
-		limit, ctl string
-	}{
-		{l.PidsMax > 0, "PidsMax", "pids"},
-		{l.MemoryMax > 0, "MemoryMax", "memory"},
-		{l.CPUQuota > 0, "CPUQuota", "cpu"},
-	} {
-		if need.set && !contains(m.controllers, need.ctl) {
-			return nil, &UnavailableError{Controller: need.ctl, Limit: need.limit, Reason: m.missingFor(need.ctl)}
+	for _, need := range l.Needs() {
+		if !slices.Contains(m.controllers, string(need.Controller)) {
+			return nil, &UnavailableError{Controller: string(need.Controller), Limit: need.Limit, Reason: m.missingFor(string(need.Controller))}
 		}
 	}
 	m.mu.Lock()
@@ -159,15 +153,6 @@ func (m *Manager) NewLeaf(name string, l Limits) (*Leaf, error) {
 	m.leaves[leaf] = struct{}{}
 	m.mu.Unlock()
 	return leaf, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // apply writes the limits and verifies each by reading it back.

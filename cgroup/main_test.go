@@ -17,9 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/b10x/harness/internal/reexec"
 	"github.com/b10x/harness/internal/testenv"
-	"golang.org/x/sys/unix"
 )
 
 // Tests that open a Manager (which may move the process between cgroups)
@@ -84,7 +85,7 @@ func openOrMissing() (*Manager, error) {
 // controller.
 func requireControllers(m *Manager, names ...string) error {
 	for _, n := range names {
-		if !contains(m.Controllers(), n) {
+		if !slices.Contains(m.Controllers(), n) {
 			return missingError{fmt.Sprintf("%s controller for leaves: %s", n, m.missingFor(n))}
 		}
 	}
@@ -189,7 +190,7 @@ func enableManaged(dir string) error {
 	}
 	var errs []error
 	for _, c := range managed {
-		if contains(avail, c) && !contains(on, c) {
+		if slices.Contains(avail, c) && !slices.Contains(on, c) {
 			if err := writeFile(filepath.Join(dir, "cgroup.subtree_control"), "+"+c); err != nil {
 				errs = append(errs, err)
 			}
@@ -247,7 +248,7 @@ func restoreOwn() error {
 		errs = append(errs, err)
 	}
 	for _, c := range slices.Backward(on) {
-		if !contains(moved.before, c) {
+		if !slices.Contains(moved.before, c) {
 			if err := writeFile(ctl, "-"+c); err != nil {
 				errs = append(errs, err)
 			}

@@ -4,10 +4,17 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/b10x/harness/cgroup"
 )
 
+// LayerName names a confinement layer: one of the Layer constants below.
+type LayerName string
+
 // Layer names: the fixed list of confinement layers, in the order Layers,
-// Table and Plan report them.
+// Table and Plan report them. The constants are untyped, so that code
+// holding layer names as plain strings (Layer.Name, Plan.Enforced,
+// spawn.Requirements) takes them as well as code holding a LayerName.
 const (
 	// LayerLandlockSelf: the harness's own Landlock domain, which limits
 	// its writes to the workspace, the record's directory and its temporary
@@ -127,7 +134,7 @@ func (r Report) layer(name string) Layer {
 	case LayerCgroupLeaf:
 		l.Available, l.Detail, l.Remedy = r.cgroupLeaf()
 	case LayerPidsLimit, LayerMemoryLimit, LayerCPULimit:
-		l.Available, l.Detail, l.Remedy = r.cgroupController(controllerOfLayer[name])
+		l.Available, l.Detail, l.Remedy = r.cgroupController(string(controllerOfLayer(name)))
 	default:
 		panic("confine: bug: unknown layer " + name)
 	}
@@ -139,7 +146,52 @@ func (r Report) layer(name string) Layer {
 
 var nsOfLayer = map[string]string{LayerPidNS: "pid", LayerMountNS: "mount", LayerNetNS: "net", LayerIPCNS: "ipc", LayerUTSNS: "uts"}
 
-var controllerOfLayer = map[string]string{LayerPidsLimit: "pids", LayerMemoryLimit: "memory", LayerCPULimit: "cpu"}
+// limitLayers is the one table from the cgroup controller a limit needs
+// (cgroup.Limits.Needs) to the layer that reports and requires it, in
+// report order.
+var limitLayers = []struct {
+	ctl   cgroup.Controller
+	layer LayerName
+}{
+	{cgroup.ControllerPids, LayerPidsLimit},
+	{cgroup.ControllerMemory, LayerMemoryLimit},
+	{cgroup.ControllerCPU, LayerCPULimit},
+}
+
+// LimitLayer returns the layer of the limits that need controller c:
+// LayerPidsLimit for cgroup.ControllerPids, LayerMemoryLimit for
+// cgroup.ControllerMemory, LayerCPULimit for cgroup.ControllerCPU; "" for
+// any other controller.
+func LimitLayer(c cgroup.Controller) LayerName {
+	for _, e := range limitLayers {
+		if e.ctl == c {
+			return e.layer
+		}
+	}
+	return ""
+}
+
+// LimitLayers returns the layers a call with limits l needs besides
+// LayerCgroupLeaf: one for each limit set in l, in report order (pids,
+// memory, cpu). The zero Limits needs none (nil).
+func LimitLayers(l cgroup.Limits) []LayerName {
+	var out []LayerName
+	for _, n := range l.Needs() {
+		out = append(out, LimitLayer(n.Controller))
+	}
+	return out
+}
+
+// controllerOfLayer returns the controller a limit layer stands for ("" for
+// a layer that is not a limit layer).
+func controllerOfLayer(name string) cgroup.Controller {
+	for _, e := range limitLayers {
+		if string(e.layer) == name {
+			return e.ctl
+		}
+	}
+	return ""
+}
 
 func landlockRemedy(ll LandlockReport) string {
 	if ll.Status == Inconclusive {
@@ -284,8 +336,6 @@ var executionLayers = []string{
 	LayerNoNewPrivs, LayerSeccomp,
 }
 
-var limitLayers = []string{LayerPidsLimit, LayerMemoryLimit, LayerCPULimit}
-
 // Plan decides what mode m gives on this host.
 //
 //   - Strict: when any required layer is unavailable, Plan returns a Plan
@@ -336,8 +386,8 @@ func (r Report) Plan(m Mode) (Plan, error) {
 		p.ConfinedExecution = p.ConfinedExecution && usable(name)
 	}
 	p.ResourceLimits = p.ConfinedExecution && byName[LayerCgroupLeaf].Available
-	for _, name := range limitLayers {
-		p.ResourceLimits = p.ResourceLimits && byName[name].Available
+	for _, e := range limitLayers {
+		p.ResourceLimits = p.ResourceLimits && byName[string(e.layer)].Available
 	}
 
 	for _, l := range layers {

@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/b10x/harness/cgroup"
 )
 
 // synthetic builds a Report by hand: every item supported, cgroup v2 with
@@ -598,6 +601,25 @@ func TestPlanSelfProc(t *testing.T) {
 			if g.path == "/proc" {
 				t.Errorf("ABI %d: /proc granted without Proc", abi)
 			}
+		}
+	}
+}
+
+func TestLimitLayers(t *testing.T) {
+	all := cgroup.Limits{PidsMax: 1, MemoryMax: 1, CPUQuota: time.Millisecond}
+	want := []LayerName{LayerPidsLimit, LayerMemoryLimit, LayerCPULimit}
+	if got := LimitLayers(all); !slices.Equal(got, want) {
+		t.Errorf("LimitLayers = %q, want %q", got, want)
+	}
+	if got := LimitLayers(cgroup.Limits{MemoryMax: 1}); !slices.Equal(got, want[1:2]) {
+		t.Errorf("LimitLayers(memory) = %q", got)
+	}
+	if got := LimitLayer("io"); got != "" {
+		t.Errorf("LimitLayer(io) = %q", got)
+	}
+	for _, l := range want {
+		if c := controllerOfLayer(string(l)); LimitLayer(c) != l {
+			t.Errorf("layer %s -> controller %q -> layer %q", l, c, LimitLayer(c))
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/b10x/harness/cgroup"
+	"github.com/b10x/harness/internal/probecache"
 )
 
 // Status is the outcome of one probe. The zero value, StatusUnknown, means
@@ -232,53 +233,52 @@ func ProbeSelf(why string) Report {
 	return Report{Privilege: probePrivilege(), Landlock: probeLandlockReport(), NotProbed: why}
 }
 
-// The cache of conclusive findings, keyed by item.
-var probeCache struct {
-	sync.Mutex
-	m map[string]Finding
-}
+// probeCache holds the conclusive findings, keyed by item.
+var probeCache probecache.Map[string, Finding]
 
 // cached returns the cached conclusive finding for key, or runs fn and
 // caches its result when conclusive.
 func cached(key string, fn func() Finding) Finding {
-	probeCache.Lock()
-	f, ok := probeCache.m[key]
-	probeCache.Unlock()
-	if ok {
-		return f
+	return probeCache.Get(key, func() (Finding, probecache.Outcome) {
+		f := fn()
+		return f, f.Status.outcome()
+	})
+}
+
+// outcome maps a Status to a probe's outcome: StatusUnknown counts as
+// inconclusive and is not cached.
+func (s Status) outcome() probecache.Outcome {
+	switch s {
+	case Supported:
+		return probecache.Supported
+	case NotSupported:
+		return probecache.NotSupported
 	}
-	f = fn()
-	if f.Status == Supported || f.Status == NotSupported {
-		probeCache.Lock()
-		if probeCache.m == nil {
-			probeCache.m = map[string]Finding{}
-		}
-		probeCache.m[key] = f
-		probeCache.Unlock()
-	}
-	return f
+	return probecache.Inconclusive
+}
+
+// landlockProbe is one ProbeLandlock result.
+type landlockProbe struct {
+	info LandlockInfo
+	err  error
 }
 
 // landlockCache holds the conclusive ABI probe.
-var landlockCache struct {
-	sync.Mutex
-	done bool
-	info LandlockInfo
-}
+var landlockCache probecache.Value[landlockProbe]
 
 // probedLandlock is ProbeLandlock, cached once conclusive.
 func probedLandlock() (LandlockInfo, error) {
-	landlockCache.Lock()
-	defer landlockCache.Unlock()
-	if landlockCache.done {
-		return landlockCache.info, nil
-	}
-	info, err := ProbeLandlock()
-	if err != nil {
-		return LandlockInfo{}, err
-	}
-	landlockCache.done, landlockCache.info = true, info
-	return info, nil
+	r := landlockCache.Get(func() (landlockProbe, probecache.Outcome) {
+		info, err := ProbeLandlock()
+		switch {
+		case err != nil:
+			return landlockProbe{err: err}, probecache.Inconclusive
+		case info.ABI == 0:
+			return landlockProbe{info: info}, probecache.NotSupported
+		}
+		return landlockProbe{info: info}, probecache.Supported
+	})
+	return r.info, r.err
 }
 
 func probeLandlockReport() LandlockReport {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/b10x/harness/confine/internal/probechild"
+	"github.com/b10x/harness/internal/probecache"
 	"github.com/b10x/harness/internal/reexec"
 )
 
@@ -61,14 +61,6 @@ func probeAllNamespaces(root bool) ([]Finding, bool) {
 		out[i] = supported(fmt.Sprintf("clone(%s) together with every other namespace kind: created", cloneFlagName(ns.flag)))
 	}
 	return out, true
-}
-
-func errnoOf(err error) int {
-	var e syscall.Errno
-	if errors.As(err, &e) {
-		return int(e)
-	}
-	return 0
 }
 
 // startError is a failure to create the probe child: the clone (or exec)
@@ -259,23 +251,18 @@ type seccompChild struct {
 }
 
 // seccompCache holds a conclusive seccomp child result.
-var seccompCache struct {
-	sync.Mutex
-	done bool
-	res  seccompChild
-}
+var seccompCache probecache.Value[seccompChild]
 
 func cachedSeccompChild() seccompChild {
-	seccompCache.Lock()
-	defer seccompCache.Unlock()
-	if seccompCache.done {
-		return seccompCache.res
-	}
-	res, err := runProbeChild(&syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}, "seccomp")
-	out := seccompChild{childResult: res, err: err}
-	conclusive := err == nil && (res.OK || refusal(res).Status == NotSupported)
-	if conclusive {
-		seccompCache.done, seccompCache.res = true, out
-	}
-	return out
+	return seccompCache.Get(func() (seccompChild, probecache.Outcome) {
+		res, err := runProbeChild(&syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}, "seccomp")
+		out := seccompChild{childResult: res, err: err}
+		switch {
+		case err != nil:
+			return out, probecache.Inconclusive
+		case res.OK:
+			return out, probecache.Supported
+		}
+		return out, refusal(res).Status.outcome()
+	})
 }

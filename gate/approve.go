@@ -58,5 +58,5 @@ func (ApproveAll) Name() string { return "all" }
 
 // Approve implements Approver.
 func (ApproveAll) Approve(context.Context, Request) (Decision, error) {
-	return Decision{Approved: true, Reason: "approved by --approve all"}, nil
+	return Decision{Approved: true, Reason: `approved by the "all" approver`}, nil
 }

@@ -61,7 +61,7 @@ type Host struct {
 	WorkspaceWhy      string // why the workspace is not confined
 	ConfinedExecution bool
 	ExecutionWhy      string // why execution is not confined
-	Programs          int    // number of --allow-program declarations
+	Programs          int    // number of allow_program declarations
 }
 
 // Config configures a Gate. The zero value of each field is documented and
@@ -181,7 +181,7 @@ func (g *Gate) availability(e Entry) string {
 		if h.Programs == 0 {
 			// The spec's rule, whatever the host: an empty program set
 			// publishes no run tool.
-			return "no program is allowed (--allow-program)"
+			return "no program is allowed (the allow_program setting is empty)"
 		}
 		if !h.ConfinedExecution {
 			return "needs confined execution: " + orUnknown(h.ExecutionWhy)
@@ -237,7 +237,7 @@ func (g *Gate) Config() Config { return g.cfg }
 
 // Call is one tool call as a surface resolved it.
 type Call struct {
-	Surface string          // "flat", "verbs", "mcp", "cli"
+	Surface string          // the surface's name, as the record carries it: "flat" or "verbs"
 	Via     string          // "tool_invoke" when resolved from the verbs envelope
 	Name    string          // the resolved catalogue entry name
 	Args    json.RawMessage // the arguments object
@@ -400,78 +400,29 @@ func ended(parent, exec context.Context) tools.Reason {
 // decide runs the gate steps of one call into rec; it sets *acted when the
 // tool was started (its intent line written).
 func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec *CallRecord, acted *bool) Outcome {
-	refuse := func(step string, reason tools.Reason, msg string, cause error) Outcome {
-		rec.Steps = append(rec.Steps, StepVerdict{Step: step, Verdict: "refuse", Detail: msg})
-		if cause != nil {
-			rec.Cause = cause.Error()
-		}
-		return Outcome{Status: Refused, Reason: reason, Message: msg}
-	}
-	pass := func(step, detail string) {
-		rec.Steps = append(rec.Steps, StepVerdict{Step: step, Verdict: "pass", Detail: detail})
-	}
 	if broken != nil {
-		return refuse("record", tools.ReasonRecordFailed, "the run record could not be written ("+recordTrouble(broken)+"); no further calls are accepted", broken)
+		return refuseStep(rec, "record", tools.ReasonRecordFailed, "the run record could not be written ("+recordTrouble(broken)+"); no further calls are accepted", broken)
 	}
 
 	// 1 published?
-	entry, known := Lookup(c.Name)
-	if known {
-		rec.Operation, rec.Risk = entry.Operation, entry.Risk.String()
+	entry, o, refused := g.checkPublished(c, rec)
+	if refused {
+		return o
 	}
-	if !known || !g.published[c.Name] || c.Unpresented {
-		msg := fmt.Sprintf("tool %q is not published in this run", c.Name)
-		if why, ok := g.unpublished[c.Name]; ok {
-			msg += ": " + why
-		} else if c.Unpresented {
-			msg = fmt.Sprintf("tool %q is not a tool of the %s surface; use tool_invoke", c.Name, c.Surface)
-		}
-		return refuse("published", tools.ReasonUnpublished, msg, nil)
-	}
-	pass("published", "")
 
 	// budget
 	if g.cfg.MaxCalls > 0 && ncalls > g.cfg.MaxCalls {
-		return refuse("budget", tools.ReasonBudgetExhausted, fmt.Sprintf("the run's call budget (--max-calls %d) is exhausted", g.cfg.MaxCalls), nil)
+		return refuseStep(rec, "budget", tools.ReasonBudgetExhausted, fmt.Sprintf("the run's call budget (max_calls %d) is exhausted", g.cfg.MaxCalls), nil)
 	}
 
 	// 2 arguments and 3 paths
-	if len(c.Args) > g.cfg.MaxArgs {
-		return refuse("arguments", tools.ReasonInvalidArgument, fmt.Sprintf("arguments are %d bytes, above the %d-byte limit", len(c.Args), g.cfg.MaxArgs), nil)
-	}
-	args := c.Args
-	if len(args) == 0 {
-		args = json.RawMessage("{}")
-	}
-	prep, err := g.tools[c.Name].Prepare(g.cfg.Workspace, args)
-	if err != nil {
-		var te *tools.Error
-		if !errors.As(err, &te) {
-			te = &tools.Error{Reason: tools.ReasonInvalidArgument, Public: "invalid arguments", Cause: err}
-		}
-		step := "arguments"
-		switch te.Reason {
-		case tools.ReasonDeniedPath:
-			pass("arguments", "")
-			step = "paths"
-		case tools.ReasonInvalidArgument, tools.ReasonProgramNotAllowed:
-		default:
-			// The arguments were fine but the operation cannot proceed
-			// (a missing file): the call failed, nothing refused it.
-			pass("arguments", "")
-			rec.Steps = append(rec.Steps, StepVerdict{Step: "paths", Verdict: "fail", Detail: te.Public})
-			if te.Cause != nil {
-				rec.Cause = te.Cause.Error()
-			}
-			return Outcome{Status: Failed, Reason: te.Reason, Message: te.Public}
-		}
-		return refuse(step, te.Reason, te.Public, te.Cause)
+	prep, o, refused := g.prepareCall(c, rec)
+	if refused {
+		return o
 	}
 	if r, ok := prep.(tools.Releaser); ok {
 		defer r.Release()
 	}
-	pass("arguments", "")
-	pass("paths", "")
 
 	// write scope
 	writes := prep.Writes()
@@ -489,43 +440,8 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 	}
 
 	// 5 approval
-	switch {
-	case hv == hookAllow:
-		rec.Approval = "hook-allowed"
-		pass("approval", "allowed by a hook")
-	case entry.Risk > g.cfg.ApproveUpTo || hv == hookAsk:
-		rec.Approver = g.cfg.Approver.Name()
-		g.mu.Lock()
-		standing := g.standing[entry.Name]
-		g.mu.Unlock()
-		if standing {
-			rec.Approval = "approved-standing"
-			pass("approval", "standing approval for "+entry.Name)
-		} else {
-			if pv, ok := prep.(tools.Previewer); ok {
-				req.Preview = pv.Preview()
-			}
-			d, err := g.cfg.Approver.Approve(ctx, req)
-			if err != nil || !d.Approved {
-				rec.Approval = "rejected"
-				msg := d.Reason
-				if msg == "" {
-					msg = "the approver rejected the call"
-				}
-				return refuse("approval", tools.ReasonApprovalRejected, fmt.Sprintf("%s (risk %s is above the unattended ceiling %s)", msg, entry.Risk, g.cfg.ApproveUpTo), err)
-			}
-			rec.Approval = "approved"
-			if d.Standing {
-				rec.Approval = "approved-standing"
-				g.mu.Lock()
-				g.standing[entry.Name] = true
-				g.mu.Unlock()
-			}
-			pass("approval", d.Reason)
-		}
-	default:
-		rec.Approval = "not-needed"
-		pass("approval", fmt.Sprintf("risk %s within ceiling %s", entry.Risk, g.cfg.ApproveUpTo))
+	if o, refused := g.approve(ctx, entry, prep, req, hv, rec); refused {
+		return o
 	}
 
 	// The intent line: once it is written the call may act.
@@ -534,7 +450,7 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 	}
 	if err := g.cfg.Recorder.Write(rec.IntentLine()); err != nil {
 		g.setBroken(err)
-		return refuse("record", tools.ReasonRecordFailed, "the run record could not be written ("+recordTrouble(err)+"); the call did not run, and no further calls are accepted", err)
+		return refuseStep(rec, "record", tools.ReasonRecordFailed, "the run record could not be written ("+recordTrouble(err)+"); the call did not run, and no further calls are accepted", err)
 	}
 
 	// 6 execute under the call's deadline; a run call's child is held to
@@ -545,24 +461,9 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 	}
 	execCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallDeadline)
 	defer cancel()
-	var hold *runHold
-	if h, ok := prep.(tools.Holder); ok {
-		var herr error
-		hold, herr = g.holdBefore()
-		if herr != nil {
-			rec.Steps = append(rec.Steps, StepVerdict{Step: "hold", Verdict: "fail", Detail: "the paths the call must not change could not be read"})
-			rec.Cause = herr.Error()
-			return Outcome{Status: Failed, Reason: tools.ReasonToolError, Message: "the paths the call must not change could not be read; the program did not run"}
-		}
-		h.Hold(hold.hold)
-		detail := fmt.Sprintf("%d paths held read-only, %d directories anchored", len(hold.hold.ReadOnly), len(hold.hold.Anchored))
-		if hold.capped > 0 {
-			detail += fmt.Sprintf(", %d matches beyond the cap of %d checked after the call only", hold.capped, MaxScopeHolds)
-		}
-		if hold.skipped > 0 {
-			detail += fmt.Sprintf(", %d directories could not be walked", hold.skipped)
-		}
-		pass("hold", detail)
+	hold, o, failed := g.holdFor(prep, rec)
+	if failed {
+		return o
 	}
 	*acted = true
 	seq := rec.Seq
@@ -580,59 +481,224 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 		err = &tools.Error{Reason: tools.ReasonToolError, Public: "the program was stopped before it ended\n" + res.Text}
 	}
 	if hold != nil {
-		if vs := hold.after(); len(vs) > 0 {
-			msg := violationText(vs)
-			if n := hold.note(); n != "" {
-				msg += "\n" + n
-			}
-			var te *tools.Error
-			if errors.As(err, &te) {
-				msg += "\n" + te.Public
-			} else if res.Text != "" {
-				msg += "\n" + res.Text
-			}
-			if res.Meta == nil {
-				res.Meta = map[string]any{}
-			}
-			res.Meta["violations"] = vs
-			rec.Steps = append(rec.Steps, StepVerdict{Step: "held", Verdict: "fail", Detail: violationText(vs)})
-			if err != nil {
-				rec.Cause = err.Error()
-			}
-			return Outcome{Status: Failed, Reason: violationReason(vs), Message: msg, Meta: res.Meta}
-		}
-		pass("held", "nothing held was changed")
-		if n := hold.note(); n != "" {
-			res.Text += "\n--- note ---\n" + n + "\n"
+		if o, failed := checkHeld(hold, &res, err, rec); failed {
+			return o
 		}
 	}
 	if err != nil {
+		return g.executeFailed(ctx, stopped, err, res, rec)
+	}
+	passStep(rec, "execute", "")
+
+	// 7 result cap
+	return g.capResult(entry, res, rec)
+}
+
+// refuseStep records a refusing step in rec (and the internal cause, when
+// there is one) and returns the refusal.
+func refuseStep(rec *CallRecord, step string, reason tools.Reason, msg string, cause error) Outcome {
+	rec.Steps = append(rec.Steps, StepVerdict{Step: step, Verdict: "refuse", Detail: msg})
+	if cause != nil {
+		rec.Cause = cause.Error()
+	}
+	return Outcome{Status: Refused, Reason: reason, Message: msg}
+}
+
+// passStep records a passed step in rec.
+func passStep(rec *CallRecord, step, detail string) {
+	rec.Steps = append(rec.Steps, StepVerdict{Step: step, Verdict: "pass", Detail: detail})
+}
+
+// checkPublished is step 1: the call names a published entry, and the
+// surface presented it.
+func (g *Gate) checkPublished(c Call, rec *CallRecord) (Entry, Outcome, bool) {
+	entry, known := Lookup(c.Name)
+	if known {
+		rec.Operation, rec.Risk = entry.Operation, entry.Risk.String()
+	}
+	if !known || !g.published[c.Name] || c.Unpresented {
+		msg := fmt.Sprintf("tool %q is not published in this run", c.Name)
+		if why, ok := g.unpublished[c.Name]; ok {
+			msg += ": " + why
+		} else if c.Unpresented {
+			msg = fmt.Sprintf("tool %q is not a tool of the %s surface; use tool_invoke", c.Name, c.Surface)
+		}
+		return entry, refuseStep(rec, "published", tools.ReasonUnpublished, msg, nil), true
+	}
+	passStep(rec, "published", "")
+	return entry, Outcome{}, false
+}
+
+// prepareCall is steps 2 and 3: the arguments decode and their paths
+// resolve. A Prepared it returns may need releasing (tools.Releaser).
+func (g *Gate) prepareCall(c Call, rec *CallRecord) (tools.Prepared, Outcome, bool) {
+	if len(c.Args) > g.cfg.MaxArgs {
+		return nil, refuseStep(rec, "arguments", tools.ReasonInvalidArgument, fmt.Sprintf("arguments are %d bytes, above the %d-byte limit", len(c.Args), g.cfg.MaxArgs), nil), true
+	}
+	args := c.Args
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	prep, err := g.tools[c.Name].Prepare(g.cfg.Workspace, args)
+	if err != nil {
 		var te *tools.Error
 		if !errors.As(err, &te) {
-			te = &tools.Error{Reason: tools.ReasonToolError, Public: "the tool failed", Cause: err}
+			te = &tools.Error{Reason: tools.ReasonInvalidArgument, Public: "invalid arguments", Cause: err}
 		}
-		switch {
-		case stopped == tools.ReasonCancelled && (te.Reason == tools.ReasonToolError || te.Reason == tools.ReasonTimeout || te.Reason == tools.ReasonCancelled):
-			te = &tools.Error{Reason: tools.ReasonCancelled, Public: "the call was cancelled before it ended; what it did until then stands\n" + te.Public, Cause: err}
-		case stopped == tools.ReasonTimeout && te.Reason == tools.ReasonToolError:
-			which := fmt.Sprintf("the call's deadline (%s)", g.cfg.CallTimeout)
-			if ctx.Err() != nil {
-				which = "the deadline its caller set (a whole run's)"
+		step := "arguments"
+		switch te.Reason {
+		case tools.ReasonDeniedPath:
+			passStep(rec, "arguments", "")
+			step = "paths"
+		case tools.ReasonInvalidArgument, tools.ReasonProgramNotAllowed:
+		default:
+			// The arguments were fine but the operation cannot proceed
+			// (a missing file): the call failed, nothing refused it.
+			passStep(rec, "arguments", "")
+			rec.Steps = append(rec.Steps, StepVerdict{Step: "paths", Verdict: "fail", Detail: te.Public})
+			if te.Cause != nil {
+				rec.Cause = te.Cause.Error()
 			}
-			te = &tools.Error{Reason: tools.ReasonTimeout, Public: which + " passed and the call was stopped; what it did until then stands\n" + te.Public, Cause: err}
+			return nil, Outcome{Status: Failed, Reason: te.Reason, Message: te.Public}, true
 		}
-		rec.Steps = append(rec.Steps, StepVerdict{Step: "execute", Verdict: "fail", Detail: te.Public})
-		if te.Cause != nil {
-			rec.Cause = te.Cause.Error()
-		}
-		return Outcome{Status: Failed, Reason: te.Reason, Message: te.Public, Meta: res.Meta}
+		return nil, refuseStep(rec, step, te.Reason, te.Public, te.Cause), true
 	}
-	pass("execute", "")
+	passStep(rec, "arguments", "")
+	passStep(rec, "paths", "")
+	return prep, Outcome{}, false
+}
 
-	// 7 result cap. A read that changed nothing can be asked again,
-	// narrower: its oversized result is a failure. A write or a run has
-	// acted: its result is shortened, with a note, and the outcome stays
-	// executed (a failure would invite a retry that does it twice).
+// approve is step 5: a hook's allow, a standing approval, the approver for
+// a call above the ceiling (or one a hook asked about), or nothing needed.
+func (g *Gate) approve(ctx context.Context, entry Entry, prep tools.Prepared, req Request, hv hookVerdict, rec *CallRecord) (Outcome, bool) {
+	switch {
+	case hv == hookAllow:
+		rec.Approval = "hook-allowed"
+		passStep(rec, "approval", "allowed by a hook")
+	case entry.Risk > g.cfg.ApproveUpTo || hv == hookAsk:
+		rec.Approver = g.cfg.Approver.Name()
+		g.mu.Lock()
+		standing := g.standing[entry.Name]
+		g.mu.Unlock()
+		if standing {
+			rec.Approval = "approved-standing"
+			passStep(rec, "approval", "standing approval for "+entry.Name)
+		} else {
+			if pv, ok := prep.(tools.Previewer); ok {
+				req.Preview = pv.Preview()
+			}
+			d, err := g.cfg.Approver.Approve(ctx, req)
+			if err != nil || !d.Approved {
+				rec.Approval = "rejected"
+				msg := d.Reason
+				if msg == "" {
+					msg = "the approver rejected the call"
+				}
+				return refuseStep(rec, "approval", tools.ReasonApprovalRejected, fmt.Sprintf("%s (risk %s is above the unattended ceiling %s)", msg, entry.Risk, g.cfg.ApproveUpTo), err), true
+			}
+			rec.Approval = "approved"
+			if d.Standing {
+				rec.Approval = "approved-standing"
+				g.mu.Lock()
+				g.standing[entry.Name] = true
+				g.mu.Unlock()
+			}
+			passStep(rec, "approval", d.Reason)
+		}
+	default:
+		rec.Approval = "not-needed"
+		passStep(rec, "approval", fmt.Sprintf("risk %s within ceiling %s", entry.Risk, g.cfg.ApproveUpTo))
+	}
+	return Outcome{}, false
+}
+
+// holdFor reads, for a call whose Prepared is a tools.Holder, the paths its
+// child must not change and hands them to it; nil for any other call. It
+// fails the call (true) when they cannot be read.
+func (g *Gate) holdFor(prep tools.Prepared, rec *CallRecord) (*runHold, Outcome, bool) {
+	h, ok := prep.(tools.Holder)
+	if !ok {
+		return nil, Outcome{}, false
+	}
+	hold, herr := g.holdBefore()
+	if herr != nil {
+		rec.Steps = append(rec.Steps, StepVerdict{Step: "hold", Verdict: "fail", Detail: "the paths the call must not change could not be read"})
+		rec.Cause = herr.Error()
+		return nil, Outcome{Status: Failed, Reason: tools.ReasonToolError, Message: "the paths the call must not change could not be read; the program did not run"}, true
+	}
+	h.Hold(hold.hold)
+	detail := fmt.Sprintf("%d paths held read-only, %d directories anchored", len(hold.hold.ReadOnly), len(hold.hold.Anchored))
+	if hold.capped > 0 {
+		detail += fmt.Sprintf(", %d matches beyond the cap of %d checked after the call only", hold.capped, MaxScopeHolds)
+	}
+	if hold.skipped > 0 {
+		detail += fmt.Sprintf(", %d directories could not be walked", hold.skipped)
+	}
+	passStep(rec, "hold", detail)
+	return hold, Outcome{}, false
+}
+
+// checkHeld fails the call (true) when its child changed what it was held
+// to; otherwise it records that nothing held changed and adds the hold's
+// note to the result.
+func checkHeld(hold *runHold, res *tools.Result, err error, rec *CallRecord) (Outcome, bool) {
+	if vs := hold.after(); len(vs) > 0 {
+		msg := violationText(vs)
+		if n := hold.note(); n != "" {
+			msg += "\n" + n
+		}
+		var te *tools.Error
+		if errors.As(err, &te) {
+			msg += "\n" + te.Public
+		} else if res.Text != "" {
+			msg += "\n" + res.Text
+		}
+		if res.Meta == nil {
+			res.Meta = map[string]any{}
+		}
+		res.Meta["violations"] = vs
+		rec.Steps = append(rec.Steps, StepVerdict{Step: "held", Verdict: "fail", Detail: violationText(vs)})
+		if err != nil {
+			rec.Cause = err.Error()
+		}
+		return Outcome{Status: Failed, Reason: violationReason(vs), Message: msg, Meta: res.Meta}, true
+	}
+	passStep(rec, "held", "nothing held was changed")
+	if n := hold.note(); n != "" {
+		res.Text += "\n--- note ---\n" + n + "\n"
+	}
+	return Outcome{}, false
+}
+
+// executeFailed is the outcome of a tool that returned err: a cancel or a
+// deadline that stopped it is named as such.
+func (g *Gate) executeFailed(ctx context.Context, stopped tools.Reason, err error, res tools.Result, rec *CallRecord) Outcome {
+	var te *tools.Error
+	if !errors.As(err, &te) {
+		te = &tools.Error{Reason: tools.ReasonToolError, Public: "the tool failed", Cause: err}
+	}
+	switch {
+	case stopped == tools.ReasonCancelled && (te.Reason == tools.ReasonToolError || te.Reason == tools.ReasonTimeout || te.Reason == tools.ReasonCancelled):
+		te = &tools.Error{Reason: tools.ReasonCancelled, Public: "the call was cancelled before it ended; what it did until then stands\n" + te.Public, Cause: err}
+	case stopped == tools.ReasonTimeout && te.Reason == tools.ReasonToolError:
+		which := fmt.Sprintf("the call's deadline (%s)", g.cfg.CallTimeout)
+		if ctx.Err() != nil {
+			which = "the deadline its caller set (a whole run's)"
+		}
+		te = &tools.Error{Reason: tools.ReasonTimeout, Public: which + " passed and the call was stopped; what it did until then stands\n" + te.Public, Cause: err}
+	}
+	rec.Steps = append(rec.Steps, StepVerdict{Step: "execute", Verdict: "fail", Detail: te.Public})
+	if te.Cause != nil {
+		rec.Cause = te.Cause.Error()
+	}
+	return Outcome{Status: Failed, Reason: te.Reason, Message: te.Public, Meta: res.Meta}
+}
+
+// capResult is step 7, the result cap. A read that changed nothing can be
+// asked again, narrower: its oversized result is a failure. A write or a
+// run has acted: its result is shortened, with a note, and the outcome
+// stays executed (a failure would invite a retry that does it twice).
+func (g *Gate) capResult(entry Entry, res tools.Result, rec *CallRecord) Outcome {
 	if len(res.Text) > g.cfg.MaxResult {
 		if entry.Needs == Always {
 			msg := fmt.Sprintf("the result is %d bytes, above the %d-byte cap; nothing was returned. %s", len(res.Text), g.cfg.MaxResult, narrowHint(entry.Name))
@@ -645,10 +711,10 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 			meta[k] = v
 		}
 		meta["result_full_bytes"], meta["result_shown_bytes"] = len(res.Text), shown
-		pass("result", fmt.Sprintf("shortened: %d of %d bytes shown (cap %d); the call's effect is whole", shown, len(res.Text), g.cfg.MaxResult))
+		passStep(rec, "result", fmt.Sprintf("shortened: %d of %d bytes shown (cap %d); the call's effect is whole", shown, len(res.Text), g.cfg.MaxResult))
 		return Outcome{Status: Executed, Result: text, Meta: meta}
 	}
-	pass("result", "")
+	passStep(rec, "result", "")
 	return Outcome{Status: Executed, Result: res.Text, Meta: res.Meta}
 }
 
@@ -665,7 +731,7 @@ func (g *Gate) checkScope(w tools.Write, rec *CallRecord) (Outcome, bool) {
 	}
 	if p, ok := protection(w.Path, g.cfg.Protected); ok {
 		if v.Rule < 0 || v.Access == Denied || !explicitFor(g.cfg.WriteScope[v.Rule].Glob, p) {
-			return refuse(fmt.Sprintf("%s is protected (%s): the harness or later programs depend on it; only a --write-scope rule naming %s explicitly can admit it", w.Path, p, p))
+			return refuse(fmt.Sprintf("%s is protected (%s): the harness or later programs depend on it; only a write_scope rule naming %s explicitly can admit it", w.Path, p, p))
 		}
 	}
 	switch v.Access {
@@ -743,15 +809,6 @@ func narrowHint(name string) string {
 		return "Reduce the program's output (e.g. pipe through head inside a script, or write to a file and read it in parts)."
 	}
 	return "Narrow the call."
-}
-
-// Counts summarises outcomes by status, for run_end.
-func Counts(outcomes []Outcome) map[Status]int {
-	m := map[Status]int{}
-	for _, o := range outcomes {
-		m[o.Status]++
-	}
-	return m
 }
 
 // PublishedNames lists published entry names, sorted.

@@ -652,8 +652,8 @@ func TestUnpublishedSaysTheHostsReason(t *testing.T) {
 	}{
 		{Host{WorkspaceWhy: "--confine off", ExecutionWhy: "--confine off"}, "file_write", "needs a confined workspace: --confine off"},
 		{Host{WorkspaceWhy: "--confine off", ExecutionWhy: "--confine off"}, "run", "needs confined execution: --confine off"},
-		{Host{ConfinedWorkspace: true, ConfinedExecution: true}, "run", "no program is allowed (--allow-program)"},
-		{Host{ConfinedWorkspace: true}, "run", "no program is allowed (--allow-program)"},
+		{Host{ConfinedWorkspace: true, ConfinedExecution: true}, "run", "no program is allowed (the allow_program setting is empty)"},
+		{Host{ConfinedWorkspace: true}, "run", "no program is allowed (the allow_program setting is empty)"},
 	} {
 		ws, err := tools.OpenWorkspace(t.TempDir())
 		if err != nil {

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/b10x/harness/tools"
 	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/tools"
 )
 
 // The gate's promises bind run too (docs/decisions/0039): what the file
@@ -13,7 +14,7 @@ import (
 //
 // Before a run call the gate reads the paths the call must not change:
 // each protected path (.git, .b10x and Config.Protected, unless a
-// --write-scope rule naming it explicitly allows it), and, when a rule is
+// write_scope rule naming it explicitly allows it), and, when a rule is
 // denied or partial-only, every workspace path whose first matching rule is
 // one of those (one walk of the workspace). Those that exist are held by
 // the kernel in the child's view (tools.Hold): files and directories
@@ -28,7 +29,7 @@ import (
 const RunHeldSummary = "A run call's program cannot change what file_write and file_edit may not: " +
 	".git, .b10x, and the hook programs, the record file and the agent files that lie in the workspace are held read-only " +
 	"by the kernel in its view (bound read-only over themselves; they and the directories above them cannot be renamed or removed), " +
-	"and so is every path a denied or partial-only --write-scope rule matches (up to 256 per call; beyond that they are checked after the call). " +
+	"and so is every path a denied or partial-only write_scope rule matches (up to 256 per call; beyond that they are checked after the call). " +
 	"What it creates there (a protected path that did not exist yet, a new file a denied rule matches) is removed after the call, " +
 	"and the call fails (protected_path or denied_path), naming each path and rule."
 

@@ -13,8 +13,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/b10x/harness/tools"
 	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/tools"
 )
 
 // DefaultHookTimeout bounds a hook when Hook.Timeout is zero.
@@ -23,7 +24,7 @@ const DefaultHookTimeout = 10 * time.Second
 // hookOutputCap bounds what is kept of a hook's stdout and stderr.
 const hookOutputCap = 16 << 10
 
-// Hook is a pre-call program (--hook). It runs without a shell, receives the
+// Hook is a pre-call program (a hook setting). It runs without a shell, receives the
 // resolved call as JSON on stdin and answers by exit status:
 //
 //   - 0: continue (optionally with a JSON decision on stdout, see below);

@@ -30,7 +30,7 @@ func (a Access) String() string {
 	return fmt.Sprintf("access(%d)", int(a))
 }
 
-// ScopeRule is one --write-scope declaration: a doublestar glob matched
+// ScopeRule is one write_scope declaration: a doublestar glob matched
 // against the canonical workspace-relative path, and what it admits.
 type ScopeRule struct {
 	Glob   string

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The executing section of the attack corpus (ATTACKS.md "Executing"), run
+# The attacks that execute programs (the run and exec attack cases), run
 # inside a container from the project's image by scripts/container-test.sh,
 # as a non-root user whose container allows run calls. busybox sh: no bash.
 # Prints "attack NAME ok" or "attack NAME FAIL: why" per case, then

@@ -5,12 +5,15 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn"
+	"github.com/b10x/harness/egress"
+	"github.com/b10x/harness/internal/setting"
 	"github.com/b10x/harness/tools"
 )
 
@@ -24,6 +27,10 @@ const DefaultExecTimeout = 10 * time.Minute
 type Execution struct {
 	Runner spawn.Runner
 	Spec   spawn.Spec
+	// Egress is the proxy's policy when the command's network is the
+	// proxy (nil otherwise): the caller serves it on an egress.Channel
+	// whose Child is the spawn's Stdio.Proxy.
+	Egress *egress.Policy
 	// Notes are said once before the command starts.
 	Notes   []string
 	limits  cgroup.Limits
@@ -84,7 +91,11 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	}
 	progs, err := tools.ResolvePrograms([]string{prog}, os.Getenv("PATH"))
 	if err != nil {
-		return nil, &Error{Key: "program", Err: errors.New(strings.TrimPrefix(err.Error(), "--allow-program ")), Usage: true}
+		var se *setting.Error
+		if errors.As(err, &se) {
+			return nil, &Error{Key: "program", Value: strconv.Quote(se.Value), Err: se.Err, Usage: true}
+		}
+		return nil, &Error{Key: "program", Err: err, Usage: true}
 	}
 	timeout := p.Run.Timeout
 	if timeout == 0 {
@@ -98,6 +109,9 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	if rel, inside := RelInside(ws.Dir(), cwd); inside {
 		dir = filepath.Join(ws.Dir(), rel)
 	}
+	if x.Egress, err = p.Run.Egress(); err != nil {
+		return nil, err
+	}
 	mgr, err := openCgroup(p.Confine, plan, &x.cleanup, func(n string) { x.Notes = append(x.Notes, n) })
 	if err != nil {
 		return nil, err
@@ -108,8 +122,12 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	x.Runner = spawn.NewDirect(spawn.Options{Cgroup: mgr, Require: Requirements(p.Confine)})
 	x.Spec = spawn.Spec{
 		Path: progs[prog], Argv: argv, Env: ChildEnv(p.Run.PassEnv), Dir: dir, Workspace: view.Workspace,
-		ReadPaths: view.Read, WritePaths: view.Write, Net: p.Run.Net == "host", Limits: lim, Timeout: timeout,
+		ReadPaths: view.Read, WritePaths: view.Write, Net: p.Run.NetMode() == "host", Limits: lim, Timeout: timeout,
 		TmpSize: p.Run.TmpSize,
+	}
+	if x.Egress != nil {
+		x.Spec.ProxyPort = egress.Port
+		x.Spec.Env = append(x.Spec.Env, egress.Env()...)
 	}
 	ok = true
 	return x, nil
@@ -118,20 +136,11 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 // Missing names the whole-tree and limit layers the command asked for and
 // did not get, from the layers a run applied.
 func (x *Execution) Missing(applied []string) []string {
-	want := []string{confine.LayerCgroupLeaf}
-	if x.limits.PidsMax > 0 {
-		want = append(want, confine.LayerPidsLimit)
-	}
-	if x.limits.MemoryMax > 0 {
-		want = append(want, confine.LayerMemoryLimit)
-	}
-	if x.limits.CPUQuota > 0 {
-		want = append(want, confine.LayerCPULimit)
-	}
+	want := append([]confine.LayerName{confine.LayerCgroupLeaf}, confine.LimitLayers(x.limits)...)
 	var missing []string
 	for _, l := range want {
-		if !slices.Contains(applied, l) {
-			missing = append(missing, l)
+		if !slices.Contains(applied, string(l)) {
+			missing = append(missing, string(l))
 		}
 	}
 	return missing

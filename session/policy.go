@@ -255,16 +255,10 @@ func ParseSize(s string) (int64, error) {
 // controller and how to get it. mgr nil means run calls get no leaf; why,
 // when not empty, says why no run call gets anything at all.
 func (p *Policy) checkRequired(mgr *cgroup.Manager, why string) error {
-	lim := p.Run.asked()
-	for _, l := range []struct {
-		key, ctl string
-		set      bool
-	}{
-		{"pids_max", "pids", lim.PidsMax > 0},
-		{"memory_max", "memory", lim.MemoryMax > 0},
-		{"cpu_max", "cpu", lim.CPUQuota > 0},
-	} {
-		if !p.Required[l.key] || !l.set {
+	keys := map[cgroup.Controller]string{cgroup.ControllerPids: "pids_max", cgroup.ControllerMemory: "memory_max", cgroup.ControllerCPU: "cpu_max"}
+	for _, n := range p.Run.asked().Needs() {
+		l := struct{ key, ctl string }{keys[n.Controller], string(n.Controller)}
+		if !p.Required[l.key] {
 			continue
 		}
 		if mgr != nil && slices.Contains(mgr.Controllers(), l.ctl) {

@@ -135,48 +135,10 @@ func (w *Workspace) commitOnce(ctx context.Context, dfd int, dirRel, base string
 	var old []byte
 	var readAt time.Time
 	if exists {
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFREG:
-		case unix.S_IFLNK:
-			return false, Errorf(ReasonDeniedPath, nil, "%q: refused: a symbolic link appeared at the target after it was checked", rel)
-		case unix.S_IFDIR:
-			return false, Errorf(ReasonToolError, nil, "%q is a directory", rel)
-		default:
-			return false, Errorf(ReasonToolError, nil, "%q is not a regular file", rel)
-		}
-		tfd, err = openBeneath(dfd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
-		if err == unix.ENOENT || err == unix.ELOOP {
-			return false, nil // replaced since the stat: start over
-		}
-		if err != nil {
-			return false, fsError(rel, "open", err)
-		}
-		// Is the name still the file opened?
-		var now unix.Stat_t
-		if err := unix.Fstat(tfd, &st); err != nil {
-			return false, fsError(rel, "stat", err)
-		}
-		if err := unix.Fstatat(dfd, base, &now, unix.AT_SYMLINK_NOFOLLOW); err != nil || now.Dev != st.Dev || now.Ino != st.Ino {
-			return false, nil
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFREG {
-			return false, Errorf(ReasonToolError, nil, "%q is not a regular file", rel)
-		}
-		if err := writable(rel, &st); err != nil {
+		var again bool
+		tfd, old, readAt, again, err = lockTarget(dfd, base, rel, req.edit, &st)
+		if err != nil || again {
 			return false, err
-		}
-		if req.edit {
-			readAt = time.Now()
-			if old, err = readAllFd(tfd, rel, st.Size); err != nil {
-				return false, err
-			}
-			var after unix.Stat_t
-			if err := unix.Fstat(tfd, &after); err != nil {
-				return false, fsError(rel, "stat", err)
-			}
-			if !sameState(&st, &after) {
-				return false, nil // written while we read it
-			}
 		}
 	}
 	var data []byte
@@ -191,21 +153,9 @@ func (w *Workspace) commitOnce(ctx context.Context, dfd int, dirRel, base string
 	if req.afterBuild != nil {
 		req.afterBuild()
 	}
-	mode := uint32(0o644)
-	owner := noOwner
-	var notes []string
-	if exists {
-		mode = st.Mode & 0o777
-		if st.Mode&(unix.S_ISUID|unix.S_ISGID|unix.S_ISVTX) != 0 {
-			notes = append(notes, fmt.Sprintf("mode %04o kept without its setuid, setgid and sticky bits (was %04o)", mode, st.Mode&0o7777))
-		}
-		if owner, err = keepOwner(rel, &st); err != nil {
-			return false, err
-		}
-	} else if asRoot {
-		if owner, err = dirOwner(dfd); err != nil {
-			return false, fsError(dirRel, "stat directory", err)
-		}
+	mode, owner, notes, err := newFileMode(dfd, dirRel, rel, exists, &st)
+	if err != nil {
+		return false, err
 	}
 	tmp, tmpFd, xnotes, err := writeTemp(dfd, tfd, rel, data, mode, owner)
 	if err != nil {
@@ -214,33 +164,9 @@ func (w *Workspace) commitOnce(ctx context.Context, dfd int, dirRel, base string
 	defer unix.Close(tmpFd)
 	notes = append(notes, xnotes...)
 	drop := func() { unix.Unlinkat(dfd, tmp, 0) }
-	// Compare and swap: the target must still be what was locked and read.
-	var now unix.Stat_t
-	nerr := unix.Fstatat(dfd, base, &now, unix.AT_SYMLINK_NOFOLLOW)
-	switch {
-	case nerr == nil && now.Mode&unix.S_IFMT == unix.S_IFLNK:
+	if again, err := stillLocked(dfd, base, rel, req.edit, &st, tfd, old, readAt); err != nil || again {
 		drop()
-		return false, Errorf(ReasonDeniedPath, nil, "%q: refused: a symbolic link appeared at the target during the write", rel)
-	case !req.edit:
-		// file_write replaces whatever is there.
-	case nerr == unix.ENOENT:
-		drop()
-		return false, Errorf(ReasonToolError, nil, "%q was removed while being edited; nothing was written", rel)
-	case nerr != nil && nerr != unix.ENOENT:
-		drop()
-		return false, fsError(rel, "stat", nerr)
-	case !sameState(&st, &now):
-		if now.Dev != st.Dev || now.Ino != st.Ino || !sameContent(tfd, old) {
-			drop()
-			return false, nil
-		}
-	case recentlyChanged(&st, readAt) && !sameContent(tfd, old):
-		// The same size and times, but the times may not have moved: a
-		// file system's clock ticks in milliseconds (tmpfs on Linux 6.1:
-		// a jiffy) or seconds, and a write in the tick of the last one
-		// leaves them as they were.
-		drop()
-		return false, nil
+		return false, err
 	}
 	if err := unix.Renameat(dfd, tmp, dfd, base); err != nil {
 		drop()
@@ -254,6 +180,111 @@ func (w *Workspace) commitOnce(ctx context.Context, dfd int, dirRel, base string
 		eff.sizeBefore, eff.modeBefore = st.Size, st.Mode&0o7777
 	}
 	return true, nil
+}
+
+// lockTarget opens the existing regular file at base (which holds its
+// lock until closed: the caller closes tfd whenever it is not -1, error or
+// not) and, for an edit, reads it. again true means the target changed
+// under it and the write starts over.
+func lockTarget(dfd int, base, rel string, edit bool, st *unix.Stat_t) (tfd int, old []byte, readAt time.Time, again bool, err error) {
+	tfd = -1
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+	case unix.S_IFLNK:
+		return tfd, nil, readAt, false, Errorf(ReasonDeniedPath, nil, "%q: refused: a symbolic link appeared at the target after it was checked", rel)
+	case unix.S_IFDIR:
+		return tfd, nil, readAt, false, Errorf(ReasonToolError, nil, "%q is a directory", rel)
+	default:
+		return tfd, nil, readAt, false, Errorf(ReasonToolError, nil, "%q is not a regular file", rel)
+	}
+	tfd, err = openBeneath(dfd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err == unix.ENOENT || err == unix.ELOOP {
+		return tfd, nil, readAt, true, nil // replaced since the stat: start over
+	}
+	if err != nil {
+		return tfd, nil, readAt, false, fsError(rel, "open", err)
+	}
+	// Is the name still the file opened?
+	var now unix.Stat_t
+	if err := unix.Fstat(tfd, st); err != nil {
+		return tfd, nil, readAt, false, fsError(rel, "stat", err)
+	}
+	if err := unix.Fstatat(dfd, base, &now, unix.AT_SYMLINK_NOFOLLOW); err != nil || now.Dev != st.Dev || now.Ino != st.Ino {
+		return tfd, nil, readAt, true, nil
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return tfd, nil, readAt, false, Errorf(ReasonToolError, nil, "%q is not a regular file", rel)
+	}
+	if err := writable(rel, st); err != nil {
+		return tfd, nil, readAt, false, err
+	}
+	if edit {
+		readAt = time.Now()
+		if old, err = readAllFd(tfd, rel, st.Size); err != nil {
+			return tfd, nil, readAt, false, err
+		}
+		var after unix.Stat_t
+		if err := unix.Fstat(tfd, &after); err != nil {
+			return tfd, nil, readAt, false, fsError(rel, "stat", err)
+		}
+		if !sameState(st, &after) {
+			return tfd, nil, readAt, true, nil // written while we read it
+		}
+	}
+	return tfd, old, readAt, false, nil
+}
+
+// newFileMode is the mode and owner the new file gets: an existing file's
+// (without its set-id and sticky bits, said in a note), or 0644 and, as
+// root, the directory's owner.
+func newFileMode(dfd int, dirRel, rel string, exists bool, st *unix.Stat_t) (mode uint32, owner fileOwner, notes []string, err error) {
+	mode = 0o644
+	owner = noOwner
+	if exists {
+		mode = st.Mode & 0o777
+		if st.Mode&(unix.S_ISUID|unix.S_ISGID|unix.S_ISVTX) != 0 {
+			notes = append(notes, fmt.Sprintf("mode %04o kept without its setuid, setgid and sticky bits (was %04o)", mode, st.Mode&0o7777))
+		}
+		if owner, err = keepOwner(rel, st); err != nil {
+			return 0, noOwner, nil, err
+		}
+	} else if asRoot {
+		if owner, err = dirOwner(dfd); err != nil {
+			return 0, noOwner, nil, fsError(dirRel, "stat directory", err)
+		}
+	}
+	return mode, owner, notes, nil
+}
+
+// stillLocked is the compare of the compare and swap: the target must
+// still be what was locked and read. again true means it changed and the
+// write starts over; an error refuses the write. Either way the caller
+// drops its temporary file.
+func stillLocked(dfd int, base, rel string, edit bool, st *unix.Stat_t, tfd int, old []byte, readAt time.Time) (again bool, err error) {
+	// Compare and swap: the target must still be what was locked and read.
+	var now unix.Stat_t
+	nerr := unix.Fstatat(dfd, base, &now, unix.AT_SYMLINK_NOFOLLOW)
+	switch {
+	case nerr == nil && now.Mode&unix.S_IFMT == unix.S_IFLNK:
+		return false, Errorf(ReasonDeniedPath, nil, "%q: refused: a symbolic link appeared at the target during the write", rel)
+	case !edit:
+		// file_write replaces whatever is there.
+	case nerr == unix.ENOENT:
+		return false, Errorf(ReasonToolError, nil, "%q was removed while being edited; nothing was written", rel)
+	case nerr != nil && nerr != unix.ENOENT:
+		return false, fsError(rel, "stat", nerr)
+	case !sameState(st, &now):
+		if now.Dev != st.Dev || now.Ino != st.Ino || !sameContent(tfd, old) {
+			return true, nil
+		}
+	case recentlyChanged(st, readAt) && !sameContent(tfd, old):
+		// The same size and times, but the times may not have moved: a
+		// file system's clock ticks in milliseconds (tmpfs on Linux 6.1:
+		// a jiffy) or seconds, and a write in the tick of the last one
+		// leaves them as they were.
+		return true, nil
+	}
+	return false, nil
 }
 
 // writable refuses what the harness does not replace: a file with other

@@ -42,13 +42,6 @@ const (
 	ReasonRecordFailed Reason = "record_failed"
 )
 
-// Reasons lists every reason code, in a stable order.
-var Reasons = []Reason{
-	ReasonUnpublished, ReasonInvalidArgument, ReasonDeniedPath, ReasonProtectedPath, ReasonProgramNotAllowed,
-	ReasonHookBlocked, ReasonApprovalRejected, ReasonBudgetExhausted, ReasonOversizedResult,
-	ReasonTimeout, ReasonCancelled, ReasonTooLarge, ReasonConflict, ReasonToolError, ReasonRecordFailed,
-}
-
 // Error is an error meant for a model and a record at once. Public is the
 // message the model sees: it must not leak internals (host paths outside the
 // workspace, environment, kernel details beyond the refusal). Cause is the

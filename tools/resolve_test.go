@@ -17,7 +17,7 @@ type resolveCase struct {
 	reason Reason
 }
 
-// readCases is ATTACKS.md "Reading", as paths (fx.base and fx.root are
+// readCases are the read attacks, as paths (fx.base and fx.root are
 // substituted for T and R).
 func readCases(fx *fixture) []resolveCase {
 	T, R := fx.base, fx.root

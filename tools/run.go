@@ -20,9 +20,10 @@ import (
 	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/egress"
+	"github.com/b10x/harness/internal/setting"
 )
 
-// Programs maps each --allow-program declaration (a name or an absolute path,
+// Programs maps each allow_program declaration (a name or an absolute path,
 // exactly as declared) to the canonical absolute file it resolved to at start.
 // A call's argv[0] must equal a key; the value is what is executed, so a file
 // planted later in the workspace or on PATH is never run.
@@ -35,28 +36,28 @@ func ResolvePrograms(decls []string, path string) (Programs, error) {
 	p := Programs{}
 	for _, d := range decls {
 		if d == "" || strings.ContainsRune(d, 0) {
-			return nil, fmt.Errorf("--allow-program %q: empty or NUL", d)
+			return nil, setting.Errorf(setting.AllowProgram, d, "empty or NUL")
 		}
 		var file string
 		switch {
 		case filepath.IsAbs(d):
 			file = d
 		case strings.ContainsRune(d, '/'):
-			return nil, fmt.Errorf("--allow-program %q: give a program name or an absolute path", d)
+			return nil, setting.Errorf(setting.AllowProgram, d, "give a program name or an absolute path")
 		default:
 			f, err := lookPath(d, path)
 			if err != nil {
-				return nil, fmt.Errorf("--allow-program %q: not found in PATH", d)
+				return nil, fmt.Errorf("%s %q: not found in PATH", setting.Flag(setting.AllowProgram), d) // worded as the flag: a command line's test asserts it
 			}
 			file = f
 		}
 		canon, err := filepath.EvalSymlinks(file)
 		if err != nil {
-			return nil, fmt.Errorf("--allow-program %q: %v", d, err)
+			return nil, setting.Errorf(setting.AllowProgram, d, "%v", err)
 		}
 		st, err := os.Stat(canon)
 		if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
-			return nil, fmt.Errorf("--allow-program %q: %s is not an executable file", d, canon)
+			return nil, setting.Errorf(setting.AllowProgram, d, "%s is not an executable file", canon)
 		}
 		p[d] = canon
 	}
@@ -94,8 +95,8 @@ type RunView struct {
 	Read, Write []spawn.Pinned
 }
 
-// PinRunView pins the workspace (a directory) and the --allow-read and
-// --allow-write paths, once: each is made absolute, its symbolic links are
+// PinRunView pins the workspace (a directory) and the allow_read and
+// allow_write paths, once: each is made absolute, its symbolic links are
 // evaluated and the file found is held open for the life of the process,
 // so that a child cannot make a later call of this process bind something
 // else at that path (docs/decisions/0035-pinned-view-paths.md).
@@ -103,9 +104,12 @@ type RunView struct {
 // A later process resolves the paths again, so links a child of an earlier
 // one left are not followed where a child could have planted them: a
 // symbolic link met while resolving a path, that lies in the workspace or
-// beneath an --allow-write path, makes PinRunView fail.
+// beneath an allow_write path, makes PinRunView fail.
 //
-// It refuses, with a one-line error naming the flag and the path: a path
+// It refuses, with a one-line error naming the setting and the path (a
+// *setting.Error, or worded with the setting's flag for the refusals a
+// command line's tests assert: a path that cannot be pinned, a path inside
+// the workspace): a path
 // that does not exist (or cannot be in a child's view: "/", /proc, /dev), a
 // path inside the workspace or equal to it (run calls may already read and
 // write there), a path named twice (in either list, also as another
@@ -128,7 +132,10 @@ func PinRunView(workspace string, read, write []string) (RunView, error) {
 			}
 		}
 	}
-	pin := func(flag, p string) (spawn.Pinned, error) {
+	// The messages a command line's tests assert word the setting as its
+	// flag (setting.Flag); the others are *setting.Error.
+	pin := func(key, p string) (spawn.Pinned, error) {
+		flag := setting.Flag(key)
 		c, err := resolveUnplanted(p, areas)
 		if err != nil {
 			return spawn.Pinned{}, fmt.Errorf("%s %s: %s", flag, p, why(err))
@@ -138,43 +145,44 @@ func PinRunView(workspace string, read, write []string) (RunView, error) {
 			return spawn.Pinned{}, fmt.Errorf("%s %s: %s", flag, p, why(err))
 		}
 		if pp.Path != c {
-			return spawn.Pinned{}, fmt.Errorf("%s %s: changed while it was resolved (%s, then %s)", flag, p, c, pp.Path)
+			return spawn.Pinned{}, setting.Errorf(key, p, "changed while it was resolved (%s, then %s)", c, pp.Path)
 		}
 		return pp, nil
 	}
 	var v RunView
-	ws, err := pin("--workspace", workspace)
+	ws, err := pin(setting.Workspace, workspace)
 	if err != nil {
 		return v, err
 	}
 	if !ws.Dir {
-		return v, fmt.Errorf("--workspace %s: not a directory", workspace)
+		return v, setting.Errorf(setting.Workspace, workspace, "not a directory")
 	}
 	v.Workspace = ws
 	seen := map[spawn.Pinned]string{}
 	for _, l := range []struct {
-		flag  string
+		key   string
 		paths []string
 		out   *[]spawn.Pinned
-	}{{"--allow-read", read, &v.Read}, {"--allow-write", write, &v.Write}} {
+	}{{setting.AllowRead, read, &v.Read}, {setting.AllowWrite, write, &v.Write}} {
+		flag := setting.Flag(l.key)
 		for _, p := range l.paths {
 			abs, err := filepath.Abs(p)
 			if err == nil && (within(abs, ws.Path) || within(abs, workspace)) {
-				return RunView{}, fmt.Errorf("%s %s: inside the workspace %s, where run calls may already read and write; drop it", l.flag, p, ws.Path)
+				return RunView{}, fmt.Errorf("%s %s: inside the workspace %s, where run calls may already read and write; drop it", flag, p, ws.Path)
 			}
-			pp, err := pin(l.flag, p)
+			pp, err := pin(l.key, p)
 			if err != nil {
 				return RunView{}, err
 			}
 			if within(pp.Path, ws.Path) || pp.Dev == ws.Dev && pp.Ino == ws.Ino {
-				return RunView{}, fmt.Errorf("%s %s: inside the workspace %s, where run calls may already read and write; drop it", l.flag, p, ws.Path)
+				return RunView{}, fmt.Errorf("%s %s: inside the workspace %s, where run calls may already read and write; drop it", flag, p, ws.Path)
 			}
 			for q, named := range seen {
 				if q.Path == pp.Path || q.Dev == pp.Dev && q.Ino == pp.Ino {
-					return RunView{}, fmt.Errorf("%s %s: named twice (also as %s); name it once", l.flag, p, named)
+					return RunView{}, setting.Errorf(l.key, p, "named twice (also as %s); name it once", named)
 				}
 			}
-			seen[pp] = l.flag + " " + p
+			seen[pp] = fmt.Sprintf("%s %q", l.key, p)
 			*l.out = append(*l.out, pp)
 		}
 	}

@@ -457,18 +457,9 @@ func (c *searchCall) Execute(ctx context.Context) (Result, error) {
 func (c *searchCall) run(ctx context.Context, root int) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var st unix.Stat_t
-	pfd, err := openat2(root, c.rel, unix.O_PATH, 0, beneath)
+	st, err := c.target(root)
 	if err != nil {
-		return Result{}, fsError(c.rel, "open", err)
-	}
-	err = unix.Fstat(pfd, &st)
-	unix.Close(pfd)
-	if err != nil {
-		return Result{}, fsError(c.rel, "stat", err)
-	}
-	if t := st.Mode & unix.S_IFMT; t != unix.S_IFDIR && t != unix.S_IFREG {
-		return Result{}, Errorf(ReasonToolError, nil, "%q is not a regular file (%s); search reads regular files only", c.rel, kindName(st.Mode))
+		return Result{}, err
 	}
 	var stopped atomic.Bool
 	nts := &notes{}
@@ -479,47 +470,81 @@ func (c *searchCall) run(ctx context.Context, root int) (Result, error) {
 	results := make(chan searchBatch, 16)
 	walkErr := make(chan error, 1)
 
-	// Producer: the walk, in order.
-	go func() {
-		defer close(jobs)
-		var batch searchBatch
-		flush := func() {
-			if len(batch.jobs) == 0 {
-				return
-			}
-			select {
-			case jobs <- batch:
-			case <-ctx.Done():
-				for _, j := range batch.jobs {
-					j.dir.release()
-				}
-			}
-			batch = searchBatch{seq: batch.seq + 1}
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			if globMatch(c.args.Glob, c.rel) {
-				batch.jobs = append(batch.jobs, searchJob{dir: newWalkDir(root, ".", false), name: c.rel, rel: c.rel})
-				flush()
-			}
-			walkErr <- nil
+	go c.produce(ctx, root, st, &stopped, nts, jobs, walkErr)
+	c.startWorkers(ctx, &stopped, nts, jobs, results)
+	t := c.collect(results, &stopped, cancel)
+	if err := <-walkErr; err != nil {
+		return Result{}, fsError(c.rel, "open directory", err)
+	}
+	if err := context.Cause(ctx); err != nil && !stopped.Load() {
+		return Result{}, ctxError(err, "search")
+	}
+	return c.report(t, nts), nil
+}
+
+// target stats the search's path: a directory or a regular file.
+func (c *searchCall) target(root int) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	pfd, err := openat2(root, c.rel, unix.O_PATH, 0, beneath)
+	if err != nil {
+		return st, fsError(c.rel, "open", err)
+	}
+	err = unix.Fstat(pfd, &st)
+	unix.Close(pfd)
+	if err != nil {
+		return st, fsError(c.rel, "stat", err)
+	}
+	if t := st.Mode & unix.S_IFMT; t != unix.S_IFDIR && t != unix.S_IFREG {
+		return st, Errorf(ReasonToolError, nil, "%q is not a regular file (%s); search reads regular files only", c.rel, kindName(st.Mode))
+	}
+	return st, nil
+}
+
+// produce is the producer: the walk, in order, sending the files that
+// match the glob to jobs in batches, then its error to walkErr. It closes
+// jobs.
+func (c *searchCall) produce(ctx context.Context, root int, st unix.Stat_t, stopped *atomic.Bool, nts *notes, jobs chan<- searchBatch, walkErr chan<- error) {
+	defer close(jobs)
+	var batch searchBatch
+	flush := func() {
+		if len(batch.jobs) == 0 {
 			return
 		}
-		wk := &walker{ctx: ctx, stopped: &stopped, notes: nts, visit: func(e walkEntry) {
-			if e.typ != unix.DT_REG || !globMatch(c.args.Glob, e.rel) {
-				return
+		select {
+		case jobs <- batch:
+		case <-ctx.Done():
+			for _, j := range batch.jobs {
+				j.dir.release()
 			}
-			e.dir.acquire()
-			batch.jobs = append(batch.jobs, searchJob{dir: e.dir, name: e.name, rel: e.rel})
-			if len(batch.jobs) == searchBatchSize {
-				flush()
-			}
-		}}
-		err := wk.walk(root, c.rel)
-		flush()
-		walkErr <- err
-	}()
+		}
+		batch = searchBatch{seq: batch.seq + 1}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if globMatch(c.args.Glob, c.rel) {
+			batch.jobs = append(batch.jobs, searchJob{dir: newWalkDir(root, ".", false), name: c.rel, rel: c.rel})
+			flush()
+		}
+		walkErr <- nil
+		return
+	}
+	wk := &walker{ctx: ctx, stopped: stopped, notes: nts, visit: func(e walkEntry) {
+		if e.typ != unix.DT_REG || !globMatch(c.args.Glob, e.rel) {
+			return
+		}
+		e.dir.acquire()
+		batch.jobs = append(batch.jobs, searchJob{dir: e.dir, name: e.name, rel: e.rel})
+		if len(batch.jobs) == searchBatchSize {
+			flush()
+		}
+	}}
+	err := wk.walk(root, c.rel)
+	flush()
+	walkErr <- err
+}
 
-	// Workers.
+// startWorkers starts one worker per CPU scanning the batches of jobs into
+// results; results is closed when they are done.
+func (c *searchCall) startWorkers(ctx context.Context, stopped *atomic.Bool, nts *notes, jobs <-chan searchBatch, results chan<- searchBatch) {
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
@@ -541,14 +566,23 @@ func (c *searchCall) run(ctx context.Context, root int) (Result, error) {
 		}()
 	}
 	go func() { wg.Wait(); close(results) }()
+}
 
-	// Collector: reassemble in walk order, stop at max.
-	var out []byte
+// searchTally is what the collector gathered.
+type searchTally struct {
+	out                                    []byte
+	matches, files, filesMatched, binaries int
+	truncated                              bool
+}
+
+// collect is the collector: it reassembles the results in walk order and
+// stops (stopped, cancel) at max.
+func (c *searchCall) collect(results <-chan searchBatch, stopped *atomic.Bool, cancel context.CancelFunc) searchTally {
+	var t searchTally
 	pending := map[int]searchBatch{}
-	next, matches, files, filesMatched, binaries := 0, 0, 0, 0, 0
-	truncated := false
+	next := 0
 	for b := range results {
-		if truncated {
+		if t.truncated {
 			continue
 		}
 		pending[b.seq] = b
@@ -562,55 +596,54 @@ func (c *searchCall) run(ctx context.Context, root int) (Result, error) {
 			next++
 			for _, p := range pb.results {
 				if p.scanned {
-					files++
+					t.files++
 				}
 				if p.binary {
-					binaries++
+					t.binaries++
 				}
 				if p.n == 0 {
 					continue
 				}
-				filesMatched++
-				if matches+p.n > c.max {
+				t.filesMatched++
+				if t.matches+p.n > c.max {
 					// A match beyond max_results exists: keep max_results
 					// and stop, saying so.
-					out = append(out, cutLines(p.out, c.max-matches)...)
-					matches = c.max
-					truncated = true
+					t.out = append(t.out, cutLines(p.out, c.max-t.matches)...)
+					t.matches = c.max
+					t.truncated = true
 					stopped.Store(true)
 					cancel()
 					break ordered
 				}
-				out = append(out, p.out...)
-				matches += p.n
+				t.out = append(t.out, p.out...)
+				t.matches += p.n
 			}
 		}
 	}
-	if err := <-walkErr; err != nil {
-		return Result{}, fsError(c.rel, "open directory", err)
-	}
-	if err := context.Cause(ctx); err != nil && !stopped.Load() {
-		return Result{}, ctxError(err, "search")
-	}
+	return t
+}
+
+// report is the search's result: the matches, the notes and the figures.
+func (c *searchCall) report(t searchTally, nts *notes) Result {
 	var b strings.Builder
-	b.Write(out)
-	if matches == 0 {
+	b.Write(t.out)
+	if t.matches == 0 {
 		b.WriteString("no matches\n")
 	}
-	if truncated {
+	if t.truncated {
 		fmt.Fprintf(&b, "[search stopped after max_results=%d matching lines; there are more: narrow path, glob or pattern, or raise max_results]\n", c.max)
 	}
 	b.WriteString(nts.text())
 	return Result{Text: b.String(), Meta: map[string]any{
 		"path":           c.rel,
-		"matches":        matches,
-		"files_searched": files,
-		"files_matched":  filesMatched,
-		"binary_skipped": binaries,
+		"matches":        t.matches,
+		"files_searched": t.files,
+		"files_matched":  t.filesMatched,
+		"binary_skipped": t.binaries,
 		"skipped":        nts.count,
-		"truncated":      truncated,
+		"truncated":      t.truncated,
 		"max_results":    c.max,
-	}}, nil
+	}}
 }
 
 // cutLines keeps the first n lines of formatted output.

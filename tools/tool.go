@@ -12,7 +12,7 @@ import (
 // concurrent use.
 type Tool interface {
 	// Name is the catalogue entry: "file_read", "dir_list", "search",
-	// "find", "file_write" or "file_edit".
+	// "find", "file_write", "file_edit" or "run".
 	Name() string
 	// Description tells the model what the tool does, its limits and the
 	// path rules.

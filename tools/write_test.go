@@ -116,7 +116,7 @@ func TestFileWrite(t *testing.T) {
 	outsideUnchanged(t, fx)
 }
 
-// ATTACKS.md "Writing", except the gate's (write scope, protected files).
+// The write attacks, except the gate's (write scope, protected files).
 func TestWriteAttacks(t *testing.T) {
 	fx := newFixture(t)
 	refusedAtPrepare := []string{

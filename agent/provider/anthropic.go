@@ -11,6 +11,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/b10x/harness/agent"
+	"github.com/b10x/harness/internal/setting"
 )
 
 // Anthropic talks to the Messages API with tool use, through the official
@@ -30,7 +31,7 @@ type Anthropic struct {
 // NewAnthropic returns an Anthropic provider. Options.Model is required.
 func NewAnthropic(opt Options) (*Anthropic, error) {
 	if strings.TrimSpace(opt.Model) == "" {
-		return nil, errors.New("anthropic: no model: pass --model")
+		return nil, &setting.Error{Key: setting.Model, Err: errors.New("none given; anthropic needs one")}
 	}
 	opts := []option.RequestOption{
 		option.WithoutEnvironmentDefaults(),

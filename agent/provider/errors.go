@@ -49,7 +49,7 @@ func describe(provider string, err error, status int, apiMsg string, opt Options
 	case status == 403:
 		e.Msg = "permission denied (403)" + detail
 	case status == 404:
-		e.Msg = "not found (404): check --model and --base-url" + detail
+		e.Msg = "not found (404): check the model and base_url settings" + detail
 	case status == 429:
 		e.Msg = "rate limited (429)" + retried + detail
 	case status >= 500:

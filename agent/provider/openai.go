@@ -12,6 +12,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/b10x/harness/agent"
+	"github.com/b10x/harness/internal/setting"
 )
 
 // DefaultOpenAIBaseURL is the endpoint used when Options.BaseURL is empty.
@@ -38,7 +39,7 @@ type OpenAI struct {
 // NewOpenAI returns an OpenAI provider. Options.Model is required.
 func NewOpenAI(opt Options) (*OpenAI, error) {
 	if strings.TrimSpace(opt.Model) == "" {
-		return nil, errors.New("openai: no model: pass --model")
+		return nil, &setting.Error{Key: setting.Model, Err: errors.New("none given; openai needs one")}
 	}
 	base := opt.BaseURL
 	if base == "" {

@@ -10,7 +10,6 @@
 package provider
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/b10x/harness/agent"
 	"github.com/b10x/harness/agent/replay"
+	"github.com/b10x/harness/internal/setting"
 )
 
 // Options configures a network provider. The zero value is not enough for
@@ -74,7 +74,7 @@ func (o Options) timeout() time.Duration {
 	return o.RequestTimeout
 }
 
-// Spec is a parsed --provider value.
+// Spec is a parsed provider setting.
 type Spec struct {
 	Kind string // "anthropic", "openai" or "replay"
 	File string // the script, for replay
@@ -88,7 +88,7 @@ func ParseSpec(s string) (Spec, error) {
 	case strings.HasPrefix(s, "replay:"):
 		f := strings.TrimPrefix(s, "replay:")
 		if f == "" {
-			return Spec{}, errors.New(`--provider replay:FILE: no file named`)
+			return Spec{}, setting.Errorf(setting.Provider, s, "replay:FILE names no file")
 		}
 		return Spec{Kind: "replay", File: f}, nil
 	}
@@ -113,16 +113,16 @@ func KeyEnv(kind string) string {
 func checkBaseURL(s string, key string) error {
 	u, err := url.Parse(s)
 	if err != nil {
-		return fmt.Errorf("--base-url %q: %w", s, err)
+		return &setting.Error{Key: setting.BaseURL, Value: s, Err: err}
 	}
 	if u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return fmt.Errorf("--base-url %q: want an http:// or https:// URL with a host", s)
+		return setting.Errorf(setting.BaseURL, s, "want an http:// or https:// URL with a host")
 	}
 	if u.User != nil {
-		return fmt.Errorf("--base-url %q: credentials in the URL are not accepted; keys come from the environment", redactURL(s))
+		return setting.Errorf(setting.BaseURL, redactURL(s), "credentials in the URL are not accepted; keys come from the environment")
 	}
 	if u.Scheme == "http" && key != "" && !loopback(u.Hostname()) {
-		return fmt.Errorf("--base-url %s: plain http to a host that is not loopback would send the API key in clear; use https", s)
+		return setting.Errorf(setting.BaseURL, s, "plain http to a host that is not loopback would send the API key in clear; use https")
 	}
 	return nil
 }

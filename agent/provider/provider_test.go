@@ -17,6 +17,7 @@ import (
 	"github.com/b10x/harness/agent"
 	"github.com/b10x/harness/agent/providertest"
 	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/internal/setting"
 	"github.com/b10x/harness/surface"
 	"github.com/b10x/harness/tools"
 )
@@ -407,7 +408,7 @@ func TestAnthropicErrors(t *testing.T) {
 }
 
 func TestAnthropicConfigErrors(t *testing.T) {
-	if _, err := NewAnthropic(Options{APIKey: "k"}); err == nil || !strings.Contains(err.Error(), "--model") {
+	if _, err := NewAnthropic(Options{APIKey: "k"}); !namesSetting(err, setting.Model) {
 		t.Errorf("no model: %v", err)
 	}
 	if _, err := NewAnthropic(Options{Model: "m", APIKey: "k", BaseURL: "http://example.com"}); err == nil || !strings.Contains(err.Error(), "in clear") {
@@ -673,4 +674,10 @@ func TestOpenAIDuplicateCallIDs(t *testing.T) {
 	if len(calls) != 2 || calls[0].Status != gate.Executed || calls[1].Status != gate.Refused || calls[1].Entry != "dir_list" {
 		t.Fatalf("record %+v", calls)
 	}
+}
+
+// namesSetting reports whether err is a *setting.Error for key.
+func namesSetting(err error, key string) bool {
+	var se *setting.Error
+	return errors.As(err, &se) && se.Key == key
 }

@@ -7,21 +7,28 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn"
+	"github.com/b10x/harness/egress"
 	"github.com/b10x/harness/internal/termsafe"
+	"github.com/b10x/harness/record"
 	"github.com/b10x/harness/session"
 )
 
 type execCmd struct {
 	Workspace string `default:"." help:"The workspace root: the only place the command may write (besides --allow-write and its private /tmp)." type:"path"`
 	Confine   string `default:"auto" enum:"strict,auto" help:"strict: every layer or refuse to start; auto: the layers this host offers (the command never runs unconfined)."`
-	Report    string `help:"Write the outcome as JSON to this file." placeholder:"FILE"`
+	Report    string `help:"Write the outcome as JSON to this file (with every connection attempt through the proxy)." placeholder:"FILE"`
+	Record    string `help:"Write a run record (JSON Lines: run_start, one net line per connection attempt through the proxy, run_end) to this file." placeholder:"FILE"`
 	limitFlags
 	Command []string `arg:"" passthrough:"" help:"The program and its arguments (after --). The program is a name looked up in PATH, an absolute path, or a path with a slash relative to the working directory that resolves inside the workspace (./build.sh)."`
 }
@@ -47,6 +54,8 @@ type execReport struct {
 	Missing    []string `json:"missing_layers"`
 	SetupError string   `json:"setup_error,omitempty"`
 	Status     int      `json:"status"` // what b10x-harness exec exited with
+	// Connections are the attempts through the proxy (--allow-domain).
+	Connections []record.Net `json:"connections,omitempty"`
 }
 
 func (c *execCmd) Run(e *env) error {
@@ -74,6 +83,28 @@ func (c *execCmd) Run(e *env) error {
 		fmt.Fprintln(e.stderr, "b10x-harness: "+termsafe.Message(n))
 	}
 	runner, spec, timeout := x.Runner, x.Spec, x.Spec.Timeout
+	rec, closeRec, err := c.openRecord(argv)
+	if err != nil {
+		return err
+	}
+	defer closeRec()
+	var netMu sync.Mutex
+	var conns []record.Net
+	stdio := spawn.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	var ch *egress.Channel
+	if x.Egress != nil {
+		ch, err = egress.NewChannel(x.Egress, egress.Options{Report: func(ev egress.Event) {
+			n := netLine(ev)
+			netMu.Lock()
+			conns = append(conns, n)
+			netMu.Unlock()
+			_ = rec.Write(n)
+		}})
+		if err != nil {
+			return err
+		}
+		stdio.Proxy = ch.Child()
+	}
 	// The child gets the user's terminal itself (spawn passes the
 	// descriptors): its state is saved now and restored after the call,
 	// whatever ended it. The signals that end a call are caught until then,
@@ -82,13 +113,23 @@ func (c *execCmd) Run(e *env) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer stop()
 	terms := saveTerminals(os.Stdin, os.Stdout, os.Stderr)
-	res, runErr := runner.Run(ctx, spec, spawn.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+	res, runErr := runner.Run(ctx, spec, stdio)
 	termErrs := restoreTerminals(terms)
+	if ch != nil {
+		// Every connection of the command ends with it.
+		for _, d := range ch.Close() {
+			fmt.Fprintf(e.stderr, "b10x-harness: network: denied %s:%d (%s)\n", termsafe.Line(d.Host), d.Port, termsafe.Line(d.Rule))
+		}
+	}
+	netMu.Lock()
+	connections := conns
+	netMu.Unlock()
 	for _, err := range termErrs {
 		fmt.Fprintf(e.stderr, "b10x-harness: the terminal could not be restored after the command: %v\n", err)
 	}
 	rep := execReport{Argv: argv, Program: spec.Path, ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut,
-		OOMKilled: res.OOMKilled, DurationMS: res.Duration.Milliseconds(), MemoryPeak: res.MemoryPeak, PidsPeak: res.PidsPeak, Layers: res.Layers}
+		OOMKilled: res.OOMKilled, DurationMS: res.Duration.Milliseconds(), MemoryPeak: res.MemoryPeak, PidsPeak: res.PidsPeak, Layers: res.Layers,
+		Connections: connections}
 	rep.Missing = x.Missing(res.Layers)
 	if len(rep.Missing) > 0 && runErr == nil {
 		fmt.Fprintf(e.stderr, "b10x-harness: confine auto: ran without %s (this host lacks them; see `b10x-harness doctor`)\n", strings.Join(rep.Missing, ", "))
@@ -118,6 +159,7 @@ func (c *execCmd) Run(e *env) error {
 	if len(termErrs) > 0 && rep.Status == 0 {
 		rep.Status = exitFailed
 	}
+	_ = rec.Write(record.RunEnd{Event: "run_end", Time: time.Now().UTC(), EndedBy: endedBy(rep.Status)})
 	if c.Report != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		if err := os.WriteFile(c.Report, append(b, '\n'), 0o644); err != nil {
@@ -147,4 +189,43 @@ func (c *execCmd) prepare(e *env, argv []string) (*session.Execution, error) {
 	pol.Workspace, pol.Confine, pol.Run = c.Workspace, m, c.limitFlags.run()
 	e.fill(&pol)
 	return session.Prepare(pol, argv)
+}
+
+// netLine is a proxy attempt as a record line (exec's one command is seq 1).
+func netLine(e egress.Event) record.Net {
+	return record.Net{Event: "net", Seq: 1, Time: e.Time.UTC(), Protocol: e.Protocol, Host: e.Host, Port: e.Port, Decision: e.Decision,
+		Rule: e.Rule, Addr: e.Addr, BytesUp: e.BytesUp, BytesDown: e.BytesDown, DurationMS: e.Duration.Milliseconds(), Error: e.Error}
+}
+
+// openRecord opens --record and writes its run_start; the recorder is nil
+// (records nothing) without --record.
+func (c *execCmd) openRecord(argv []string) (*record.Recorder, func(), error) {
+	if c.Record == "" {
+		return nil, func() {}, nil
+	}
+	f, _, err := record.Open(c.Record)
+	if err != nil {
+		return nil, nil, usagef("--record: %v", err)
+	}
+	rec := record.NewRecorder(f)
+	ws, _ := filepath.Abs(c.Workspace)
+	if err := rec.Write(record.RunStart{Event: "run_start", RecordVersion: record.Version, Time: time.Now().UTC(), Version: version,
+		Command: "exec", Workspace: ws, Policy: record.Policy{Programs: argv[:1]}}); err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("--record: %w", err)
+	}
+	return rec, func() { f.Close() }, nil
+}
+
+// endedBy words exec's exit status for run_end.
+func endedBy(status int) string {
+	switch status {
+	case 0:
+		return "completed"
+	case exitTimeout:
+		return "timeout"
+	case exitSetupError:
+		return "setup_error"
+	}
+	return "exit_" + strconv.Itoa(status)
 }

@@ -47,15 +47,21 @@ type policyFlags struct {
 
 // limitFlags are shared by the run tool and exec.
 type limitFlags struct {
-	Timeout    time.Duration `help:"Wall-clock limit of each tool call, for every tool (default 2m), and of exec's command (default 10m). A call past it is stopped and reported as timeout."`
-	MemoryMax  byteSize      `default:"2GiB" help:"memory.max of each run call's cgroup. The default degrades with a note where the host has no memory controller; a value given here refuses to start there."`
-	TmpSize    byteSize      `default:"${tmp_size_default}" help:"Size cap of each of a run call's private /tmp and /dev/shm (tmpfs, held in memory); a write past it fails with ENOSPC. A cap above the host's memory is accepted and bounds nothing."`
-	PidsMax    int64         `default:"512" help:"pids.max of each run call's cgroup. The default degrades with a note where the host has no pids controller; a value given here refuses to start there."`
-	CPUMax     float64       `help:"CPUs each run call may use (cpu.max), e.g. 1.5; 0: unlimited. Refuses to start where the host has no cpu controller."`
-	Net        string        `default:"none" enum:"none,host" help:"Network for run calls: none (an empty network namespace) or host."`
-	AllowRead  []string      `sep:"none" help:"An extra path run calls may read; outside the workspace, resolved once at start (a later rename or link there makes calls fail)." placeholder:"PATH"`
-	AllowWrite []string      `sep:"none" help:"An extra path run calls may write; outside the workspace, resolved once at start (a later rename or link there makes calls fail)." placeholder:"PATH"`
-	PassEnv    []string      `sep:"none" help:"An environment variable passed to run calls; repeatable." placeholder:"NAME"`
+	Timeout        time.Duration `help:"Wall-clock limit of each tool call, for every tool (default 2m), and of exec's command (default 10m). A call past it is stopped and reported as timeout."`
+	MemoryMax      byteSize      `default:"2GiB" help:"memory.max of each run call's cgroup. The default degrades with a note where the host has no memory controller; a value given here refuses to start there."`
+	TmpSize        byteSize      `default:"${tmp_size_default}" help:"Size cap of each of a run call's private /tmp and /dev/shm (tmpfs, held in memory); a write past it fails with ENOSPC. A cap above the host's memory is accepted and bounds nothing."`
+	PidsMax        int64         `default:"512" help:"pids.max of each run call's cgroup. The default degrades with a note where the host has no pids controller; a value given here refuses to start there."`
+	CPUMax         float64       `help:"CPUs each run call may use (cpu.max), e.g. 1.5; 0: unlimited. Refuses to start where the host has no cpu controller."`
+	Net            string        `default:"none" enum:"none,host,proxy" help:"Network for run calls: none (an empty network namespace), host, or proxy (an empty namespace whose one way out is the harness's proxy, which admits only --allow-domain names). Any --allow-domain implies proxy."`
+	AllowDomain    []string      `sep:"none" help:"A name run calls may reach through the proxy: exact (proxy.golang.org) or *.suffix (not the bare suffix); case-insensitive; repeatable." placeholder:"PATTERN"`
+	DenyDomain     []string      `sep:"none" help:"A name the proxy refuses whatever --allow-domain says; repeatable." placeholder:"PATTERN"`
+	AllowCIDR      []string      `name:"allow-cidr" sep:"none" help:"Addresses run calls may reach as IP literals, and non-global addresses (loopback, private) a name may resolve to, e.g. 10.0.0.0/8; repeatable." placeholder:"CIDR"`
+	NetMaxConns    int           `help:"Proxy connections a run call may hold open at once (0: 64)."`
+	NetIdleTimeout time.Duration `help:"Close a proxy connection idle this long (0: 5m)."`
+	NetMaxBytes    byteSize      `help:"Bytes a run call's proxy connections may move in all (0: no cap)."`
+	AllowRead      []string      `sep:"none" help:"An extra path run calls may read; outside the workspace, resolved once at start (a later rename or link there makes calls fail)." placeholder:"PATH"`
+	AllowWrite     []string      `sep:"none" help:"An extra path run calls may write; outside the workspace, resolved once at start (a later rename or link there makes calls fail)." placeholder:"PATH"`
+	PassEnv        []string      `sep:"none" help:"An environment variable passed to run calls; repeatable." placeholder:"NAME"`
 }
 
 // policy is the flags as a session.Policy, with where each value came
@@ -91,5 +97,7 @@ func (p *policyFlags) policy(e *env, surf string) (session.Policy, error) {
 // run is the limit flags as a session.RunPolicy.
 func (l *limitFlags) run() session.RunPolicy {
 	return session.RunPolicy{Timeout: l.Timeout, MemoryMax: int64(l.MemoryMax), TmpSize: int64(l.TmpSize), PidsMax: l.PidsMax,
-		CPUMax: l.CPUMax, Net: l.Net, AllowRead: l.AllowRead, AllowWrite: l.AllowWrite, PassEnv: l.PassEnv, MaxOutput: 64 << 10}
+		CPUMax: l.CPUMax, Net: l.Net, AllowRead: l.AllowRead, AllowWrite: l.AllowWrite, PassEnv: l.PassEnv, MaxOutput: 64 << 10,
+		AllowDomain: l.AllowDomain, DenyDomain: l.DenyDomain, AllowCIDR: l.AllowCIDR, NetMaxConns: l.NetMaxConns,
+		NetIdleTimeout: l.NetIdleTimeout, NetMaxBytes: int64(l.NetMaxBytes)}
 }

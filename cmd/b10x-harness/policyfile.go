@@ -6,6 +6,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/b10x/harness/internal/setting"
 	"github.com/b10x/harness/session"
 )
 
@@ -114,8 +115,12 @@ func (e *env) fill(p *session.Policy) {
 // as the file's position and key.
 func renderError(err error, sources map[string]string) string {
 	var he *session.Error
-	if !errors.As(err, &he) || he.Key == "" {
-		return err.Error()
+	if !errors.As(err, &he) {
+		return setting.Flagged(err).Error()
+	}
+	if he.Key == "" {
+		// A library's error of a setting, carried whole.
+		return setting.Flagged(he.Err).Error()
 	}
 	switch {
 	case strings.Contains(he.Key, ":"): // a position in a policy file

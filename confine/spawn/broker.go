@@ -15,10 +15,11 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine/spawn/internal/helper"
 	"github.com/b10x/harness/internal/reexec"
-	"golang.org/x/sys/unix"
 )
 
 // brokerEntry is the hidden entry point of the spawn broker.

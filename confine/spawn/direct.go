@@ -10,16 +10,17 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn/internal/helper"
+	"github.com/b10x/harness/internal/probecache"
 	"github.com/b10x/harness/internal/reexec"
-	"golang.org/x/sys/unix"
 )
 
 // helperEntry is the hidden entry point of the run helper. Its argv[0] is
@@ -58,9 +59,15 @@ type direct struct {
 	// with an image of their own.
 	helper *helperExe
 
-	probeMu sync.Mutex
-	probed  bool // abi holds a conclusive probe
-	abi     int
+	// landlock holds the Landlock ABI probe once conclusive.
+	landlock probecache.Value[landlockProbe]
+}
+
+// landlockProbe is one ABI probe: the ABI, or the error that made it
+// inconclusive.
+type landlockProbe struct {
+	abi int
+	err error
 }
 
 // sharedMasks is the process's one scan of /etc (one inotify instance, kept
@@ -80,17 +87,17 @@ func newDirect(o Options) *direct {
 // landlockABI probes the Landlock ABI once; an inconclusive probe (an
 // error) is not kept, the next call probes again.
 func (d *direct) landlockABI() (int, error) {
-	d.probeMu.Lock()
-	defer d.probeMu.Unlock()
-	if d.probed {
-		return d.abi, nil
-	}
-	info, err := confine.ProbeLandlock()
-	if err != nil {
-		return 0, err
-	}
-	d.abi, d.probed = info.ABI, true
-	return d.abi, nil
+	r := d.landlock.Get(func() (landlockProbe, probecache.Outcome) {
+		info, err := confine.ProbeLandlock()
+		switch {
+		case err != nil:
+			return landlockProbe{err: err}, probecache.Inconclusive
+		case info.ABI == 0:
+			return landlockProbe{}, probecache.NotSupported
+		}
+		return landlockProbe{abi: info.ABI}, probecache.Supported
+	})
+	return r.abi, r.err
 }
 
 // prepared is one call, ready to start.
@@ -149,39 +156,22 @@ func (d *direct) prepare(s Spec) (*prepared, error) {
 	if m := d.opts.Cgroup; m != nil {
 		p.leafWant = true
 		ctl := m.Controllers()
-		for _, lim := range []struct {
-			set   bool
-			ctl   string
-			layer string
-			apply func()
-		}{
-			{s.Limits.PidsMax > 0, "pids", confine.LayerPidsLimit, func() { p.limits.PidsMax = s.Limits.PidsMax }},
-			{s.Limits.MemoryMax > 0, "memory", confine.LayerMemoryLimit, func() { p.limits.MemoryMax = s.Limits.MemoryMax }},
-			{s.Limits.CPUQuota > 0, "cpu", confine.LayerCPULimit, func() { p.limits.CPUQuota, p.limits.CPUPeriod = s.Limits.CPUQuota, s.Limits.CPUPeriod }},
-		} {
-			if !lim.set {
-				continue
-			}
-			if slices.Contains(ctl, lim.ctl) {
-				lim.apply()
-				p.layers = append(p.layers, lim.layer)
-			} else if slices.Contains(req, lim.layer) {
-				return nil, &SetupError{Step: "requirements", Err: fmt.Errorf("layer %s is required but the cgroup leaves here have no %s controller", lim.layer, lim.ctl)}
+		var kept []cgroup.Controller
+		for _, need := range s.Limits.Needs() {
+			layer := string(confine.LimitLayer(need.Controller))
+			if slices.Contains(ctl, string(need.Controller)) {
+				kept = append(kept, need.Controller)
+				p.layers = append(p.layers, layer)
+			} else if slices.Contains(req, layer) {
+				return nil, &SetupError{Step: "requirements", Err: fmt.Errorf("layer %s is required but the cgroup leaves here have no %s controller", layer, need.Controller)}
 			}
 		}
+		p.limits = s.Limits.Only(kept)
 		p.layers = append(p.layers, confine.LayerCgroupLeaf)
 	} else {
-		for _, l := range []struct {
-			layer string
-			set   bool
-		}{
-			{confine.LayerCgroupLeaf, true},
-			{confine.LayerPidsLimit, s.Limits.PidsMax > 0},
-			{confine.LayerMemoryLimit, s.Limits.MemoryMax > 0},
-			{confine.LayerCPULimit, s.Limits.CPUQuota > 0},
-		} {
-			if l.set && slices.Contains(req, l.layer) {
-				return nil, &SetupError{Step: "requirements", Err: fmt.Errorf("layer %s is required but this runner has no cgroup manager", l.layer)}
+		for _, l := range append([]confine.LayerName{confine.LayerCgroupLeaf}, confine.LimitLayers(s.Limits)...) {
+			if slices.Contains(req, string(l)) {
+				return nil, &SetupError{Step: "requirements", Err: fmt.Errorf("layer %s is required but this runner has no cgroup manager", l)}
 			}
 		}
 	}
@@ -373,33 +363,48 @@ func (d *direct) start(ctx context.Context, s Spec, p *prepared, stdio Stdio) (R
 	statusR.Close()
 	res.Duration = time.Since(started)
 
-	// The PID namespace died with its init, and everything in it; the leaf
-	// is killed once more and must be empty before it is removed (two locks
-	// on one door: a leaf that does not empty is an error, not a leak).
 	if leaf != nil {
-		_ = leaf.Kill()
-		wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		werr := leaf.WaitEmpty(wctx)
-		cancel()
-		if werr == nil {
-			if stats, err := leaf.Stats(); err == nil {
-				if stats.Has(cgroup.KnownMemoryPeak) {
-					res.MemoryPeak = stats.MemoryPeak
-				}
-				if stats.Has(cgroup.KnownPidsPeak) {
-					res.PidsPeak = stats.PidsPeak
-				}
-				res.OOMKilled = stats.OOMKills > 0
-			}
-		}
-		cerr := leaf.Close()
+		err := drainLeaf(leaf, &res)
 		leaf = nil
-		if werr != nil || cerr != nil {
-			return res, fmt.Errorf("spawn: the call's cgroup leaf did not empty: %w", errors.Join(werr, cerr))
+		if err != nil {
+			return res, err
 		}
 	}
+	return callOutcome(res, p, st, cmd.ProcessState, waitErr, ctxErr)
+}
 
-	ps := cmd.ProcessState
+// drainLeaf ends the call's leaf after the helper ended. The PID namespace
+// died with its init, and everything in it; the leaf is killed once more
+// and must be empty before it is removed (two locks on one door: a leaf
+// that does not empty is an error, not a leak). Its peaks go into res.
+// The leaf is closed whatever happens.
+func drainLeaf(leaf *cgroup.Leaf, res *Result) error {
+	_ = leaf.Kill()
+	wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	werr := leaf.WaitEmpty(wctx)
+	cancel()
+	if werr == nil {
+		if stats, err := leaf.Stats(); err == nil {
+			if stats.Has(cgroup.KnownMemoryPeak) {
+				res.MemoryPeak = stats.MemoryPeak
+			}
+			if stats.Has(cgroup.KnownPidsPeak) {
+				res.PidsPeak = stats.PidsPeak
+			}
+			res.OOMKilled = stats.OOMKills > 0
+		}
+	}
+	cerr := leaf.Close()
+	if werr != nil || cerr != nil {
+		return fmt.Errorf("spawn: the call's cgroup leaf did not empty: %w", errors.Join(werr, cerr))
+	}
+	return nil
+}
+
+// callOutcome is the call's result from the helper's wait status and what
+// its status pipe said: a setup error, a helper that ended before the
+// program started, or the program's own status.
+func callOutcome(res Result, p *prepared, st callStatus, ps *os.ProcessState, waitErr, ctxErr error) (Result, error) {
 	if ps == nil {
 		return res, fmt.Errorf("spawn: wait for helper: %w", waitErr)
 	}

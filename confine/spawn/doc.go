@@ -3,15 +3,22 @@
 //
 // # One call
 //
-// Run re-executes the running binary (/proc/self/exe) under the hidden entry
-// point "spawn-helper", cloned into new user, PID, mount, IPC and UTS
+// Run starts the run helper cloned into new user, PID, mount, IPC and UTS
 // namespaces, a new network namespace unless Spec.Net, and, with a cgroup
-// manager, directly into the call's cgroup v2 leaf (CLONE_INTO_CGROUP). The
-// helper is dispatched by the init function of this package's
-// internal/helper, before the rest of the binary initialises; the broker's
-// entry point needs internal/reexec's Init, which main and every TestMain
-// must call first. The parent computes everything the helper will do (the
-// plan: mounts, Landlock access masks, the seccomp program) and passes it
+// manager, directly into the call's cgroup v2 leaf (CLONE_INTO_CGROUP).
+//
+// The helper is a small program of its own, embedded in binaries make
+// builds (package internal/helperimage; docs/decisions/0043-helper-image.md):
+// at a process's first call its image is copied into a sealed memfd and
+// hashed against the SHA-256 make linked in, and every call executes that
+// memfd. A binary without a stamped image (go build, go test), or one whose
+// image fails to start, re-executes itself (/proc/self/exe) under the
+// hidden entry point "spawn-helper" instead: the same code, dispatched by
+// the init function of this package's internal/helper before the rest of
+// the binary initialises, only slower to start. The broker's entry point
+// needs internal/reexec's Init, which main and every TestMain must call
+// first. The parent computes everything the helper will do (the plan:
+// mounts, Landlock access masks, the seccomp program) and passes it
 // through a pipe. The helper, as PID 1 of its namespace, then:
 //
 //  1. makes every mount private;

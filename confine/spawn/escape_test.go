@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/internal/testenv"
-	"golang.org/x/sys/unix"
 )
 
 // The escapes a red team found from a run child (issue 19), each attacked

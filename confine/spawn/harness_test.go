@@ -17,10 +17,11 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/internal/testenv"
-	"golang.org/x/sys/unix"
 )
 
 // TestBrokerUnderRestrictedHarness: the harness (this re-run child)

@@ -10,9 +10,10 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/b10x/harness/confine/spawn/internal/helper"
 	"github.com/b10x/harness/confine/spawn/internal/helperimage"
-	"golang.org/x/sys/unix"
 )
 
 // helperExe is what calls' helpers are executed from: the sealed memfd of

@@ -12,10 +12,11 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn/internal/helperimage"
 	"github.com/b10x/harness/internal/testenv"
-	"golang.org/x/sys/unix"
 )
 
 // selfImage seals this test binary into a memfd: a valid helper image (the

@@ -11,8 +11,9 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/b10x/harness/confine/spawn/internal/helper"
 	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/confine/spawn/internal/helper"
 )
 
 // A workspace owned by root, with the harness running as root (the usual

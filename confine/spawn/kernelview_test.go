@@ -13,9 +13,10 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/b10x/harness/internal/testenv"
 	"github.com/b10x/harness/internal/testenv/ia32"
-	"golang.org/x/sys/unix"
 )
 
 // The kernel's view of a run child, layer by layer, read from INSIDE the

@@ -3,9 +3,10 @@ package spawn
 import (
 	"fmt"
 
-	"github.com/b10x/harness/confine/spawn/internal/helper"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+
+	"github.com/b10x/harness/confine/spawn/internal/helper"
 )
 
 // presets maps a Landlock ABI to go-landlock's configuration that handles

@@ -6,10 +6,11 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/b10x/harness/internal/testenv"
 	"github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/internal/testenv"
 )
 
 // filterVM runs the child's raw filter in x/net/bpf's interpreter, so every

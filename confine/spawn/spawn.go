@@ -11,10 +11,11 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn/internal/helper"
-	"golang.org/x/sys/unix"
 )
 
 // Spec is one program to run. It is a plain value; Run does not keep it.

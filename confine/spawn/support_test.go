@@ -18,10 +18,11 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/internal/reexec"
 	"github.com/b10x/harness/internal/testenv"
-	"golang.org/x/sys/unix"
 )
 
 // Entry points of the test binary. The probe runs INSIDE the confinement as

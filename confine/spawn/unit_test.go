@@ -16,11 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn/internal/helper"
 	"github.com/b10x/harness/internal/reexec"
 	"github.com/b10x/harness/internal/testenv"
-	"golang.org/x/sys/unix"
 )
 
 func TestWireRoundTrip(t *testing.T) {

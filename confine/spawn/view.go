@@ -9,9 +9,10 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/b10x/harness/confine/spawn/internal/helper"
 	"github.com/b10x/harness/internal/dirent"
-	"golang.org/x/sys/unix"
 )
 
 // The child's filesystem view: a fresh tmpfs root holding read-only binds of
@@ -54,44 +55,87 @@ const maskedRoot = "/etc"
 // caller named are pinned (Spec.Workspace, ReadPaths, WritePaths): their
 // binds carry the identity the helper checks.
 func buildView(s Spec, masks []string) ([]helper.Mount, []llRule, error) {
-	type entry struct {
-		op   helper.Mount
-		user bool // named by the Spec (the workspace, extra paths, the program)
-		rule llKind
+	entries, err := systemEntries(s)
+	if err != nil {
+		return nil, nil, err
 	}
-	var entries []entry
-	add := func(e entry) { entries = append(entries, e) }
+	named, err := userEntries(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	entries = append(entries, named...)
+	entries = append(entries, resolverEntries(s)...)
+	kept := dedupeView(entries)
+	if kept, err = withProgram(kept, s); err != nil {
+		return nil, nil, err
+	}
+	kept = withMasks(kept, masks)
+	orderView(kept)
 
+	// The held paths beneath the workspace come last: each is resolved
+	// in the view, beneath the workspace's bind, after every bind it may
+	// lie in.
+	for _, m := range s.held() {
+		kept = append(kept, viewEntry{op: m})
+	}
+
+	ops := make([]helper.Mount, 0, len(kept))
+	rules := []llRule{{Path: "/", Dir: true, Kind: llList}}
+	for _, e := range kept {
+		ops = append(ops, e.op)
+		if e.rule != 0 {
+			rules = append(rules, llRule{Path: e.op.Dst, Dir: !e.op.File, Kind: e.rule})
+		}
+	}
+	return ops, rules, nil
+}
+
+// viewEntry is one mount of the view and the Landlock rule it carries.
+type viewEntry struct {
+	op   helper.Mount
+	user bool // named by the Spec (the workspace, extra paths, the program)
+	rule llKind
+}
+
+// systemEntries are the system directories (read-only binds, or symlinks
+// recreated as such), the minimal /dev, /proc and the private /tmp.
+func systemEntries(s Spec) ([]viewEntry, error) {
+	var entries []viewEntry
+	add := func(e viewEntry) { entries = append(entries, e) }
 	for _, d := range systemDirs {
 		fi, err := os.Lstat(d)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			continue
 		case err != nil:
-			return nil, nil, fmt.Errorf("spawn: system directory %s: %w", d, err)
+			return nil, fmt.Errorf("spawn: system directory %s: %w", d, err)
 		case fi.Mode()&os.ModeSymlink != 0:
 			target, err := os.Readlink(d)
 			if err != nil {
-				return nil, nil, fmt.Errorf("spawn: system directory %s: %w", d, err)
+				return nil, fmt.Errorf("spawn: system directory %s: %w", d, err)
 			}
-			add(entry{op: helper.Mount{Kind: helper.Symlink, Src: target, Dst: d}})
+			add(viewEntry{op: helper.Mount{Kind: helper.Symlink, Src: target, Dst: d}})
 		case fi.IsDir():
-			add(entry{op: helper.Mount{Kind: helper.Bind, Src: d, Dst: d, RO: true}, rule: llRead})
+			add(viewEntry{op: helper.Mount{Kind: helper.Bind, Src: d, Dst: d, RO: true}, rule: llRead})
 		}
 	}
-	add(entry{op: helper.Mount{Kind: helper.Tmpfs, Dst: "/dev", RO: true, Data: "mode=0755,size=64k"}, rule: llList})
+	add(viewEntry{op: helper.Mount{Kind: helper.Tmpfs, Dst: "/dev", RO: true, Data: "mode=0755,size=64k"}, rule: llList})
 	for _, f := range devFiles {
-		add(entry{op: helper.Mount{Kind: helper.Bind, Src: "/dev/" + f, Dst: "/dev/" + f, File: true, Dev: true}, rule: llDev})
+		add(viewEntry{op: helper.Mount{Kind: helper.Bind, Src: "/dev/" + f, Dst: "/dev/" + f, File: true, Dev: true}, rule: llDev})
 	}
 	for _, l := range [][2]string{{"/proc/self/fd", "/dev/fd"}, {"/proc/self/fd/0", "/dev/stdin"}, {"/proc/self/fd/1", "/dev/stdout"}, {"/proc/self/fd/2", "/dev/stderr"}} {
-		add(entry{op: helper.Mount{Kind: helper.Symlink, Src: l[0], Dst: l[1]}})
+		add(viewEntry{op: helper.Mount{Kind: helper.Symlink, Src: l[0], Dst: l[1]}})
 	}
-	add(entry{op: helper.Mount{Kind: helper.Tmpfs, Dst: "/dev/shm", Data: tmpfsData(s)}, rule: llWrite})
-	add(entry{op: helper.Mount{Kind: helper.Proc, Dst: "/proc"}, rule: llRead})
-	add(entry{op: helper.Mount{Kind: helper.Tmpfs, Dst: "/tmp", Data: tmpfsData(s)}, rule: llWrite})
+	add(viewEntry{op: helper.Mount{Kind: helper.Tmpfs, Dst: "/dev/shm", Data: tmpfsData(s)}, rule: llWrite})
+	add(viewEntry{op: helper.Mount{Kind: helper.Proc, Dst: "/proc"}, rule: llRead})
+	add(viewEntry{op: helper.Mount{Kind: helper.Tmpfs, Dst: "/tmp", Data: tmpfsData(s)}, rule: llWrite})
+	return entries, nil
+}
 
-	// The paths the caller named were pinned at start (Pin): each is bound
-	// from the file found then, never resolved again here.
+// userEntries are the paths the caller named. They were pinned at start
+// (Pin): each is bound from the file found then, never resolved again here.
+func userEntries(s Spec) ([]viewEntry, error) {
+	var entries []viewEntry
 	user := func(what string, p Pinned, rw bool) error {
 		if err := viewable(what, p.Path); err != nil {
 			return err
@@ -100,41 +144,48 @@ func buildView(s Spec, masks []string) ([]helper.Mount, []llRule, error) {
 		if rw {
 			k = llWrite
 		}
-		add(entry{op: helper.Mount{Kind: helper.Bind, Src: p.Path, Dst: p.Path, RO: !rw, File: !p.Dir,
+		entries = append(entries, viewEntry{op: helper.Mount{Kind: helper.Bind, Src: p.Path, Dst: p.Path, RO: !rw, File: !p.Dir,
 			Pinned: true, PinDev: p.Dev, PinIno: p.Ino}, user: true, rule: k})
 		return nil
 	}
 	if err := user("workspace", s.Workspace, true); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for _, p := range s.ReadPaths {
 		if err := user("read path", p, false); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	for _, p := range s.WritePaths {
 		if err := user("write path", p, true); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
+	return entries, nil
+}
 
-	// With the host's network, name resolution must work: a resolv.conf
-	// that links out of the view (systemd-resolved's in /run) gets its
-	// target bound, read-only, at its own path.
-	if s.Net {
-		if target, err := canonical(resolvConf); err == nil && target != resolvConf && !withinAny(target, systemDirs) {
-			if fi, err := os.Stat(target); err == nil && fi.Mode().IsRegular() {
-				if err := viewable("resolver configuration", target); err == nil {
-					add(entry{op: helper.Mount{Kind: helper.Bind, Src: target, Dst: target, RO: true, File: true}, rule: llRead})
-				}
+// resolverEntries: with the host's network, name resolution must work: a
+// resolv.conf that links out of the view (systemd-resolved's in /run) gets
+// its target bound, read-only, at its own path.
+func resolverEntries(s Spec) []viewEntry {
+	if !s.Net {
+		return nil
+	}
+	if target, err := canonical(resolvConf); err == nil && target != resolvConf && !withinAny(target, systemDirs) {
+		if fi, err := os.Stat(target); err == nil && fi.Mode().IsRegular() {
+			if err := viewable("resolver configuration", target); err == nil {
+				return []viewEntry{{op: helper.Mount{Kind: helper.Bind, Src: target, Dst: target, RO: true, File: true}, rule: llRead}}
 			}
 		}
 	}
+	return nil
+}
 
-	// Dedupe by destination: a Spec path replaces a system entry; read-write
-	// beats read-only.
+// dedupeView keeps one entry per destination: a Spec path replaces a
+// system entry; read-write beats read-only.
+func dedupeView(entries []viewEntry) []viewEntry {
 	byDst := map[string]int{}
-	var kept []entry
+	var kept []viewEntry
 	for _, e := range entries {
 		i, dup := byDst[e.op.Dst]
 		if !dup {
@@ -150,12 +201,15 @@ func buildView(s Spec, masks []string) ([]helper.Mount, []llRule, error) {
 			kept[i] = e
 		}
 	}
+	return kept
+}
 
-	// The program: visible when a directory of the view holds it; otherwise
-	// that one file is added read-only.
+// withProgram makes the program visible: it is when a directory of the
+// view holds it; otherwise that one file is added read-only.
+func withProgram(kept []viewEntry, s Spec) ([]viewEntry, error) {
 	prog, err := canonical(s.Path)
 	if err != nil {
-		return nil, nil, &SetupError{Step: "program", Err: fmt.Errorf("%s: %w", s.Path, err)}
+		return nil, &SetupError{Step: "program", Err: fmt.Errorf("%s: %w", s.Path, err)}
 	}
 	covered := false
 	for _, e := range kept {
@@ -166,13 +220,16 @@ func buildView(s Spec, masks []string) ([]helper.Mount, []llRule, error) {
 	}
 	if !covered {
 		if err := viewable("program", prog); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		kept = append(kept, entry{op: helper.Mount{Kind: helper.Bind, Src: prog, Dst: prog, RO: true, File: true}, user: true, rule: llRead})
+		kept = append(kept, viewEntry{op: helper.Mount{Kind: helper.Bind, Src: prog, Dst: prog, RO: true, File: true}, user: true, rule: llRead})
 	}
+	return kept, nil
+}
 
-	// Masks: none at or beneath a path the Spec named (the caller asked for
-	// it explicitly).
+// withMasks adds the masks: none at or beneath a path the Spec named (the
+// caller asked for it explicitly).
+func withMasks(kept []viewEntry, masks []string) []viewEntry {
 	for _, m := range masks {
 		explicit := false
 		for _, e := range kept {
@@ -189,14 +246,17 @@ func buildView(s Spec, masks []string) ([]helper.Mount, []llRule, error) {
 			kind = helper.MaskDir
 		}
 		m = strings.TrimSuffix(m, "/")
-		kept = append(kept, entry{op: helper.Mount{Kind: kind, Dst: m, RO: true}})
+		kept = append(kept, viewEntry{op: helper.Mount{Kind: kind, Dst: m, RO: true}})
 	}
+	return kept
+}
 
-	// Parents before children: sort by depth, keeping the order above for
-	// equal depths.
-	slices.SortStableFunc(kept, func(a, b entry) int { return depth(a.op.Dst) - depth(b.op.Dst) })
-	// A masked directory with a mount beneath it stays writable at the mount
-	// level so the mount point can be made (Landlock still denies writes).
+// orderView puts parents before children: it sorts by depth, keeping the
+// order above for equal depths. A masked directory with a mount beneath it
+// stays writable at the mount level so the mount point can be made
+// (Landlock still denies writes).
+func orderView(kept []viewEntry) {
+	slices.SortStableFunc(kept, func(a, b viewEntry) int { return depth(a.op.Dst) - depth(b.op.Dst) })
 	for i := range kept {
 		if kept[i].op.Kind != helper.MaskDir {
 			continue
@@ -208,23 +268,6 @@ func buildView(s Spec, masks []string) ([]helper.Mount, []llRule, error) {
 			}
 		}
 	}
-
-	// The held paths beneath the workspace come last: each is resolved
-	// in the view, beneath the workspace's bind, after every bind it may
-	// lie in.
-	for _, m := range s.held() {
-		kept = append(kept, entry{op: m})
-	}
-
-	ops := make([]helper.Mount, 0, len(kept))
-	rules := []llRule{{Path: "/", Dir: true, Kind: llList}}
-	for _, e := range kept {
-		ops = append(ops, e.op)
-		if e.rule != 0 {
-			rules = append(rules, llRule{Path: e.op.Dst, Dir: !e.op.File, Kind: e.rule})
-		}
-	}
-	return ops, rules, nil
 }
 
 // viewable refuses paths that cannot be added to the view: the root itself
