@@ -80,7 +80,8 @@ var modeSyscalls = append(archModeSyscalls[:len(archModeSyscalls):len(archModeSy
 
 // The argument-dependent rules, in the filter's own prelude (see build).
 const (
-	afVsock = 40 // AF_VSOCK
+	afVsock  = 40 // AF_VSOCK
+	afPacket = 17 // AF_PACKET: raw frames; a call's network is its own loopback and the proxy
 )
 
 // deniedIoctls act on a terminal beyond the child's own use of it: typing
@@ -206,7 +207,7 @@ func buildFilter(denyTruncate bool) ([]byte, error) {
 	// prlimit64 on another process (the init, which runs as the same host
 	// id when the harness is not root) is refused; on itself it is not.
 	zeroRule(unix.SYS_PRLIMIT64, 0)
-	equalRule(unix.SYS_SOCKET, 0, afVsock)
+	equalRule(unix.SYS_SOCKET, 0, afVsock, afPacket)
 	equalRule(unix.SYS_IOCTL, 1, deniedIoctls...)
 
 	names := append([]string(nil), deniedSyscalls...)
