@@ -50,6 +50,12 @@ type Options struct {
 	Report func(Event)
 }
 
+// LookupForTest is nil in the harness. A test binary that stands for the
+// harness sets it to resolve names of its own (a test server's name to
+// 127.0.0.1) without touching the machine's resolver; Options.Lookup
+// overrides it.
+var LookupForTest func(ctx context.Context, host string) ([]netip.Addr, error)
+
 // Served is a running proxy; Close stops it.
 type Served struct {
 	ln     net.Listener
@@ -76,6 +82,9 @@ func Serve(ln net.Listener, pol *Policy, opt Options) *Served {
 		maxConns = DefaultMaxConns
 	}
 	s := &Served{ln: ln, pol: pol, opt: opt, ctx: ctx, cancel: cancel, slots: make(chan struct{}, maxConns), conns: map[net.Conn]struct{}{}}
+	if s.opt.Lookup == nil {
+		s.opt.Lookup = LookupForTest
+	}
 	if s.opt.Lookup == nil {
 		s.opt.Lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 )
 
@@ -19,7 +20,12 @@ type line struct {
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
 	EndedBy string `json:"ended_by"`
-	Steps   []struct {
+	// net lines
+	Host     string `json:"host"`
+	Port     int    `json:"port"`
+	Decision string `json:"decision"`
+	Rule     string `json:"rule"`
+	Steps    []struct {
 		Step    string `json:"step"`
 		Verdict string `json:"verdict"`
 	} `json:"steps"`
@@ -54,6 +60,15 @@ type TornLine struct {
 	Bytes int `json:"bytes"`
 }
 
+// DeniedHost is a destination the proxy refused, and how often.
+type DeniedHost struct {
+	Host  string  `json:"host"`
+	Port  int     `json:"port"`
+	Rule  string  `json:"rule"`
+	Count int     `json:"count"`
+	Seqs  []int64 `json:"seqs"` // the calls that tried it (their run's numbering)
+}
+
 // Summary is what Summarize found in a record.
 type Summary struct {
 	Runs       int                       `json:"runs"`
@@ -63,8 +78,12 @@ type Summary struct {
 	Unfinished []Unfinished              `json:"unfinished,omitempty"`
 	Torn       []TornLine                `json:"torn_lines,omitempty"`
 	Unknown    map[string]int            `json:"unknown_events,omitempty"` // events of a later version, skipped
-	EndedBy    []string                  `json:"ended_by"`
-	Complete   bool                      `json:"complete"` // every run_start has its run_end
+	// Connections counts the proxy's attempts by decision; Denied lists
+	// each denied destination once, with how often and the rule.
+	Connections map[string]int `json:"connections,omitempty"`
+	Denied      []DeniedHost   `json:"denied_hosts,omitempty"`
+	EndedBy     []string       `json:"ended_by"`
+	Complete    bool           `json:"complete"` // every run_start has its run_end
 }
 
 // Summarize reads a record from r (name is used in errors). It is
@@ -127,6 +146,22 @@ func Summarize(r io.Reader, name string) (*Summary, error) {
 					}
 				}
 				s.NotOK = append(s.NotOK, Refusal{Run: s.Runs, Seq: l.Seq, Line: n, Entry: l.Entry, Via: l.Via, Status: l.Status, Reason: l.Reason, Step: step, Message: l.Message})
+			}
+		case "net":
+			if s.Connections == nil {
+				s.Connections = map[string]int{}
+			}
+			s.Connections[l.Decision]++
+			if l.Decision == "denied" {
+				i := slices.IndexFunc(s.Denied, func(d DeniedHost) bool { return d.Host == l.Host && d.Port == l.Port && d.Rule == l.Rule })
+				if i < 0 {
+					s.Denied = append(s.Denied, DeniedHost{Host: l.Host, Port: l.Port, Rule: l.Rule})
+					i = len(s.Denied) - 1
+				}
+				s.Denied[i].Count++
+				if !slices.Contains(s.Denied[i].Seqs, l.Seq) {
+					s.Denied[i].Seqs = append(s.Denied[i].Seqs, l.Seq)
+				}
 			}
 		default:
 			if s.Unknown == nil {

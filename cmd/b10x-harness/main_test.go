@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/b10x/harness/confine/spawn"
+	"github.com/b10x/harness/egress"
 	"github.com/b10x/harness/internal/reexec"
 	"github.com/b10x/harness/session"
 )
@@ -21,10 +22,16 @@ import (
 // B10X_TEST_MAIN=1 it runs the real main. Tests start it as a subprocess, so
 // the harness may confine its own process without confining the test.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == netClientArg {
+		os.Exit(netClient(os.Args[2:]))
+	}
 	reexec.Init()
 	if os.Getenv("B10X_TEST_MAIN") == "1" {
 		if os.Getenv(brokenResolverEnv) != "" {
 			session.AfterRestrictForTest = func(ws string) { brokenResolver(ws, os.Stderr) }
+		}
+		if hosts := os.Getenv(testHostsEnv); hosts != "" {
+			egress.LookupForTest = testHosts(hosts)
 		}
 		os.Exit(realMain(os.Args[1:], env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}))
 	}

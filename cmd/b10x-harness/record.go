@@ -61,6 +61,16 @@ func (c *recordSummaryCmd) Run(e *env) error {
 	for _, u := range s.Unfinished {
 		fmt.Fprintf(e.stdout, "unfinished: %s#%d %s (line %d) has an intent line and no outcome: it may have acted\n", runOf(u.Run), u.Seq, termsafe.Line(u.Entry), u.Line)
 	}
+	if len(s.Connections) > 0 {
+		fmt.Fprintf(e.stdout, "network: %d connection attempt(s) through the proxy, %d allowed, %d denied\n", s.Connections["allowed"]+s.Connections["denied"], s.Connections["allowed"], s.Connections["denied"])
+	}
+	for _, d := range s.Denied {
+		seqs := make([]string, len(d.Seqs))
+		for i, q := range d.Seqs {
+			seqs[i] = fmt.Sprintf("#%d", q)
+		}
+		fmt.Fprintf(e.stdout, "denied: %s:%d ×%d (%s), by call %s\n", termsafe.Line(d.Host), d.Port, d.Count, termsafe.Line(d.Rule), strings.Join(seqs, " "))
+	}
 	for _, t := range s.Torn {
 		fmt.Fprintf(e.stdout, "torn: line %d (%d bytes) is not a record line (a write cut short), skipped\n", t.Line, t.Bytes)
 	}
