@@ -86,12 +86,12 @@ type Policy struct {
 
 // RunPolicy is what bounds each run call (and exec's command).
 type RunPolicy struct {
-	Timeout    time.Duration // timeout: of each tool call (0: DefaultCallTimeout; exec: 10m)
-	MemoryMax  int64         // memory_max: memory.max of each call's cgroup (0: none)
-	TmpSize    int64         // tmp_size: cap of each call's /tmp and /dev/shm
-	PidsMax    int64         // pids_max (0: none)
-	CPUMax     float64       // cpu_max: CPUs (0: unlimited)
-	Net        string        // net: none, host or proxy (any AllowDomain implies proxy)
+	Timeout   time.Duration // timeout: of each tool call (0: DefaultCallTimeout; exec: 10m)
+	MemoryMax int64         // memory_max: memory.max of each call's cgroup (0: none)
+	TmpSize   int64         // tmp_size: cap of each call's /tmp and /dev/shm
+	PidsMax   int64         // pids_max (0: none)
+	CPUMax    float64       // cpu_max: CPUs (0: unlimited)
+	Net       string        // net: none, host or proxy (any AllowDomain implies proxy)
 	// The proxy's rules (net proxy): allow_domain, deny_domain (exact
 	// names or *.suffix) and allow_cidr (addresses that may be reached as
 	// literals, or that a name may resolve to though not global).
@@ -104,10 +104,10 @@ type RunPolicy struct {
 	NetMaxConns    int
 	NetIdleTimeout time.Duration
 	NetMaxBytes    int64
-	AllowRead  []string      // allow_read: extra paths run calls may read
-	AllowWrite []string      // allow_write: extra paths run calls may write
-	PassEnv    []string      // pass_env: variables passed to run calls
-	MaxOutput  int64         // max_output: cap of each of stdout and stderr of a run call
+	AllowRead      []string // allow_read: extra paths run calls may read
+	AllowWrite     []string // allow_write: extra paths run calls may write
+	PassEnv        []string // pass_env: variables passed to run calls
+	MaxOutput      int64    // max_output: cap of each of stdout and stderr of a run call
 }
 
 // FileRef names a policy file and its content's SHA-256.

@@ -10,8 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -246,19 +246,19 @@ func resolveUnplanted(p string, areas []string) (string, error) {
 
 // RunConfig configures the run tool. Runner and View are required.
 type RunConfig struct {
-	Programs  Programs
-	Runner    spawn.Runner
-	Env       []string      // the complete environment of every child (already scrubbed)
-	Timeout   time.Duration // per call; the model's timeout_s may only lower it; 0: 2 minutes
-	Limits    cgroup.Limits
-	TmpSize   int64 // cap of each of the child's /tmp and /dev/shm; 0: spawn.DefaultTmpSize
-	Net       bool
+	Programs Programs
+	Runner   spawn.Runner
+	Env      []string      // the complete environment of every child (already scrubbed)
+	Timeout  time.Duration // per call; the model's timeout_s may only lower it; 0: 2 minutes
+	Limits   cgroup.Limits
+	TmpSize  int64 // cap of each of the child's /tmp and /dev/shm; 0: spawn.DefaultTmpSize
+	Net      bool
 	// Egress, when not nil, gives each call a proxy that reaches what it
 	// admits (package egress): the call's network namespace is empty but
 	// for the proxy's listener at 127.0.0.1:egress.Port, and the child's
 	// environment names it. Net must be false.
-	Egress *egress.Policy
-	View   RunView // the workspace (the one given to Prepare) and the extra paths
+	Egress    *egress.Policy
+	View      RunView // the workspace (the one given to Prepare) and the extra paths
 	MaxOutput int     // per stream; 0: 64 KiB
 	MaxStdin  int     // 0: 1 MiB
 	// Held is what the description tells the model about the paths the
