@@ -14,6 +14,7 @@ import (
 	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn"
+	"github.com/b10x/harness/egress"
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/tools"
 )
@@ -451,7 +452,9 @@ func ProbeRunHere(rep confine.Report, ws string) error {
 	if err != nil {
 		return err
 	}
-	cfg := tools.RunConfig{Programs: tools.Programs{"probe": exe}, Runner: spawn.NewDirect(spawn.Options{}), View: view}
+	// With the proxy's listener: a call with net proxy gets that too, and
+	// net none the same namespace without it.
+	cfg := tools.RunConfig{Programs: tools.Programs{"probe": exe}, Runner: spawn.NewDirect(spawn.Options{}), View: view, Egress: &egress.Policy{}}
 	if err := tools.ProbeRun(context.Background(), cfg); err != nil {
 		return fmt.Errorf(RunStartHere+"%w%s", err, containerHint(err))
 	}

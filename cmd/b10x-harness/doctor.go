@@ -11,6 +11,7 @@ import (
 
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn"
+	"github.com/b10x/harness/egress"
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/internal/termsafe"
 	"github.com/b10x/harness/session"
@@ -55,6 +56,27 @@ type doctorReport struct {
 	// says so in words (docs/decisions/0047-unix-sockets.md).
 	UnixSocketsScoped bool   `json:"run_unix_sockets_scoped"`
 	UnixSockets       string `json:"run_unix_sockets"`
+	// Network is what each --net mode gives a run call here.
+	Network []netModeReport `json:"run_network"`
+}
+
+// netModeReport is one --net mode: whether a run call can get it here and
+// what it enforces.
+type netModeReport struct {
+	Mode      string `json:"mode"`
+	Available bool   `json:"available"`
+	Enforces  string `json:"enforces"`
+}
+
+// netModes says what each --net mode enforces; netns is whether run calls
+// get a network namespace of their own here, runs whether a run call
+// (with the proxy's listener) starts.
+func netModes(netns, runs bool) []netModeReport {
+	return []netModeReport{
+		{"none", netns && runs, "an empty network namespace of the call's own, loopback up: nothing outside the call is reachable (AF_PACKET and AF_VSOCK refused by seccomp; raw sockets need a capability the program lacks)"},
+		{"proxy", netns && runs, fmt.Sprintf("the same empty namespace, whose one way out is the harness's proxy listening inside it at 127.0.0.1:%d (HTTP CONNECT, absolute-URI HTTP, SOCKS5): a destination is admitted by name (--deny-domain first, then --allow-domain), an IP literal only by --allow-cidr, and only addresses it checked are dialled (a name resolving to a loopback, private or other non-global address is refused without a CIDR rule); every attempt is recorded; a program that ignores the proxy variables reaches nothing", egress.Port)},
+		{"host", runs, "the host's network, unfiltered"},
+	}
 }
 
 // selfReadsSummary says what selfReadPaths and confine.RestrictSelf leave
@@ -63,7 +85,7 @@ const selfReadsSummary = "Under landlock-self the harness (and every hook it sta
 	"/dev/null and /dev/tty; with --hook also a private temporary directory, the system directories a run child sees " +
 	"(/usr, /bin, /sbin, /lib*, /opt and the entries of /etc every user may read), each hook's program, the existing " +
 	"absolute paths among its arguments and the harness's own executable (and /proc for reading when the harness " +
-	"cannot give its hooks a PID namespace: not root, or root without CAP_SYS_ADMIN); with a network provider also /etc/resolv.conf, /etc/hosts, /etc/nsswitch.conf " +
+	"cannot give its hooks a PID namespace: not root, or root without CAP_SYS_ADMIN); with a network provider or --net proxy also /etc/resolv.conf, /etc/hosts, /etc/nsswitch.conf " +
 	"and /etc/services (the CA certificates are loaded before the domain holds). Not /proc, not /sys, not the home directory."
 
 // publication says which entries a plan lets the gate publish, assuming at
@@ -128,6 +150,7 @@ func (c *doctorCmd) Run(e *env) error {
 			d.RunAs += "; without user namespaces the program switches to these ids and the view is not locked (with no capability it cannot mount)"
 		}
 	}
+	d.Network = netModes(rep.Namespace("net").OK(), d.RunAsError == "")
 	strictOK := false
 	for _, m := range []confine.Mode{confine.Strict, confine.Auto, confine.Off} {
 		plan, err := rep.Plan(m)
@@ -192,6 +215,13 @@ func (c *doctorCmd) Run(e *env) error {
 		fmt.Fprintf(e.stdout, "protected from run children: %s\n", d.Held)
 		fmt.Fprintf(e.stdout, "read by the harness itself: %s\n", d.SelfReads)
 		fmt.Fprintf(e.stdout, "unix sockets of run children: %s\n", d.UnixSockets)
+		for _, n := range d.Network {
+			avail := "yes"
+			if !n.Available {
+				avail = "NO"
+			}
+			fmt.Fprintf(e.stdout, "network of run calls, --net %s: %s: %s\n", n.Mode, avail, n.Enforces)
+		}
 		if len(remedies) > 0 {
 			fmt.Fprintln(e.stdout, "\nHow to get what is missing:")
 			for _, r := range remedies {
