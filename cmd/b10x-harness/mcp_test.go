@@ -360,7 +360,7 @@ func TestMCPAnswersEveryRequestAtEOF(t *testing.T) {
 	ws, _ := sampleWorkspace(t)
 	rec := filepath.Join(t.TempDir(), "rec.jsonl")
 	in := strings.Join([]string{
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		initLine,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
 		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"file_read","arguments":{"path":"hello.txt"}}}`,
@@ -441,3 +441,63 @@ func TestMCPAttackReplayMatchesCall(t *testing.T) {
 		t.Fatalf("only %d calls played", n)
 	}
 }
+
+// TestMCPPolicyFile: `mcp --policy FILE` serves the policy the file states
+// (workspace, ceiling, write scope, approval, call budget), a flag given
+// beside it overrides its key, and a bad file refuses to start with its
+// FILE:LINE:COL before any message is read.
+func TestMCPPolicyFile(t *testing.T) {
+	testenv.Require(t, atkWrites(), "file_write (a confined workspace)", testenv.ShapeNoLandlock)
+	ws, _ := sampleWorkspace(t)
+	pol := filepath.Join(t.TempDir(), "mcp.toml")
+	must(t, os.WriteFile(pol, []byte(fmt.Sprintf(`workspace = %q
+approve_up_to = "medium"
+approve = "deny"
+write_scope = ["**/*.pem=denied"]
+max_calls = 4
+`, ws)), 0o644))
+
+	r := harness(t, "", "tools", "--json", "--policy", pol)
+	var defs []struct{ Name string }
+	if err := json.Unmarshal([]byte(r.stdout), &defs); err != nil || r.code != 0 {
+		t.Fatalf("tools --policy: exit %d %v: %s", r.code, err, r.stderr)
+	}
+	var want []string
+	for _, d := range defs {
+		want = append(want, d.Name)
+	}
+	s := mcpMustConnect(t, nil, "--policy", pol)
+	if got := s.names(t); !slices.Equal(got, want) {
+		t.Errorf("tools/list %v, tools --policy %v", got, want)
+	}
+	for _, c := range []struct{ name, args, reason string }{
+		{"file_write", `{"path":"k.pem","content":"x"}`, "denied_path"}, // write_scope
+		{"file_write", `{"path":"ok.txt","content":"x"}`, "executed"},   // approve_up_to medium
+		{"file_read", `{"path":"hello.txt"}`, "executed"},               // workspace
+		{"file_read", `{"path":"../data-archived/x"}`, "denied_path"},   // call 4 of 4
+		{"file_read", `{"path":"hello.txt"}`, "budget_exhausted"},       // max_calls
+	} {
+		if _, o := s.call(t, c.name, json.RawMessage(c.args)); mcpReason(o) != c.reason {
+			t.Errorf("%s %s: %v, want %s", c.name, c.args, o, c.reason)
+		}
+	}
+	s.close(t)
+
+	// A flag overrides the file's key: the ceiling back to low, so the
+	// write asks, and approve = "deny" from the file refuses it.
+	s = mcpMustConnect(t, nil, "--policy", pol, "--approve-up-to", "low")
+	if _, o := s.call(t, "file_write", json.RawMessage(`{"path":"ok2.txt","content":"x"}`)); mcpReason(o) != "approval_rejected" {
+		t.Errorf("file_write under --approve-up-to low: %v", o)
+	}
+	s.close(t)
+
+	// A bad file: the error names the place, and nothing is served.
+	bad := filepath.Join(t.TempDir(), "bad.toml")
+	must(t, os.WriteFile(bad, []byte("workspace = \".\"\nmax_cals = 3\n"), 0o644))
+	r = harness(t, initLine+"\n", "mcp", "--policy", bad)
+	if r.code == 0 || r.stdout != "" || !strings.Contains(r.stderr, bad+":2:") {
+		t.Fatalf("bad policy: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+const initLine = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
