@@ -246,7 +246,10 @@ type drainWriter struct {
 }
 
 func (d *drainWriter) Write(b []byte) (int, error) {
-	ms := messages(b)
+	ms, ok := head(b)
+	if !ok {
+		ms = messages(b)
+	}
 	// Requests to the client are noted before they can be answered, and
 	// answers after they are out.
 	var outgoing []message
@@ -280,3 +283,54 @@ func (d *drainWriter) Write(b []byte) (int, error) {
 }
 
 func (d *drainWriter) Close() error { return nil }
+
+// head reads what the watchers need from the start of one message as the
+// SDK encodes it (jsonrpc, id, method, params, result, error, in that
+// order), without decoding the rest: a result carries the tool's output,
+// which may be large. ok is false for anything else (a batch, another
+// order), which messages then decodes whole.
+func head(b []byte) (ms []message, ok bool) {
+	const prefix = `{"jsonrpc":"2.0",`
+	if !bytes.HasPrefix(b, []byte(prefix)) {
+		return nil, false
+	}
+	rest := b[len(prefix):]
+	if bytes.HasPrefix(rest, []byte(`"method":`)) {
+		return nil, true // a notification: nothing to note
+	}
+	if !bytes.HasPrefix(rest, []byte(`"id":`)) {
+		return nil, false
+	}
+	rest = rest[len(`"id":`):]
+	n := 0
+	switch {
+	case len(rest) > 0 && rest[0] == '"':
+		for n = 1; n < len(rest) && rest[n] != '"'; n++ {
+			if rest[n] == '\\' {
+				n++
+			}
+		}
+		n++
+	default:
+		for n < len(rest) && (rest[n] == '-' || rest[n] >= '0' && rest[n] <= '9') {
+			n++
+		}
+	}
+	if n == 0 || n >= len(rest) || rest[n] != ',' {
+		return nil, false
+	}
+	m := message{ID: json.RawMessage(rest[:n])}
+	after := rest[n+1:]
+	switch {
+	case bytes.HasPrefix(after, []byte(`"method":`)):
+		method := ""
+		m.Method = &method
+	case bytes.HasPrefix(after, []byte(`"result":`)):
+		m.Result = json.RawMessage("{}")
+	case bytes.HasPrefix(after, []byte(`"error":`)):
+		m.Error = json.RawMessage("{}")
+	default:
+		return nil, false
+	}
+	return []message{m}, true
+}
