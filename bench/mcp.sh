@@ -2,17 +2,17 @@
 # `b10x-harness mcp` against the reference MCP filesystem server from npm
 # (@modelcontextprotocol/server-filesystem, installed pinned into the same
 # cache as scripts/mcp-inspector.sh) on the same directory, in one run of
-# bench/mcpbench (the go-sdk client over stdio): time from process start to
-# the first tools/list answer; tools/call reading a 1 KiB file, p50 and p99
-# over CALLS calls on one connection; VmRSS of the server's process tree
-# after those calls (and its anonymous part). Each server is run RUNS
-# times, alternately, with the go-sdk client and with raw JSON-RPC lines
-# over pipes (the servers without the go-sdk client's cost); each table
-# gives the medians and the ratio. A third server, the go-sdk floor (a
-# go-sdk server with one tool returning the file, bench/mcpbench -floor),
-# shows what the client, the SDK and the pipes cost on their own. Targets: start ≤ 0.5×, p50 ≤ 0.2×,
-# p99 ≤ 0.2×, memory ≤ 0.5× the reference's. Figures are recorded in
-# docs/BENCHMARKS.md ("MCP server").
+# bench/mcpbench: time from process start to the first tools/list answer;
+# tools/call reading a 1 KiB file, p50 and p99 over CALLS calls on one
+# connection; VmRSS of the server's process tree after those calls (and
+# its anonymous part). Each server is run RUNS times, alternately, with the
+# go-sdk client and with raw JSON-RPC lines over pipes (the servers without
+# the go-sdk client's cost); each table gives the medians and the ratio. A
+# third server, the go-sdk floor (a go-sdk server with one tool returning
+# the file, bench/mcpbench -floor), shows what the SDK and the pipes cost on
+# their own. Targets: start ≤ 0.5×, p50 ≤ 0.2×, p99 ≤ 0.2×, memory ≤ 0.5×
+# the reference's. Figures are recorded in docs/BENCHMARKS.md ("MCP
+# server").
 #
 #   bench/mcp.sh                 # 5 runs of 1,000 calls each
 #   RUNS=9 CALLS=2000 bench/mcp.sh
