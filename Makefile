@@ -39,7 +39,7 @@ hosttest: lint build
 	@./$(BIN) doctor | grep -q '^run helper: *embedded helper image' || { echo "make: $(BIN) does not use its embedded helper image:"; ./$(BIN) doctor | grep '^run helper'; exit 1; }
 	B10X_REQUIRE_HELPER_IMAGE=1 $(GO) test -ldflags='$(HELPER_LDFLAGS)' -count=1 ./...
 
-test: hosttest containertest vmtest-ci
+test: hosttest containertest mcptest vmtest-ci
 
 # vmtest boots the VM shapes (see vmtest/README.md); it installs qemu and
 # fetches Debian's kernel itself when they are missing. -selftest first
@@ -91,6 +91,9 @@ image: build
 # no container engine can be run or installed.
 containertest: image
 	./scripts/container-test.sh $(IMAGE)
+
+mcptest: build
+	./scripts/mcp-inspector.sh
 
 clean:
 	rm -rf bin confine/spawn/internal/helperimage/bin/helper-*

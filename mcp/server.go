@@ -306,10 +306,14 @@ func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
 // Config.MaxMessage ends the session, and ServeStdio returns an error: it
 // is never read whole. Malformed input also ends the session with an
 // error. in and out are not closed.
+//
+// At the end of in, every request read is answered before ServeStdio
+// returns (unless ctx ends first): a client may write its requests and
+// close its end at once. A request the server sent the client and that is
+// still unanswered then (an approval asked by elicitation) fails, and the
+// call it was asked for is refused.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	return s.Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}, MaxLineLength: int(s.maxMsg)})
+	p := newPending()
+	r := &drainReader{ctx: ctx, r: in, p: p, max: int(s.maxMsg)}
+	return s.Run(ctx, &sdk.IOTransport{Reader: r, Writer: &drainWriter{w: out, p: p}, MaxLineLength: int(s.maxMsg)})
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

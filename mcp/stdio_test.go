@@ -5,13 +5,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/surface"
+	"github.com/b10x/harness/tools"
 )
 
 const (
@@ -167,4 +171,126 @@ func TestStdioMessageOverCap(t *testing.T) {
 		t.Fatalf("ServeStdio: %v", err)
 	}
 	s.in.CloseWithError(io.ErrClosedPipe)
+}
+
+// serveLines writes lines to a real pipe, closes its write end at once
+// and returns what ServeStdio answered, by id, and its error.
+func serveLines(t *testing.T, srv *Server, lines ...string) (map[string]map[string]any, error) {
+	t.Helper()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inR.Close()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outR.Close()
+	done := make(chan error, 1)
+	go func() {
+		err := srv.ServeStdio(context.Background(), inR, outW)
+		outW.Close()
+		done <- err
+	}()
+	if _, err := io.WriteString(inW, strings.Join(lines, "\n")+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	inW.Close()
+	got := map[string]map[string]any{}
+	sc := bufio.NewScanner(outR)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("output line %q: %v", sc.Bytes(), err)
+		}
+		if id, ok := m["id"]; ok && m["method"] == nil {
+			got[fmt.Sprint(id)] = m
+		}
+	}
+	select {
+	case err := <-done:
+		return got, err
+	case <-time.After(20 * time.Second):
+		t.Fatal("ServeStdio did not return after the end of its input")
+		return nil, nil
+	}
+}
+
+// TestStdioAnswersEveryRequestBeforeEOF: a client that writes its requests
+// and closes its end at once gets an answer to each of them, and the calls
+// are recorded, before ServeStdio returns.
+func TestStdioAnswersEveryRequestBeforeEOF(t *testing.T) {
+	f := newFixture(t, surface.Flat, ApproveDeny, gate.Config{}, Config{})
+	got, err := serveLines(t, f.srv, initLine, initdLine, listLine, callLine,
+		strings.Replace(callLine, `"id":3`, `"id":"four"`, 1),
+		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"file_write","arguments":{"path":"n.txt","content":"x"}}}`,
+		`{"jsonrpc":"2.0","id":6,"method":"no/such/method"}`)
+	if err != nil {
+		t.Fatalf("ServeStdio: %v", err)
+	}
+	for _, id := range []string{"1", "2", "3", "four", "5", "6"} {
+		if got[id] == nil {
+			t.Errorf("request %s went unanswered; answers: %v", id, got)
+		}
+	}
+	res, _ := got["3"]["result"].(map[string]any)
+	if sc, _ := res["structuredContent"].(map[string]any); sc["status"] != "executed" {
+		t.Errorf("call 3: %v", got["3"])
+	}
+	res, _ = got["5"]["result"].(map[string]any)
+	if sc, _ := res["structuredContent"].(map[string]any); sc["reason"] != "approval_rejected" {
+		t.Errorf("call 5: %v", got["5"])
+	}
+	if got["6"]["error"] == nil {
+		t.Errorf("unknown method: %v", got["6"])
+	}
+	if n := len(f.rec.calls(t)); n != 3 {
+		t.Errorf("%d calls recorded, want 3", n)
+	}
+}
+
+// TestStdioEOFRefusesPendingApproval: at the end of input, an approval the
+// server is still waiting for can never be answered; the call is refused
+// at once (not after the approval timeout) and the refusal is answered.
+func TestStdioEOFRefusesPendingApproval(t *testing.T) {
+	a, _ := NewApprover(ApproveAuto, time.Hour)
+	f := newFixtureWith(t, a)
+	start := time.Now()
+	got, err := serveLines(t, f.srv,
+		strings.Replace(initLine, `"capabilities":{}`, `"capabilities":{"elicitation":{}}`, 1), initdLine,
+		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"file_write","arguments":{"path":"n.txt","content":"x"}}}`)
+	if err != nil {
+		t.Fatalf("ServeStdio: %v", err)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("took %s", el)
+	}
+	res, _ := got["5"]["result"].(map[string]any)
+	if sc, _ := res["structuredContent"].(map[string]any); sc["reason"] != "approval_rejected" {
+		t.Fatalf("call 5: %v", got)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "n.txt")); !os.IsNotExist(err) {
+		t.Error("the unapproved write wrote")
+	}
+	if recs := f.rec.calls(t); len(recs) != 1 || recs[0].Reason != string(tools.ReasonApprovalRejected) {
+		t.Errorf("recorded %+v", recs)
+	}
+}
+
+// TestStdioEOFWaitEndsWithContext: a request still unanswered at the end of input
+// does not hold ServeStdio past its context.
+func TestStdioEOFWaitEndsWithContext(t *testing.T) {
+	p := newPending()
+	p.incoming["n1"] = true
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	d := &drainReader{ctx: ctx, r: strings.NewReader(""), p: p, max: 1 << 20}
+	if n, err := d.Read(make([]byte, 10)); n != 0 || err != io.EOF {
+		t.Fatalf("%d %v", n, err)
+	}
+	if ctx.Err() == nil {
+		t.Fatal("EOF before the context ended, with a request unanswered")
+	}
 }

@@ -1,0 +1,336 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"strconv"
+	"sync"
+)
+
+// The SDK's connection ends at the end of its input: requests still being
+// served are cancelled and their answers are never written. A client that
+// writes its requests and closes its end (printf '...' | b10x-harness mcp)
+// would get nothing. ServeStdio therefore watches the lines going both
+// ways: the reader holds back the end of input until every request it read
+// has been answered, and tells the server that the requests it sent the
+// client (elicitations) will never be answered.
+
+// pending tracks the requests read that are not yet answered, and the
+// requests written to the client that it has not yet answered.
+type pending struct {
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced on every change
+	incoming map[string]bool
+	outgoing map[string]json.RawMessage // key → the id as written
+	closed   bool
+}
+
+func newPending() *pending {
+	return &pending{changed: make(chan struct{}), incoming: map[string]bool{}, outgoing: map[string]json.RawMessage{}}
+}
+
+// update runs f under the lock and wakes the waiters.
+func (p *pending) update(f func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f()
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// message is what the watchers need of a JSON-RPC message.
+type message struct {
+	ID     json.RawMessage `json:"id"`
+	Method *string         `json:"method"`
+	Params struct {
+		RequestID json.RawMessage `json:"requestId"`
+	} `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
+}
+
+// idKey canonicalizes a JSON-RPC id: "" for none (absent, null, neither a
+// string nor an integer), which is never tracked.
+func idKey(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return ""
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return ""
+		}
+		return "s" + s
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil {
+			var f float64
+			if json.Unmarshal(raw, &f) != nil || f != float64(int64(f)) {
+				return ""
+			}
+			n = int64(f)
+		}
+		return "n" + strconv.FormatInt(n, 10)
+	}
+	return ""
+}
+
+// messages decodes one line: a message or a batch of them. A line that is
+// neither yields nothing (the SDK refuses it).
+func messages(line []byte) []message {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return nil
+	}
+	if line[0] == '[' {
+		var raws []json.RawMessage
+		if json.Unmarshal(line, &raws) != nil {
+			return nil
+		}
+		var ms []message
+		for _, r := range raws {
+			var m message
+			if json.Unmarshal(r, &m) == nil {
+				ms = append(ms, m)
+			}
+		}
+		return ms
+	}
+	var m message
+	if json.Unmarshal(line, &m) != nil {
+		return nil
+	}
+	return []message{m}
+}
+
+func (m *message) isResponse() bool {
+	return m.Method == nil && (m.Result != nil || m.Error != nil)
+}
+
+// drainReader is the server's input. It passes every byte through, notes
+// each request line (a message with a method and an id) and each answer
+// to a request the server sent, and at the end of input waits, before it
+// reports io.EOF, until every request read has been answered, ctx is done
+// or the connection is closed. Requests the server sent that are still
+// unanswered then are answered with an error, since nothing more will
+// come from the client.
+type drainReader struct {
+	ctx     context.Context
+	r       io.Reader
+	p       *pending
+	max     int    // a line longer than this is not inspected (the SDK refuses it)
+	line    []byte // the current line so far
+	skip    bool   // the current line is over max
+	tail    []byte // synthesized answers still to be read
+	drained bool
+}
+
+func (d *drainReader) Read(b []byte) (int, error) {
+	if len(d.tail) > 0 {
+		n := copy(b, d.tail)
+		d.tail = d.tail[n:]
+		return n, nil
+	}
+	if d.drained {
+		return 0, io.EOF
+	}
+	n, err := d.r.Read(b)
+	d.scan(b[:n])
+	if err == io.EOF {
+		d.endLine()
+		if n > 0 {
+			return n, nil
+		}
+		return d.drain(b)
+	}
+	return n, err
+}
+
+// scan notes the lines completed by b.
+func (d *drainReader) scan(b []byte) {
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		chunk := b
+		if i >= 0 {
+			chunk = b[:i]
+		}
+		if !d.skip {
+			if len(d.line)+len(chunk) > d.max {
+				d.skip, d.line = true, nil
+			} else {
+				d.line = append(d.line, chunk...)
+			}
+		}
+		if i < 0 {
+			return
+		}
+		d.endLine()
+		b = b[i+1:]
+	}
+}
+
+func (d *drainReader) endLine() {
+	line, skip := d.line, d.skip
+	d.line, d.skip = d.line[:0], false
+	if skip || len(bytes.TrimSpace(line)) == 0 {
+		return
+	}
+	ms := messages(line)
+	if len(ms) == 0 {
+		return
+	}
+	d.p.update(func() {
+		for _, m := range ms {
+			switch {
+			case m.Method != nil && idKey(m.ID) != "":
+				d.p.incoming[idKey(m.ID)] = true
+			case m.Method != nil && *m.Method == "notifications/cancelled":
+				// A cancelled request may go unanswered.
+				delete(d.p.incoming, idKey(m.Params.RequestID))
+			case m.isResponse():
+				delete(d.p.outgoing, idKey(m.ID))
+			}
+		}
+	})
+}
+
+// drain waits until every request read has been answered, answering the
+// server's own unanswered requests with an error as it goes.
+func (d *drainReader) drain(b []byte) (int, error) {
+	for {
+		d.p.mu.Lock()
+		done := len(d.p.incoming) == 0 || d.p.closed
+		changed := d.p.changed
+		var tail []byte
+		for k, id := range d.p.outgoing {
+			tail = append(tail, `{"jsonrpc":"2.0","id":`...)
+			tail = append(tail, id...)
+			tail = append(tail, `,"error":{"code":-32000,"message":"the client closed its input"}}`+"\n"...)
+			delete(d.p.outgoing, k)
+		}
+		d.p.mu.Unlock()
+		if len(tail) > 0 {
+			n := copy(b, tail)
+			d.tail = tail[n:]
+			return n, nil
+		}
+		if done {
+			d.drained = true
+			return 0, io.EOF
+		}
+		select {
+		case <-changed:
+		case <-d.ctx.Done():
+			d.drained = true
+			return 0, io.EOF
+		}
+	}
+}
+
+// Close ends the wait for answers: the connection is gone.
+func (d *drainReader) Close() error {
+	d.p.update(func() { d.p.closed = true })
+	return nil
+}
+
+// drainWriter is the server's output: it notes each answer it writes, and
+// each request it sends the client. The SDK writes one whole message (or
+// batch) per Write.
+type drainWriter struct {
+	w io.Writer
+	p *pending
+}
+
+func (d *drainWriter) Write(b []byte) (int, error) {
+	ms, ok := head(b)
+	if !ok {
+		ms = messages(b)
+	}
+	// Requests to the client are noted before they can be answered, and
+	// answers after they are out.
+	var outgoing []message
+	for _, m := range ms {
+		if m.Method != nil && idKey(m.ID) != "" {
+			outgoing = append(outgoing, m)
+		}
+	}
+	if len(outgoing) > 0 {
+		d.p.update(func() {
+			for _, m := range outgoing {
+				d.p.outgoing[idKey(m.ID)] = append(json.RawMessage(nil), bytes.TrimSpace(m.ID)...)
+			}
+		})
+	}
+	n, err := d.w.Write(b)
+	var answered []string
+	for _, m := range ms {
+		if m.isResponse() && idKey(m.ID) != "" {
+			answered = append(answered, idKey(m.ID))
+		}
+	}
+	if len(answered) > 0 {
+		d.p.update(func() {
+			for _, k := range answered {
+				delete(d.p.incoming, k)
+			}
+		})
+	}
+	return n, err
+}
+
+func (d *drainWriter) Close() error { return nil }
+
+// head reads what the watchers need from the start of one message as the
+// SDK encodes it (jsonrpc, id, method, params, result, error, in that
+// order), without decoding the rest: a result carries the tool's output,
+// which may be large. ok is false for anything else (a batch, another
+// order), which messages then decodes whole.
+func head(b []byte) (ms []message, ok bool) {
+	const prefix = `{"jsonrpc":"2.0",`
+	if !bytes.HasPrefix(b, []byte(prefix)) {
+		return nil, false
+	}
+	rest := b[len(prefix):]
+	if bytes.HasPrefix(rest, []byte(`"method":`)) {
+		return nil, true // a notification: nothing to note
+	}
+	if !bytes.HasPrefix(rest, []byte(`"id":`)) {
+		return nil, false
+	}
+	rest = rest[len(`"id":`):]
+	n := 0
+	switch {
+	case len(rest) > 0 && rest[0] == '"':
+		for n = 1; n < len(rest) && rest[n] != '"'; n++ {
+			if rest[n] == '\\' {
+				n++
+			}
+		}
+		n++
+	default:
+		for n < len(rest) && (rest[n] == '-' || rest[n] >= '0' && rest[n] <= '9') {
+			n++
+		}
+	}
+	if n == 0 || n >= len(rest) || rest[n] != ',' {
+		return nil, false
+	}
+	m := message{ID: json.RawMessage(rest[:n])}
+	after := rest[n+1:]
+	switch {
+	case bytes.HasPrefix(after, []byte(`"method":`)):
+		method := ""
+		m.Method = &method
+	case bytes.HasPrefix(after, []byte(`"result":`)):
+		m.Result = json.RawMessage("{}")
+	case bytes.HasPrefix(after, []byte(`"error":`)):
+		m.Error = json.RawMessage("{}")
+	default:
+		return nil, false
+	}
+	return []message{m}, true
+}
