@@ -31,7 +31,7 @@ type policyFlags struct {
 	MaxResult     byteSize      `default:"256KiB" help:"Largest tool result returned to the model. A larger read result is a failed outcome; a write's or run's (which has acted) is shortened with a note saying what was cut. Never cut silently."`
 	Confine       string        `default:"auto" enum:"strict,auto,off" help:"Kernel confinement: strict (every layer or refuse to start), auto (what the host offers), off (only the read tools)."`
 	ApproveUpTo   string        `default:"low" enum:"low,medium,high" help:"Highest risk that runs unattended."`
-	Approve       string        `default:"auto" enum:"auto,prompt,deny,all" help:"Who decides calls above the ceiling: auto (ask on /dev/tty when there is one, else deny), prompt (require a terminal), deny, all."`
+	Approve       string        `default:"auto" enum:"auto,prompt,deny,all" help:"Who decides calls above the ceiling: auto (ask when someone can be asked: /dev/tty, or under mcp the client by elicitation; else deny), prompt (require a way to ask: a terminal, or under mcp a client that supports elicitation), deny, all."`
 	Yes           bool          `help:"Approve every call that asks (the same as --approve all): declares that no person is watching."`
 	WriteScope    []string      `sep:"none" help:"Restrict writes: GLOB=allowed|partial-only|denied; ordered, first match wins." placeholder:"RULE"`
 	ScopeAnnounce string        `default:"stated" enum:"stated,silent" help:"Tell the model the write-scope rules (stated) or keep them silent."`
