@@ -52,7 +52,7 @@ vmtest: helper
 # has kernel-facing tests, and `ordinary`, where the same packages run as
 # the host suite on a second kind of host (pure cgroup v2, another kernel;
 # decision 0048). The host shape is `hosttest`.
-VM_CI_SHAPES := debian-6.1,no-landlock,no-userns,cgroup-v1,ordinary
+VM_CI_SHAPES := debian-6.1,debian-6.12,no-landlock,no-userns,cgroup-v1,ordinary
 VM_CI_PKGS := ./confine/...,./cgroup/...,./gate/...,./surface/...,./tools/...,./agent/...,./session/...,./cmd/...
 vmtest-ci: helper
 	$(GO) run ./vmtest -ldflags='$(HELPER_LDFLAGS)' -env B10X_REQUIRE_HELPER_IMAGE=1 -selftest -shapes $(VM_CI_SHAPES) -pkgs $(VM_CI_PKGS)

@@ -96,9 +96,9 @@ func TestProbeHost(t *testing.T) {
 				t.Errorf("Problem %q lacks %q", info.Problem, line)
 			}
 		}
-	case testenv.ShapeDebian61:
+	case testenv.ShapeDebian61, testenv.ShapeDebian612:
 		if info.Mount != "/sys/fs/cgroup" || info.V1 || !slices.Equal(info.Controllers, managed) || info.Problem != "" {
-			t.Fatalf("debian-6.1 probe %+v, want pure cgroup v2 at /sys/fs/cgroup with pids, memory, cpu and no problem", info)
+			t.Fatalf("%s probe %+v, want pure cgroup v2 at /sys/fs/cgroup with pids, memory, cpu and no problem", testenv.Shape(), info)
 		}
 	}
 }

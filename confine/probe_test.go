@@ -20,6 +20,7 @@ import (
 // wantABI is the Landlock ABI each VM shape's kernel offers (at least).
 var wantABI = map[string]int{
 	testenv.ShapeDebian61:   2,
+	testenv.ShapeDebian612:  6,
 	testenv.ShapeNoLandlock: 0,
 	testenv.ShapeNoUserns:   2,
 	testenv.ShapeCgroupV1:   2,
@@ -169,6 +170,7 @@ type missingLayers struct {
 // strictMissing is, per VM shape, what strict must name.
 var strictMissing = map[string]missingLayers{
 	testenv.ShapeDebian61:   {nil, true},
+	testenv.ShapeDebian612:  {nil, true},
 	testenv.ShapeNoLandlock: {[]string{LayerLandlockSelf, LayerLandlockChild}, true},
 	testenv.ShapeNoUserns:   {[]string{LayerUserNS, LayerPidNS, LayerMountNS, LayerNetNS, LayerIPCNS, LayerUTSNS}, false},
 	testenv.ShapeCgroupV1:   {[]string{LayerCgroupLeaf, LayerPidsLimit, LayerMemoryLimit, LayerCPULimit}, true},

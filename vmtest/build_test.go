@@ -280,6 +280,48 @@ func TestNewestKernelPkg(t *testing.T) {
 	}
 }
 
+func TestNewest612KernelPkg(t *testing.T) {
+	names := []string{"linux-image-6.12.9+deb12-amd64", "linux-image-6.12.90+deb12-amd64", "linux-image-6.12.90+deb12.1-amd64",
+		"linux-image-6.12.95+deb12-cloud-amd64", "linux-image-6.12.96+deb12-amd64-unsigned", "linux-image-6.12.95+deb12-rt-amd64",
+		"linux-image-6.1.0-57-amd64", "linux-image-amd64"}
+	if got, ok := series612.newest(names); !ok || got != "linux-image-6.12.90+deb12.1-amd64" {
+		t.Errorf("newest 6.12 = %q, %v; want linux-image-6.12.90+deb12.1-amd64 (numeric, revision counted, flavours and -unsigned left out)", got, ok)
+	}
+	if got, ok := series61.newest(names); !ok || got != "linux-image-6.1.0-57-amd64" {
+		t.Errorf("newest 6.1 = %q, %v", got, ok)
+	}
+	for pkg, want := range map[string]string{"linux-image-6.1.0-48-amd64": "6.1", "linux-image-6.12.95+deb12-amd64": "6.12", "linux-image-6.12.95+deb12-rt-amd64": ""} {
+		sr, ok := seriesOf(pkg)
+		if sr.Name != want || ok != (want != "") {
+			t.Errorf("seriesOf(%q) = %q, %v; want %q", pkg, sr.Name, ok, want)
+		}
+	}
+}
+
+func TestKernelPkgsFlag(t *testing.T) {
+	got, err := kernelPkgs("linux-image-6.12.95+deb12-amd64, linux-image-6.1.0-48-amd64")
+	if err != nil || got["6.1"] != "linux-image-6.1.0-48-amd64" || got["6.12"] != "linux-image-6.12.95+deb12-amd64" || len(got) != 2 {
+		t.Errorf("kernelPkgs = %v, %v", got, err)
+	}
+	for _, bad := range []string{"linux-image-6.1.0-48-amd64,linux-image-6.1.0-57-amd64", "linux-image-amd64"} {
+		if got, err := kernelPkgs(bad); err == nil {
+			t.Errorf("kernelPkgs(%q) = %v, want an error", bad, got)
+		}
+	}
+}
+
+func TestMirrorFrom(t *testing.T) {
+	lines := "Debian bookworm-security bookworm-security http://deb.debian.org/debian-security/\n" +
+		"Debian bookworm-updates bookworm-updates http://mirror.example/debian/\n" +
+		"Debian bookworm bookworm http://mirror.example/debian/\n"
+	if got, err := mirrorFrom(lines); err != nil || got != "http://mirror.example/debian/" {
+		t.Errorf("mirrorFrom = %q, %v", got, err)
+	}
+	if got, err := mirrorFrom("Ubuntu noble noble http://archive.example/ubuntu/\n"); err == nil {
+		t.Errorf("mirrorFrom without a Debian bookworm suite = %q, want an error", got)
+	}
+}
+
 func TestConfigValue(t *testing.T) {
 	cfg := "# CONFIG_LSM is not set here\nCONFIG_LSM_X=y\nCONFIG_LSM=\"landlock,yama\"\nCONFIG_SECURITY=y\n"
 	if got := configValue(cfg, "CONFIG_LSM"); got != "landlock,yama" {

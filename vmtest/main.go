@@ -66,7 +66,7 @@ func realMain(argv []string) int {
 	fs.IntVar(&o.memMiB, "mem", 2048, "guest memory in MiB")
 	fs.IntVar(&o.cpus, "smp", 2, "guest CPUs")
 	fs.StringVar(&o.cache, "cache", "", "cache directory (default .cache/vmtest under the module root)")
-	fs.StringVar(&o.kernelPkg, "kernel", "", "kernel package to boot, e.g. linux-image-6.1.0-57-amd64 (default: newest cached, else newest in apt)")
+	fs.StringVar(&o.kernelPkg, "kernel", "", "comma-separated kernel packages to boot, each for the shapes of its series, e.g. linux-image-6.1.0-57-amd64,linux-image-6.12.95+deb12-amd64 (default: newest cached, else newest in apt)")
 	fs.BoolVar(&o.quiet, "q", false, "do not stream the guests' consoles; print only the summary")
 	fs.BoolVar(&o.selftest, "selftest", false, "first boot a guest with packages built to pass, fail, skip, leak and hang, and stop unless vmtest judges each correctly")
 	fs.BoolVar(&o.keep, "keep", false, "keep the build directory (test binaries, initramfs) and print its path")
@@ -180,13 +180,13 @@ func runAll(ctx context.Context, o options) (int, error) {
 
 	var results []*shapeResult
 	if len(vmShapes) > 0 || o.selftest {
-		m, err := prepare(ctx, o, modRoot, out, step)
+		m, err := prepare(ctx, o, modRoot, out, step, vmShapes)
 		if err != nil {
 			return 2, err
 		}
 		defer m.cleanup()
 		for _, s := range vmShapes {
-			if _, err := cmdline(s, m.vm.kernel.DefaultLSM); err != nil {
+			if _, err := cmdline(s, m.kernelFor(s).DefaultLSM); err != nil {
 				return 2, err
 			}
 		}
@@ -241,7 +241,8 @@ func runAll(ctx context.Context, o options) (int, error) {
 // machine is what every boot of this invocation shares: tools, the guest
 // init, the build directory and the accelerator decision.
 type machine struct {
-	vm      vm
+	vm      vm                // its kernel is the 6.1 one, which the self-test and probe boot
+	kernels map[string]kernel // by series name
 	modRoot string
 	build   string
 	initBin string
@@ -253,25 +254,71 @@ type machine struct {
 	ldflags string // more linker flags for the test binaries
 }
 
+// kernelFor returns the kernel shape boots.
+func (m *machine) kernelFor(shape string) kernel {
+	if k, ok := m.kernels[shapeSeries(shape).Name]; ok {
+		return k
+	}
+	return m.vm.kernel
+}
+
 func (m *machine) cleanup() {
 	if !m.keep {
 		_ = os.RemoveAll(m.build)
 	}
 }
 
-// prepare finds or fetches the tools, builds the guest init and decides the
-// accelerator.
-func prepare(ctx context.Context, o options, modRoot string, out *prefixWriter, step func(string, ...any)) (*machine, error) {
+// kernelPkgs sorts the -kernel flag's packages by series.
+func kernelPkgs(flag string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, p := range strings.Split(flag, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		sr, ok := seriesOf(p)
+		if !ok {
+			return nil, fmt.Errorf("-kernel %s: not a kernel package of a known series (linux-image-6.1.0-NN-amd64, linux-image-6.12.NN+deb12-amd64)", p)
+		}
+		if prev, dup := out[sr.Name]; dup {
+			return nil, fmt.Errorf("-kernel names two %s kernels: %s and %s", sr.Name, prev, p)
+		}
+		out[sr.Name] = p
+	}
+	return out, nil
+}
+
+// prepare finds or fetches the tools (the 6.1 kernel always, for the
+// self-test and the probe, and the kernel of every other series among
+// shapes), builds the guest init and decides the accelerator.
+func prepare(ctx context.Context, o options, modRoot string, out *prefixWriter, step func(string, ...any), shapes []string) (*machine, error) {
 	t0 := time.Now()
+	pins, err := kernelPkgs(o.kernelPkg)
+	if err != nil {
+		return nil, err
+	}
 	tl := &tooling{cache: o.cache, log: step}
 	qemu, err := tl.qemu()
 	if err != nil {
 		return nil, err
 	}
-	k, err := tl.kernel(o.kernelPkg)
-	if err != nil {
-		return nil, err
+	kernels := map[string]kernel{}
+	var kernelNames []string
+	for _, sr := range kernelSeriesAll {
+		needed := sr.Name == series61.Name
+		for _, s := range shapes {
+			needed = needed || shapeSeries(s).Name == sr.Name
+		}
+		if !needed {
+			continue
+		}
+		k, err := tl.kernel(sr, pins[sr.Name])
+		if err != nil {
+			return nil, err
+		}
+		kernels[sr.Name] = k
+		kernelNames = append(kernelNames, k.Pkg)
 	}
+	k := kernels[series61.Name]
 	bb, err := tl.busybox()
 	if err != nil {
 		return nil, err
@@ -280,7 +327,7 @@ func prepare(ctx context.Context, o options, modRoot string, out *prefixWriter, 
 	if err != nil {
 		return nil, err
 	}
-	step("tools ready in %.1fs: %s, kernel %s, busybox with %d applets", time.Since(t0).Seconds(), qemu, k.Pkg, len(applets))
+	step("tools ready in %.1fs: %s, kernel %s, busybox with %d applets", time.Since(t0).Seconds(), qemu, strings.Join(kernelNames, " and "), len(applets))
 	if err := os.MkdirAll(o.cache, 0o755); err != nil {
 		return nil, fmt.Errorf("create cache %s: %w", o.cache, err)
 	}
@@ -289,7 +336,7 @@ func prepare(ctx context.Context, o options, modRoot string, out *prefixWriter, 
 	if err != nil {
 		return nil, fmt.Errorf("create build directory: %w", err)
 	}
-	m := &machine{modRoot: modRoot, build: build, busybox: bb, applets: applets, step: step, keep: o.keep, ldflags: o.ldflags}
+	m := &machine{kernels: kernels, modRoot: modRoot, build: build, busybox: bb, applets: applets, step: step, keep: o.keep, ldflags: o.ldflags}
 	if o.keep {
 		step("keeping the build directory %s", build)
 	}
@@ -406,13 +453,15 @@ func (m *machine) runShape(ctx context.Context, name, shape, initrd string, expe
 		return &shapeResult{Shape: shape, Problems: []string{"not booted: vmtest was interrupted"}}
 	}
 	c := newConsoleParser(expected)
-	line, err := cmdline(shape, m.vm.kernel.DefaultLSM)
+	v := m.vm
+	v.kernel = m.kernelFor(shape)
+	line, err := cmdline(shape, v.kernel.DefaultLSM)
 	if err != nil {
 		return &shapeResult{Shape: shape, Problems: []string{err.Error()}}
 	}
-	m.step("shape %s: booting (%s, %d CPUs, %d MiB): %s", name, m.vm.accel, m.vm.cpus, m.vm.memMiB, line)
+	m.step("shape %s: booting %s (%s, %d CPUs, %d MiB): %s", name, v.kernel.Pkg, v.accel, v.cpus, v.memMiB, line)
 	start := time.Now()
-	err = m.vm.boot(ctx, name, initrd, line, o.shapeTimeout, !o.quiet, c.Line)
+	err = v.boot(ctx, name, initrd, line, o.shapeTimeout, !o.quiet, c.Line)
 	r := &shapeResult{Shape: shape, Elapsed: time.Since(start), Accel: m.vm.accel, Pkgs: c.Reports(), Info: c.Info}
 	if err != nil {
 		r.Problems = append(r.Problems, err.Error())

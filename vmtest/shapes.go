@@ -12,6 +12,7 @@ import (
 var shapeDoc = map[string]string{
 	protocol.ShapeHost:       "this machine, no VM: go test of the same packages",
 	protocol.ShapeDebian61:   "Debian 12 kernel, pure cgroup v2 with every controller, Landlock on",
+	protocol.ShapeDebian612:  "as debian-6.1 on the 6.12 kernel of bookworm-backports: Landlock ABI 6, with TCP rights and scoped abstract sockets and signals",
 	protocol.ShapeNoLandlock: "same kernel booted with an lsm= list without landlock",
 	protocol.ShapeNoUserns:   "same kernel, user.max_user_namespaces=0, tests run as uid 1000 in a delegated cgroup",
 	protocol.ShapeCgroupV1:   "same kernel, cgroup v1 hierarchies only, no cgroup2 anywhere",
@@ -59,7 +60,7 @@ var baseCmdline = []string{"console=ttyS0", "loglevel=1", "panic=-1"}
 func cmdline(shape, defaultLSM string) (string, error) {
 	words := slices.Clone(baseCmdline)
 	switch shape {
-	case protocol.ShapeDebian61, protocol.ShapeNoUserns, protocol.ShapeCgroupV1, protocol.ShapeOrdinary, protocol.ShapeProbe:
+	case protocol.ShapeDebian61, protocol.ShapeDebian612, protocol.ShapeNoUserns, protocol.ShapeCgroupV1, protocol.ShapeOrdinary, protocol.ShapeProbe:
 	case protocol.ShapeNoLandlock:
 		lsms := strings.Split(defaultLSM, ",")
 		if defaultLSM == "" || !slices.Contains(lsms, "landlock") {
@@ -71,4 +72,13 @@ func cmdline(shape, defaultLSM string) (string, error) {
 		return "", fmt.Errorf("shape %q has no VM", shape)
 	}
 	return strings.Join(append(words, "--", shape), " "), nil
+}
+
+// shapeSeries is the kernel series a shape boots: 6.12 for debian-6.12,
+// Debian 12's own 6.1 for every other.
+func shapeSeries(shape string) kernelSeries {
+	if shape == protocol.ShapeDebian612 {
+		return series612
+	}
+	return series61
 }

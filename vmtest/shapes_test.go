@@ -15,6 +15,7 @@ const debianLSM = "landlock,lockdown,yama,loadpin,safesetid,integrity,apparmor,s
 func TestCmdlinePerShape(t *testing.T) {
 	for shape, want := range map[string]string{
 		protocol.ShapeDebian61:   "console=ttyS0 loglevel=1 panic=-1 -- debian-6.1",
+		protocol.ShapeDebian612:  "console=ttyS0 loglevel=1 panic=-1 -- debian-6.12",
 		protocol.ShapeNoUserns:   "console=ttyS0 loglevel=1 panic=-1 -- no-userns",
 		protocol.ShapeCgroupV1:   "console=ttyS0 loglevel=1 panic=-1 -- cgroup-v1",
 		protocol.ShapeOrdinary:   "console=ttyS0 loglevel=1 panic=-1 -- ordinary",
@@ -74,6 +75,7 @@ func TestShapeNamesMatchTestenv(t *testing.T) {
 	pairs := [][2]string{
 		{protocol.ShapeHost, testenv.ShapeHost},
 		{protocol.ShapeDebian61, testenv.ShapeDebian61},
+		{protocol.ShapeDebian612, testenv.ShapeDebian612},
 		{protocol.ShapeNoLandlock, testenv.ShapeNoLandlock},
 		{protocol.ShapeNoUserns, testenv.ShapeNoUserns},
 		{protocol.ShapeCgroupV1, testenv.ShapeCgroupV1},
@@ -87,6 +89,9 @@ func TestShapeNamesMatchTestenv(t *testing.T) {
 		}
 	}
 	for _, s := range protocol.VMShapes {
+		if want := map[bool]string{true: "6.12", false: "6.1"}[s == protocol.ShapeDebian612]; shapeSeries(s).Name != want {
+			t.Errorf("shape %s boots the %s kernel, want %s", s, shapeSeries(s).Name, want)
+		}
 		if shapeDoc[s] == "" {
 			t.Errorf("shape %s has no description", s)
 		}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,38 +19,90 @@ import (
 
 // kernel is a Debian kernel package unpacked in the cache.
 type kernel struct {
-	Pkg        string // linux-image-6.1.0-NN-amd64
+	Pkg        string // linux-image-6.1.0-NN-amd64, linux-image-6.12.NN+deb12-amd64
 	Vmlinuz    string // path of the kernel image
 	Config     string // path of its /boot/config-*
 	DefaultLSM string // CONFIG_LSM from Config
 }
 
-// kernelPkgRe matches Debian 12's kernel image packages.
-var kernelPkgRe = regexp.MustCompile(`^linux-image-6\.1\.0-(\d+)-amd64$`)
+// kernelSeries is one line of Debian kernels a shape can boot: which package
+// names belong to it, how they are ordered, and where apt finds them.
+type kernelSeries struct {
+	Name string // "6.1", "6.12"
+	// re matches the series' amd64 image packages; its submatches are the
+	// numbers that order them (6.12.95+deb12.1: 95, then 1).
+	re *regexp.Regexp
+	// search is the apt-cache search pattern that lists them.
+	search string
+	// backports, when set, is the Debian suite outside the host's apt
+	// sources that carries the series: vmtest asks apt for it through an
+	// apt configuration of its own in the cache, never the host's.
+	backports string
+}
 
-// newestKernelPkg picks the package with the highest ABI number among names.
-// It ignores names that are not Debian 12 amd64 kernel images.
-func newestKernelPkg(names []string) (string, bool) {
-	best, bestN := "", -1
+// Kernel series. 6.1 is Debian 12's own kernel (Landlock ABI 2); 6.12 is
+// the one bookworm-backports carries (Landlock ABI 6: TCP rights, scoped
+// abstract sockets and signals). Package names carry the version, so a
+// cached directory is one exact kernel.
+var (
+	series61 = kernelSeries{
+		Name:   "6.1",
+		re:     regexp.MustCompile(`^linux-image-6\.1\.0-(\d+)-amd64$`),
+		search: `^linux-image-6\.1\.0-[0-9]+-amd64$`,
+	}
+	series612 = kernelSeries{
+		Name:      "6.12",
+		re:        regexp.MustCompile(`^linux-image-6\.12\.(\d+)\+deb12(?:\.(\d+))?-amd64$`),
+		search:    `^linux-image-6\.12\.[0-9]+\+deb12(\.[0-9]+)?-amd64$`,
+		backports: "bookworm-backports",
+	}
+	kernelSeriesAll = []kernelSeries{series61, series612}
+)
+
+// seriesOf returns the series a package name belongs to.
+func seriesOf(pkg string) (kernelSeries, bool) {
+	for _, s := range kernelSeriesAll {
+		if s.re.MatchString(pkg) {
+			return s, true
+		}
+	}
+	return kernelSeries{}, false
+}
+
+// newest picks the package of the series with the highest version among
+// names, comparing the numbers numerically. It ignores other names.
+func (s kernelSeries) newest(names []string) (string, bool) {
+	var best string
+	var bestV []int
 	for _, n := range names {
-		m := kernelPkgRe.FindStringSubmatch(strings.TrimSpace(n))
+		m := s.re.FindStringSubmatch(strings.TrimSpace(n))
 		if m == nil {
 			continue
 		}
-		if v, err := strconv.Atoi(m[1]); err == nil && v > bestN {
-			best, bestN = m[0], v
+		var v []int
+		for _, d := range m[1:] {
+			x, _ := strconv.Atoi(d) // "" (no .M suffix) is 0
+			v = append(v, x)
+		}
+		if best == "" || slices.Compare(v, bestV) > 0 {
+			best, bestV = m[0], v
 		}
 	}
-	return best, bestN >= 0
+	return best, best != ""
 }
+
+// newestKernelPkg picks the newest Debian 12 6.1 kernel among names.
+func newestKernelPkg(names []string) (string, bool) { return series61.newest(names) }
 
 // tooling finds or fetches what the VMs need. Every download is a Debian
 // package through apt; nothing else is fetched.
 type tooling struct {
 	cache string // .cache/vmtest under the module root
 	log   func(format string, args ...any)
-	// updated is set once apt-get update ran in this invocation.
-	updated bool
+	// updated is set once apt-get update ran in this invocation;
+	// extraUpdated the same for vmtest's own apt configurations, by suite.
+	updated      bool
+	extraUpdated map[string]*bool
 }
 
 func (t *tooling) run(name string, args ...string) ([]byte, error) {
@@ -116,10 +169,12 @@ func (t *tooling) qemu() (string, error) {
 	return exec.LookPath("qemu-system-x86_64")
 }
 
-// kernel returns an unpacked Debian 12 kernel. It uses pkg when given;
-// otherwise the newest one already in the cache, so that repeated runs boot
-// the same kernel without asking apt; otherwise the newest apt knows of.
-func (t *tooling) kernel(pkg string) (kernel, error) {
+// kernel returns an unpacked kernel of series sr. It uses pkg when given;
+// otherwise the newest of the series already in the cache, so that repeated
+// runs boot the same kernel without asking apt; otherwise the newest apt
+// knows of. apt-get download checks the package against the suite's signed
+// Release file (the SHA-256 in its Packages index) before vmtest sees it.
+func (t *tooling) kernel(sr kernelSeries, pkg string) (kernel, error) {
 	dir := filepath.Join(t.cache, "kernel")
 	if pkg == "" {
 		ents, _ := os.ReadDir(dir)
@@ -129,11 +184,15 @@ func (t *tooling) kernel(pkg string) (kernel, error) {
 				names = append(names, e.Name())
 			}
 		}
-		pkg, _ = newestKernelPkg(names)
+		pkg, _ = sr.newest(names)
+	}
+	apt, err := t.aptFor(sr)
+	if err != nil {
+		return kernel{}, err
 	}
 	if pkg == "" {
-		err := t.withAptRetry(func() error {
-			out, err := t.run("apt-cache", "search", "--names-only", `^linux-image-6\.1\.0-[0-9]+-amd64$`)
+		err := apt.withRetry(func() error {
+			out, err := t.run("apt-cache", append(apt.opts, "search", "--names-only", sr.search)...)
 			if err != nil {
 				return err
 			}
@@ -144,21 +203,21 @@ func (t *tooling) kernel(pkg string) (kernel, error) {
 				}
 			}
 			var found bool
-			if pkg, found = newestKernelPkg(names); !found {
-				return errors.New("apt-cache lists no linux-image-6.1.0-NN-amd64 package")
+			if pkg, found = sr.newest(names); !found {
+				return fmt.Errorf("apt-cache lists no package matching %s", sr.search)
 			}
 			return nil
 		})
 		if err != nil {
-			return kernel{}, fmt.Errorf("find Debian 12's kernel package: %w", err)
+			return kernel{}, fmt.Errorf("find Debian's %s kernel package: %w", sr.Name, err)
 		}
 	}
-	if !kernelPkgRe.MatchString(pkg) {
-		return kernel{}, fmt.Errorf("kernel package %q is not a linux-image-6.1.0-NN-amd64 name", pkg)
+	if !sr.re.MatchString(pkg) {
+		return kernel{}, fmt.Errorf("kernel package %q is not of the %s series (%s)", pkg, sr.Name, sr.re)
 	}
 	k := kernel{Pkg: pkg, Vmlinuz: filepath.Join(dir, pkg, "vmlinuz"), Config: filepath.Join(dir, pkg, "config")}
 	if _, err := os.Stat(k.Vmlinuz); err != nil {
-		err := t.fetch(pkg, filepath.Join(dir, pkg), func(name string) string {
+		err := t.fetch(apt, pkg, filepath.Join(dir, pkg), func(name string) string {
 			switch {
 			case strings.HasPrefix(name, "./boot/vmlinuz-"):
 				return "vmlinuz"
@@ -179,6 +238,101 @@ func (t *tooling) kernel(pkg string) (kernel, error) {
 	return k, nil
 }
 
+// aptConfig is how vmtest calls apt for one series: the host's own
+// configuration (opts empty), or one of vmtest's in the cache that lists a
+// single extra suite, with its own package lists, so the host's apt is
+// never changed.
+type aptConfig struct {
+	t    *tooling
+	opts []string // -o options before the command
+	// updated is where this configuration's "apt-get update ran" lives.
+	updated *bool
+}
+
+// withRetry runs f, and once more after apt-get update (of this
+// configuration) when it failed.
+func (a aptConfig) withRetry(f func() error) error {
+	err := f()
+	if err == nil || *a.updated {
+		return err
+	}
+	*a.updated = true
+	a.t.log("apt-get update%s", map[bool]string{true: " (vmtest's own sources, " + strings.Join(a.opts, " ") + ")", false: ""}[len(a.opts) > 0])
+	if _, uerr := a.t.run("apt-get", append(slices.Clone(a.opts), "update", "-q")...); uerr != nil {
+		return errors.Join(err, uerr)
+	}
+	return f()
+}
+
+// aptFor returns the apt configuration that finds sr's packages. For a
+// backports series it writes, under the cache, a sources list naming that
+// suite on the mirror the host already uses for Debian 12 (read from
+// apt-get indextargets, so no mirror is written into the repository),
+// signed by Debian's archive keyring, as the host's own entries are.
+func (t *tooling) aptFor(sr kernelSeries) (aptConfig, error) {
+	if sr.backports == "" {
+		return aptConfig{t: t, updated: &t.updated}, nil
+	}
+	if t.extraUpdated == nil {
+		t.extraUpdated = map[string]*bool{}
+	}
+	if t.extraUpdated[sr.backports] == nil {
+		t.extraUpdated[sr.backports] = new(bool)
+	}
+	root := filepath.Join(t.cache, "apt", sr.backports)
+	for _, d := range []string{"lists/partial", "cache/archives/partial", "sources.list.d"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return aptConfig{}, fmt.Errorf("create %s: %w", root, err)
+		}
+	}
+	sources := filepath.Join(root, "sources.list")
+	if _, err := os.Stat(sources); err != nil {
+		uri, err := t.debianMirror()
+		if err != nil {
+			return aptConfig{}, fmt.Errorf("find the Debian mirror for %s: %w", sr.backports, err)
+		}
+		line := fmt.Sprintf("deb [signed-by=%s] %s %s main\n", debianKeyring, uri, sr.backports)
+		if err := os.WriteFile(sources, []byte(line), 0o644); err != nil {
+			return aptConfig{}, fmt.Errorf("write %s: %w", sources, err)
+		}
+	}
+	return aptConfig{t: t, updated: t.extraUpdated[sr.backports], opts: []string{
+		"-o", "Dir::Etc::SourceList=" + sources,
+		"-o", "Dir::Etc::SourceParts=" + filepath.Join(root, "sources.list.d"),
+		"-o", "Dir::State::Lists=" + filepath.Join(root, "lists"),
+		"-o", "Dir::Cache=" + filepath.Join(root, "cache"),
+	}}, nil
+}
+
+// debianKeyring is the Debian archive keyring of the debian-archive-keyring
+// package, which signs every Debian suite, backports included.
+const debianKeyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
+
+// debianMirror returns the URI the host's apt uses for Debian 12's main
+// suite (origin Debian, codename bookworm).
+func (t *tooling) debianMirror() (string, error) {
+	if _, err := os.Stat(debianKeyring); err != nil {
+		return "", fmt.Errorf("Debian's archive keyring: %w", err)
+	}
+	out, err := t.run("apt-get", "indextargets", "--format", "$(ORIGIN) $(CODENAME) $(RELEASE) $(REPO_URI)")
+	if err != nil {
+		return "", err
+	}
+	return mirrorFrom(string(out))
+}
+
+// mirrorFrom picks, from apt-get indextargets lines "ORIGIN CODENAME
+// RELEASE URI", the URI of Debian's bookworm suite itself.
+func mirrorFrom(lines string) (string, error) {
+	for _, l := range strings.Split(lines, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 4 && f[0] == "Debian" && f[1] == "bookworm" && f[2] == "bookworm" {
+			return f[3], nil
+		}
+	}
+	return "", errors.New("apt's sources have no Debian bookworm suite to take the mirror from")
+}
+
 // configValue returns the unquoted value of key in a kernel .config.
 func configValue(cfg, key string) string {
 	sc := bufio.NewScanner(strings.NewReader(cfg))
@@ -197,7 +351,7 @@ func (t *tooling) busybox() (string, error) {
 	if _, err := os.Stat(p); err == nil {
 		return p, nil
 	}
-	err := t.fetch("busybox-static", dir, func(name string) string {
+	err := t.fetch(aptConfig{t: t, updated: &t.updated}, "busybox-static", dir, func(name string) string {
 		if name == "./bin/busybox" || name == "./usr/bin/busybox" {
 			return "busybox"
 		}
@@ -209,7 +363,7 @@ func (t *tooling) busybox() (string, error) {
 // fetch downloads a Debian package with apt-get download (never installing
 // it), takes the files pick names out of its data archive into dir, and
 // removes the .deb. dir is written whole or not at all.
-func (t *tooling) fetch(pkg, dir string, pick func(name string) string, want ...string) error {
+func (t *tooling) fetch(apt aptConfig, pkg, dir string, pick func(name string) string, want ...string) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return fmt.Errorf("create cache directory: %w", err)
 	}
@@ -219,8 +373,8 @@ func (t *tooling) fetch(pkg, dir string, pick func(name string) string, want ...
 	}
 	defer os.RemoveAll(tmp)
 	t.log("downloading Debian package %s", pkg)
-	err = t.withAptRetry(func() error {
-		cmd := exec.Command("apt-get", "download", "-q", "-o", "APT::Sandbox::User=root", pkg)
+	err = apt.withRetry(func() error {
+		cmd := exec.Command("apt-get", append(slices.Clone(apt.opts), "download", "-q", "-o", "APT::Sandbox::User=root", pkg)...)
 		cmd.Dir = tmp
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("apt-get download %s: %w: %s", pkg, err, lastLines(string(out), 5))

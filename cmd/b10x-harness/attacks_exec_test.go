@@ -43,7 +43,7 @@ import (
 // on which the test finds nothing strict needs missing (hostStrictMissing).
 func atkStrict() bool {
 	switch testenv.Shape() {
-	case testenv.ShapeDebian61:
+	case testenv.ShapeDebian61, testenv.ShapeDebian612:
 		return true
 	case testenv.ShapeHost:
 		return atkHostStrict()
@@ -1291,7 +1291,7 @@ func killMidCall(t *testing.T, a *atkWS, cgroupFD int, flags []string) int {
 // in a new cgroup beside the test's could enable it.
 func atkHasController(t *testing.T, ctl string) []string {
 	t.Helper()
-	has := []string{testenv.ShapeDebian61}
+	has := []string{testenv.ShapeDebian61, testenv.ShapeDebian612}
 	if testenv.Shape() == testenv.ShapeHost {
 		cg, err := testenv.ProbeCgroups()
 		must(t, err)

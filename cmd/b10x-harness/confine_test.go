@@ -17,6 +17,7 @@ import (
 // host's list is found by hostStrictMissing).
 var strictMissing = map[string][]string{
 	testenv.ShapeDebian61:   nil,
+	testenv.ShapeDebian612:  nil,
 	testenv.ShapeNoLandlock: {"landlock-self", "landlock-child"},
 	testenv.ShapeCgroupV1:   {"cgroup-leaf", "pids-limit", "memory-limit", "cpu-limit"},
 }

@@ -21,6 +21,7 @@ import (
 const (
 	ShapeHost       = "host"        // this development machine, no VM
 	ShapeDebian61   = "debian-6.1"  // Debian 12 kernel, pure cgroup v2, Landlock ABI 2
+	ShapeDebian612  = "debian-6.12" // as debian-6.1 on Debian's 6.12 kernel, Landlock ABI 6
 	ShapeNoLandlock = "no-landlock" // same kernel, lsm= without landlock
 	ShapeNoUserns   = "no-userns"   // same kernel, namespace creation disabled
 	ShapeCgroupV1   = "cgroup-v1"   // same kernel, cgroup v1 hierarchies only

@@ -170,7 +170,7 @@ func loopbackUp() error {
 func setupShape(shape string) (*guestEnv, error) {
 	env := &guestEnv{shape: shape}
 	switch shape {
-	case protocol.ShapeDebian61, protocol.ShapeNoLandlock, protocol.ShapeOrdinary:
+	case protocol.ShapeDebian61, protocol.ShapeDebian612, protocol.ShapeNoLandlock, protocol.ShapeOrdinary:
 		if err := setupCgroup2(env); err != nil {
 			return nil, err
 		}
@@ -341,6 +341,12 @@ func checkShape(env *guestEnv) error {
 	case protocol.ShapeDebian61, protocol.ShapeNoUserns, protocol.ShapeCgroupV1, protocol.ShapeOrdinary:
 		if !landlock || abi < 1 {
 			return fmt.Errorf("Landlock should be active: LSM list %q, ABI %d", strings.TrimSpace(string(lsms)), abi)
+		}
+	case protocol.ShapeDebian612:
+		// The shape exists for Landlock's network rights (ABI 4) and
+		// scoping (ABI 6); a kernel without them would prove nothing new.
+		if !landlock || abi < 6 {
+			return fmt.Errorf("Landlock ABI 6 or later should be active: LSM list %q, ABI %d", strings.TrimSpace(string(lsms)), abi)
 		}
 	case protocol.ShapeNoLandlock:
 		if landlock || abi != 0 {

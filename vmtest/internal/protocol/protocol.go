@@ -19,8 +19,11 @@ import (
 
 // Shape names, the same strings as internal/testenv's. Host is not a VM shape.
 const (
-	ShapeHost       = "host"
-	ShapeDebian61   = "debian-6.1"
+	ShapeHost     = "host"
+	ShapeDebian61 = "debian-6.1"
+	// ShapeDebian612 is debian-6.1's set-up on Debian's 6.12 kernel
+	// (bookworm-backports): Landlock ABI 6, network rights included.
+	ShapeDebian612  = "debian-6.12"
 	ShapeNoLandlock = "no-landlock"
 	ShapeNoUserns   = "no-userns"
 	ShapeCgroupV1   = "cgroup-v1"
@@ -38,7 +41,7 @@ const (
 )
 
 // VMShapes lists the shapes that boot a VM, in the order they run.
-var VMShapes = []string{ShapeDebian61, ShapeNoLandlock, ShapeNoUserns, ShapeCgroupV1, ShapeOrdinary}
+var VMShapes = []string{ShapeDebian61, ShapeDebian612, ShapeNoLandlock, ShapeNoUserns, ShapeCgroupV1, ShapeOrdinary}
 
 // TestShape is the shape a guest's test binaries are told (B10X_SHAPE):
 // the shape's own name, except that ShapeOrdinary runs them as the host.

@@ -219,6 +219,16 @@ func buildRoot(p *Plan) (string, error) {
 			if err = mountPoint(base, m.Dst, !m.File); err == nil {
 				err = opErr("move_mount", m.Src, sysMoveMount(trees[i], dst))
 			}
+			// A tree cloned from a shared mount (open_tree
+			// OPEN_TREE_CLONE, here or in the parent for an idmapped
+			// workspace) and attached after "/" was made private is not
+			// covered by that: on Debian's 6.12 kernel the mounts made
+			// beneath it later (the rebinds of held paths) appeared in the
+			// host's namespace, over the real files (on 6.1 they did not).
+			// Making each attached tree private keeps them in the view.
+			if err == nil {
+				err = opErr("mount", m.Dst+", MS_REC|MS_PRIVATE", sysMount("", dst, "", syscall.MS_REC|syscall.MS_PRIVATE, ""))
+			}
 		case Symlink:
 			if err = mountPointParents(base, m.Dst); err == nil {
 				err = opErr("symlink", m.Dst, sysSymlink(m.Src, dst))
