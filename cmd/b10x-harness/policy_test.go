@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/b10x/harness/internal/testenv"
 	"github.com/b10x/harness/session"
 )
 
@@ -24,6 +26,12 @@ func TestPolicyFileCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The file declares go, make and sh for run; a guest has neither the
+	// repository nor a Go toolchain.
+	_, errGo := exec.LookPath("go")
+	_, errMake := exec.LookPath("make")
+	_, errReadme := os.Stat(filepath.Join(root, "README.md"))
+	testenv.Require(t, errGo == nil && errMake == nil && errReadme == nil, "the repository and the programs examples/policies/ci.toml declares (go, make)", testenv.InGuest()...)
 	cmd := harnessCommand("call", "--policy", "examples/policies/ci.toml", "file_read", `{"path":"README.md"}`)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1")
