@@ -46,7 +46,7 @@ func TestAutoProbesOnlyWhatItPublishes(t *testing.T) {
 		}
 	}
 	r = harness(t, "", "call", "--workspace", ws, "run", `{"argv":["true"]}`)
-	if r.code != 3 || !strings.Contains(r.stdout, `"unpublished"`) || !strings.Contains(r.stdout, "allow-program") {
+	if r.code != 3 || !strings.Contains(r.stdout, `"unpublished"`) || !strings.Contains(r.stdout, "allow_program") {
 		t.Fatalf("run without a program: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 
