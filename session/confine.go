@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -48,6 +49,9 @@ type confinementRecord struct {
 	// Enclosing are the limits of the harness's own cgroups, which bound
 	// every run call together where calls get no limits of their own.
 	Enclosing *cgroup.Enclosing `json:"enclosing_limits,omitempty"`
+	// LimitsFrom is "enclosing" when run calls take their limits from the
+	// harness's own cgroup by policy (no leaves).
+	LimitsFrom string `json:"limits_from,omitempty"`
 }
 
 // planConfinement probes the host and applies --confine. Strict on a host
@@ -56,7 +60,7 @@ type confinementRecord struct {
 // own layer: nothing it would learn about namespaces, seccomp or cgroups
 // could publish anything, and those probes are most of a short call's
 // start-up. Strict always probes everything.
-func planConfinement(m confine.Mode, execution bool, notProbed string) (confine.Mode, confine.Report, confine.Plan, error) {
+func planConfinement(m confine.Mode, execution bool, notProbed string, enclosing bool) (confine.Mode, confine.Report, confine.Plan, error) {
 	if m == confine.Off {
 		// Off enforces nothing, so there is nothing to probe.
 		plan, err := confine.Report{}.Plan(m)
@@ -69,6 +73,9 @@ func planConfinement(m confine.Mode, execution bool, notProbed string) (confine.
 		rep = confine.Probe()
 	}
 	plan, err := rep.Plan(m)
+	if enclosing {
+		return planEnclosing(m, rep, plan, err)
+	}
 	if err != nil {
 		var se *confine.StrictError
 		if errors.As(err, &se) {
@@ -88,7 +95,7 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 	if execution && p.OnlyTool != "" && p.OnlyTool != "run" && p.OnlyTool != "tool_invoke" {
 		execution, notProbed = false, "the call names "+p.OnlyTool+", so run is neither probed nor published"
 	}
-	m, rep, plan, err := planConfinement(p.Confine, execution, notProbed)
+	m, rep, plan, err := planConfinement(p.Confine, execution, notProbed, p.Run.LimitsFrom == "enclosing")
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +122,13 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 			}
 		}
 		return c, nil
+	}
+	if p.Run.LimitsFrom == "enclosing" && m != confine.Off {
+		c.record.LimitsFrom = "enclosing"
+		if enc, err := cgroup.EnclosingLimits(); err == nil {
+			c.record.Enclosing = &enc
+			s.note("limits_from enclosing: run calls get no cgroup leaf of their own; the harness's own cgroup bounds them together (" + enc.String() + ") and each call's tree dies through its PID namespace")
+		}
 	}
 	if len(plan.Missing) > 0 {
 		var names []string
@@ -231,7 +245,7 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 	if mgr != nil {
 		c.cgroupBase = mgr.Moved()
 	}
-	broker, err := spawn.StartBroker(spawn.BrokerOptions{Cgroup: mgr, Require: Requirements(m), RemoveParent: true})
+	broker, err := spawn.StartBroker(spawn.BrokerOptions{Cgroup: mgr, Require: Requirements(m, p.Run.LimitsFrom == "enclosing"), RemoveParent: true})
 	if err != nil {
 		if m == confine.Strict {
 			return nil, stepErr("confine", "strict", fmt.Errorf("starting the run broker: %w", err))
@@ -387,8 +401,10 @@ func openCgroup(m confine.Mode, plan confine.Plan, cu *cleanup, note func(string
 
 // Requirements are the layers a run child must have: strict makes the
 // whole-tree kill by cgroup and every limit fatal when missing.
-func Requirements(m confine.Mode) spawn.Requirements {
-	if m != confine.Strict {
+func Requirements(m confine.Mode, enclosing bool) spawn.Requirements {
+	if m != confine.Strict || enclosing {
+		// With enclosing limits no call has a leaf; strict checked the
+		// enclosing cgroup's limits at start (planEnclosing).
 		return spawn.Requirements{}
 	}
 	return spawn.Requirements{Layers: []string{confine.LayerCgroupLeaf, confine.LayerPidsLimit, confine.LayerMemoryLimit, confine.LayerCPULimit}}
@@ -459,4 +475,71 @@ func ProbeRunHere(rep confine.Report, ws string) error {
 		return fmt.Errorf(RunStartHere+"%w%s", err, containerHint(err))
 	}
 	return nil
+}
+
+// limitLayers are the layers enclosing limits stand in for.
+var limitLayers = []string{confine.LayerCgroupLeaf, confine.LayerPidsLimit, confine.LayerMemoryLimit, confine.LayerCPULimit}
+
+// planEnclosing is the plan when run calls take their limits from the
+// harness's own cgroup (limits_from enclosing): no call gets a leaf, the
+// whole tree dies through its PID namespace, and strict, instead of
+// per-call leaves and limits, requires the enclosing cgroup to set
+// pids.max, memory.max and cpu.max (checked now, read from the cgroup v2
+// files of the harness's cgroup and its ancestors). Every other layer
+// strict requires is required as before.
+func planEnclosing(m confine.Mode, rep confine.Report, plan confine.Plan, planErr error) (confine.Mode, confine.Report, confine.Plan, error) {
+	if m == confine.Strict {
+		var se *confine.StrictError
+		if planErr != nil && !errors.As(planErr, &se) {
+			return m, rep, plan, planErr
+		}
+		var missing []confine.Layer
+		if se != nil {
+			for _, l := range se.Missing {
+				if !slices.Contains(limitLayers, l.Name) {
+					missing = append(missing, l)
+				}
+			}
+		}
+		enc, err := cgroup.EnclosingLimits()
+		var unset []string
+		switch {
+		case err != nil:
+			unset = append(unset, "the harness's own cgroup could not be read ("+err.Error()+")")
+		default:
+			if enc.PidsMax < 0 {
+				unset = append(unset, "pids.max")
+			}
+			if enc.MemoryMax < 0 {
+				unset = append(unset, "memory.max")
+			}
+			if enc.CPUMax == "" {
+				unset = append(unset, "cpu.max")
+			}
+		}
+		if len(missing) > 0 || len(unset) > 0 {
+			var why []string
+			if len(missing) > 0 {
+				why = append(why, (&confine.StrictError{Missing: missing}).Error())
+			}
+			if len(unset) > 0 {
+				why = append(why, "limits_from enclosing: the harness's own cgroup ("+enc.Dir+") and its ancestors set no "+strings.Join(unset, ", ")+": give the pod or container resource limits")
+			}
+			return m, rep, plan, policyErr("confine", "strict", "this host cannot enforce every layer; refusing to start:\n%s\n(run `b10x-harness doctor` for the full picture)", strings.Join(why, "\n"))
+		}
+		auto, err := rep.Plan(confine.Auto)
+		if err != nil {
+			return m, rep, plan, err
+		}
+		plan = auto
+		plan.Mode = confine.Strict
+		plan.Missing = []confine.Layer{}
+	}
+	if plan.WholeTreeKill == "cgroup.kill" {
+		plan.WholeTreeKill = "pid namespace"
+	}
+	plan.ResourceLimits = false
+	plan.Missing = slices.DeleteFunc(plan.Missing, func(l confine.Layer) bool { return slices.Contains(limitLayers, l.Name) })
+	plan.Enforced = slices.DeleteFunc(plan.Enforced, func(l string) bool { return slices.Contains(limitLayers, l) })
+	return m, rep, plan, nil
 }

@@ -32,9 +32,10 @@ type Execution struct {
 	// whose Child is the spawn's Stdio.Proxy.
 	Egress *egress.Policy
 	// Notes are said once before the command starts.
-	Notes   []string
-	limits  cgroup.Limits
-	cleanup cleanup
+	Notes     []string
+	limits    cgroup.Limits
+	enclosing bool
+	cleanup   cleanup
 }
 
 // Prepare readies argv to run under p's confinement: the workspace and the
@@ -49,6 +50,9 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	if p.Confine == confine.Off {
 		return nil, policyErr("confine", "off", "exec never runs a command unconfined: use strict or auto")
 	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	lim, err := p.Run.limits()
 	if err != nil {
 		return nil, err
@@ -60,9 +64,14 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 			x.Close()
 		}
 	}()
+	enclosing := p.Run.LimitsFrom == "enclosing"
+	x.enclosing = enclosing
 	plan := confine.Plan{WholeTreeKill: "cgroup.kill"}
+	if enclosing {
+		plan.WholeTreeKill = "pid namespace"
+	}
 	if p.Confine == confine.Strict {
-		if _, _, plan, err = planConfinement(p.Confine, true, ""); err != nil {
+		if _, _, plan, err = planConfinement(p.Confine, true, "", enclosing); err != nil {
 			return nil, err
 		}
 	}
@@ -119,7 +128,7 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	if err := p.checkRequired(mgr, ""); err != nil {
 		return nil, err
 	}
-	x.Runner = spawn.NewDirect(spawn.Options{Cgroup: mgr, Require: Requirements(p.Confine)})
+	x.Runner = spawn.NewDirect(spawn.Options{Cgroup: mgr, Require: Requirements(p.Confine, enclosing)})
 	x.Spec = spawn.Spec{
 		Path: progs[prog], Argv: argv, Env: ChildEnv(p.Run.PassEnv), Dir: dir, Workspace: view.Workspace,
 		ReadPaths: view.Read, WritePaths: view.Write, Net: p.Run.NetMode() == "host", Limits: lim, Timeout: timeout,
@@ -136,6 +145,9 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 // Missing names the whole-tree and limit layers the command asked for and
 // did not get, from the layers a run applied.
 func (x *Execution) Missing(applied []string) []string {
+	if x.enclosing {
+		return nil // by policy: the enclosing cgroup's limits, no leaf
+	}
 	want := append([]confine.LayerName{confine.LayerCgroupLeaf}, confine.LimitLayers(x.limits)...)
 	var missing []string
 	for _, l := range want {

@@ -56,6 +56,7 @@ type File struct {
 	AllowDomain    []string `toml:"allow_domain" help:"Names run calls may reach through the proxy: exact (proxy.golang.org) or *.suffix (which does not match the bare suffix); case-insensitive, IDNs in ASCII form."`
 	DenyDomain     []string `toml:"deny_domain" help:"Names the proxy refuses whatever allow_domain says (deny wins)."`
 	AllowCIDR      []string `toml:"allow_cidr" help:"Addresses run calls may reach as IP literals, and non-global addresses a name may resolve to (loopback, private); e.g. 10.0.0.0/8."`
+	LimitsFrom     string   `toml:"limits_from" enum:"call,enclosing" help:"Where run calls' pids, memory and cpu limits come from: call (a cgroup leaf of its own per call) or enclosing (the harness's own cgroup, a pod's or a container's, bounds every call together; strict then requires it to set pids.max, memory.max and cpu.max)."`
 	NetMaxConns    int      `toml:"net_max_conns" help:"Proxy connections a run call may hold open at once (0: 64)."`
 	NetIdleTimeout string   `toml:"net_idle_timeout" format:"duration" help:"A proxy connection on which nothing moved for this long is closed (0: 5m)."`
 	NetMaxBytes    string   `toml:"net_max_bytes" format:"size" help:"Bytes a run call's proxy connections may move in all, both ways (0: no cap)."`
@@ -284,6 +285,8 @@ func applyKey(p *Policy, f *File, key string) error {
 	case "allow_cidr":
 		p.Run.AllowCIDR = slices.Clone(f.AllowCIDR)
 		_, err = p.Run.Egress()
+	case "limits_from":
+		p.Run.LimitsFrom, err = oneOf(f.LimitsFrom, "call", "enclosing")
 	case "net_max_conns":
 		p.Run.NetMaxConns = f.NetMaxConns
 		if f.NetMaxConns < 0 {
@@ -478,7 +481,7 @@ func (p Policy) Effective() []KeyValue {
 		"hook_timeout": p.HookTimeout.String(), "max_calls": p.MaxCalls, "max_result": sizeString(p.MaxResult), "allow_program": nonNil(p.Programs),
 		"timeout": p.Run.Timeout.String(), "memory_max": sizeString(p.Run.MemoryMax), "tmp_size": sizeString(p.Run.TmpSize), "pids_max": p.Run.PidsMax,
 		"cpu_max": p.Run.CPUMax, "net": p.Run.Net, "allow_domain": nonNil(p.Run.AllowDomain), "deny_domain": nonNil(p.Run.DenyDomain),
-		"allow_cidr": nonNil(p.Run.AllowCIDR), "net_max_conns": p.Run.NetMaxConns, "net_idle_timeout": p.Run.NetIdleTimeout.String(),
+		"allow_cidr": nonNil(p.Run.AllowCIDR), "net_max_conns": p.Run.NetMaxConns, "limits_from": p.Run.LimitsFrom, "net_idle_timeout": p.Run.NetIdleTimeout.String(),
 		"net_max_bytes": sizeString(p.Run.NetMaxBytes), "allow_read": nonNil(p.Run.AllowRead), "allow_write": nonNil(p.Run.AllowWrite),
 		"pass_env": nonNil(p.Run.PassEnv), "max_output": sizeString(p.Run.MaxOutput), "surface": string(p.Surface),
 	}

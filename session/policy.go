@@ -101,6 +101,14 @@ type RunPolicy struct {
 	// The proxy's limits, per call: net_max_conns open at once (0: the
 	// default, 64), net_idle_timeout (0: 5m), net_max_bytes over all of a
 	// call's connections (0: no cap).
+	// LimitsFrom is where run calls' pids, memory and cpu limits come from
+	// (limits_from): "call" (a cgroup leaf of its own per call, the
+	// default) or "enclosing" (the harness's own cgroup, a pod's or a
+	// container's, bounds every call together; no leaves are made and
+	// the whole tree dies through its PID namespace). Strict with
+	// enclosing requires that cgroup to set pids.max, memory.max and
+	// cpu.max instead of per-call leaves.
+	LimitsFrom     string
 	NetMaxConns    int
 	NetIdleTimeout time.Duration
 	NetMaxBytes    int64
@@ -128,11 +136,12 @@ func Defaults() Policy {
 		MaxResult:     256 << 10,
 		Surface:       surface.Flat,
 		Run: RunPolicy{
-			MemoryMax: 2 << 30,
-			TmpSize:   spawn.DefaultTmpSize,
-			PidsMax:   512,
-			Net:       "none",
-			MaxOutput: 64 << 10,
+			MemoryMax:  2 << 30,
+			TmpSize:    spawn.DefaultTmpSize,
+			PidsMax:    512,
+			Net:        "none",
+			MaxOutput:  64 << 10,
+			LimitsFrom: "call",
 		},
 	}
 }
@@ -175,6 +184,13 @@ func (p *Policy) Validate() error {
 	if _, err := p.Run.limits(); err != nil {
 		return err
 	}
+	if p.Run.LimitsFrom == "enclosing" {
+		for _, k := range []string{"pids_max", "memory_max", "cpu_max"} {
+			if p.Required[k] {
+				return policyErr(k, "", "given with limits_from enclosing, which gives calls no limits of their own (the enclosing cgroup's apply): drop one of them")
+			}
+		}
+	}
 	return nil
 }
 
@@ -199,6 +215,11 @@ func (r *RunPolicy) limits() (cgroup.Limits, error) {
 	}
 	if r.MaxOutput <= 0 {
 		return cgroup.Limits{}, policyErr("max_output", "", "must be positive")
+	}
+	switch r.LimitsFrom {
+	case "", "call", "enclosing":
+	default:
+		return cgroup.Limits{}, policyErr("limits_from", r.LimitsFrom, "want call or enclosing")
 	}
 	switch r.Net {
 	case "none", "host", "proxy":

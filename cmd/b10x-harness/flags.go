@@ -56,6 +56,7 @@ type limitFlags struct {
 	AllowDomain    []string      `sep:"none" help:"A name run calls may reach through the proxy: exact (proxy.golang.org) or *.suffix (not the bare suffix); case-insensitive; repeatable." placeholder:"PATTERN"`
 	DenyDomain     []string      `sep:"none" help:"A name the proxy refuses whatever --allow-domain says; repeatable." placeholder:"PATTERN"`
 	AllowCIDR      []string      `name:"allow-cidr" sep:"none" help:"Addresses run calls may reach as IP literals, and non-global addresses (loopback, private) a name may resolve to, e.g. 10.0.0.0/8; repeatable." placeholder:"CIDR"`
+	LimitsFrom     string        `default:"call" enum:"call,enclosing" help:"Where run calls' pids, memory and cpu limits come from: call (a cgroup leaf per call) or enclosing (the harness's own cgroup, a pod's or a container's, bounds every call together, for where no leaf can be made; strict then requires it to set pids.max, memory.max and cpu.max)."`
 	NetMaxConns    int           `help:"Proxy connections a run call may hold open at once (0: 64)."`
 	NetIdleTimeout time.Duration `help:"Close a proxy connection idle this long (0: 5m)."`
 	NetMaxBytes    byteSize      `help:"Bytes a run call's proxy connections may move in all (0: no cap)."`
@@ -98,6 +99,6 @@ func (p *policyFlags) policy(e *env, surf string) (session.Policy, error) {
 func (l *limitFlags) run() session.RunPolicy {
 	return session.RunPolicy{Timeout: l.Timeout, MemoryMax: int64(l.MemoryMax), TmpSize: int64(l.TmpSize), PidsMax: l.PidsMax,
 		CPUMax: l.CPUMax, Net: l.Net, AllowRead: l.AllowRead, AllowWrite: l.AllowWrite, PassEnv: l.PassEnv, MaxOutput: 64 << 10,
-		AllowDomain: l.AllowDomain, DenyDomain: l.DenyDomain, AllowCIDR: l.AllowCIDR, NetMaxConns: l.NetMaxConns,
+		AllowDomain: l.AllowDomain, DenyDomain: l.DenyDomain, AllowCIDR: l.AllowCIDR, NetMaxConns: l.NetMaxConns, LimitsFrom: l.LimitsFrom,
 		NetIdleTimeout: l.NetIdleTimeout, NetMaxBytes: int64(l.NetMaxBytes)}
 }

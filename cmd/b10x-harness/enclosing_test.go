@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/cgroup"
+	"github.com/b10x/harness/internal/testenv"
+)
+
+// TestStrictEnclosingLimits: with limits_from enclosing, strict takes the
+// harness's own cgroup's limits (a pod's) in place of per-call leaves. It
+// refuses where that cgroup sets none, and where it sets pids.max,
+// memory.max and cpu.max it starts, makes no leaf, and the limits bound
+// the command: a fork bomb stops at pids.max.
+func TestStrictEnclosingLimits(t *testing.T) {
+	ws := t.TempDir()
+	// Where the harness's cgroup (the test's) sets nothing, strict refuses
+	// naming what is unset.
+	if enc, err := cgroup.EnclosingLimits(); err == nil && enc.PidsMax < 0 && enc.MemoryMax < 0 && enc.CPUMax == "" {
+		r := harness(t, "", "exec", "--confine", "strict", "--limits-from", "enclosing", "--workspace", ws, "--", "/bin/true")
+		if r.code != exitUsage || !strings.Contains(r.stderr, "set no pids.max, memory.max, cpu.max") {
+			t.Errorf("strict with unbounded enclosing limits: exit %d, %s", r.code, r.stderr)
+		}
+	}
+	r := harness(t, "", "exec", "--limits-from", "enclosing", "--pids-max", "10", "--workspace", ws, "--", "/bin/true")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--pids-max: given with limits_from enclosing") {
+		t.Errorf("a per-call limit with limits_from enclosing: exit %d, %s", r.code, r.stderr)
+	}
+
+	cgs, err := testenv.ProbeCgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mount, self := atkCgroup2(t)
+	ok := mount != "" && os.Geteuid() == 0 && !cgs.LimitControllersLack()
+	testenv.Require(t, ok, "a cgroup v2 with pids, memory and cpu controllers, as root", append(testenv.HostLacks(cgs.LimitControllersLack()), testenv.ShapeCgroupV1, testenv.ShapeNoUserns)...)
+	// A pod: a cgroup with limits, holding the harness.
+	pod := filepath.Join(mount, filepath.Dir(self), fmt.Sprintf("b10x-pod-%d", os.Getpid()))
+	if filepath.Dir(self) == "/" || self == "/" {
+		pod = filepath.Join(mount, fmt.Sprintf("b10x-pod-%d", os.Getpid()))
+	}
+	parent := filepath.Dir(pod)
+	for _, c := range []string{"+pids", "+memory", "+cpu"} {
+		_ = os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte(c), 0)
+	}
+	must(t, os.Mkdir(pod, 0o755))
+	t.Cleanup(func() {
+		for _, d := range atkSubCgroups(pod) {
+			os.Remove(d)
+		}
+		os.Remove(pod)
+	})
+	for f, v := range map[string]string{"pids.max": "40", "memory.max": "512M", "cpu.max": "100000 100000"} {
+		if err := os.WriteFile(filepath.Join(pod, f), []byte(v), 0); err != nil {
+			t.Fatalf("%s: %v (the shape offers the controller but the test cannot set it)", f, err)
+		}
+	}
+	fd, err := unix.Open(pod, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	must(t, err)
+	defer unix.Close(fd)
+
+	r = harnessIn(t, fd, "", "exec", "--confine", "strict", "--limits-from", "enclosing", "--workspace", ws, "--", "/bin/true")
+	if r.code != 0 {
+		t.Fatalf("strict with the pod's limits: exit %d, %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "pids.max 40") || strings.Contains(r.stderr, "ran without") {
+		t.Errorf("the note does not say what bounds the command: %s", r.stderr)
+	}
+	if left := atkSubCgroups(pod); len(left) != 0 {
+		t.Errorf("cgroups made under the pod's: %v", left)
+	}
+	// A fork bomb stops at the pod's pids.max.
+	bomb := "n=0; while [ $n -lt 200 ]; do sleep 30 & n=$((n+1)); done 2>/dev/null; echo started; kill 0"
+	r = harnessIn(t, fd, "", "exec", "--confine", "strict", "--limits-from", "enclosing", "--timeout", "60s", "--workspace", ws, "--", "/bin/sh", "-c", bomb)
+	peak, _ := os.ReadFile(filepath.Join(pod, "pids.peak"))
+	events, _ := os.ReadFile(filepath.Join(pod, "pids.events"))
+	if !strings.Contains(string(events), "max ") || strings.Contains(string(events), "max 0") {
+		t.Errorf("the fork bomb did not meet the pod's pids.max: pids.events %q, peak %s, exit %d %s", events, peak, r.code, r.stderr)
+	}
+}
