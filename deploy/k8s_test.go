@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/b10x/harness/session"
 )
 
 // The manifests are YAML written in JSON's syntax: full-line # comments,
@@ -303,17 +305,33 @@ func checkEvalJob(cm, job obj, claims map[string]bool) []string {
 		}
 		return s
 	}(), " ")
-	for _, want := range []string{"b10x-harness run", "--confine \"$CONFINE\"", "--record \"/records/", "--json", "$JOB_COMPLETION_INDEX"} {
+	for _, want := range []string{"b10x-harness run", "--policy /tasks/policy.toml", "--record \"/records/", "--json", "$JOB_COMPLETION_INDEX"} {
 		if !strings.Contains(cmd, want) {
 			bad("the command lacks %q", want)
 		}
 	}
-	env := map[string]string{}
-	for _, e := range list(c, "env") {
-		env[str(e, "name")] = str(e, "value")
+	if strings.Contains(cmd, "--confine") {
+		bad("the command sets --confine, which overrides the policy file's")
 	}
-	if env["CONFINE"] != "strict" {
-		bad("CONFINE is %q, want strict", env["CONFINE"])
+	// The policy the pods run: parsed as the harness parses it, strict,
+	// with the pod's own limits standing in for per-call leaves.
+	pf, err := session.ParseFile("policy.toml", []byte(str(cm, "data", "policy.toml")))
+	if err != nil {
+		bad("policy.toml: %v", err)
+	} else {
+		pol := session.Defaults()
+		if err := pf.Apply(&pol); err != nil {
+			bad("policy.toml: %v", err)
+		}
+		if pol.Confine.String() != "strict" || pol.Run.LimitsFrom != "enclosing" {
+			bad("policy.toml: confine %s, limits_from %q; want strict with the pod's limits (enclosing)", pol.Confine, pol.Run.LimitsFrom)
+		}
+	}
+	lim := path(c, "resources", "limits")
+	for _, k := range []string{"cpu", "memory"} {
+		if str(lim, k) == "" {
+			bad("resources.limits.%s missing: strict with limits_from enclosing needs the pod's limits", k)
+		}
 	}
 	mounted := false
 	for _, m := range list(c, "volumeMounts") {
@@ -392,6 +410,9 @@ func checkARC(values, workflow obj) []string {
 		if !strings.Contains(shell, "--confine strict") {
 			bad("job %s: the shell does not ask for --confine strict", name)
 		}
+		if !strings.Contains(shell, "--limits-from enclosing") {
+			bad("job %s: strict in a runner pod needs --limits-from enclosing (the pod cannot make cgroup leaves)", name)
+		}
 		if str(j, "runs-on") == "" {
 			bad("job %s: no runs-on", name)
 		}
@@ -443,12 +464,15 @@ func TestChecksCatchMistakes(t *testing.T) {
 		"runtime default": func(j obj) {
 			set(j, obj{"type": "RuntimeDefault"}, "spec", "template", "spec", "securityContext", "seccompProfile")
 		},
-		"no limits":        func(j obj) { set(j, obj{"cpu": "1"}, append(c, "resources", "limits")...) },
-		"masked proc":      func(j obj) { set(j, "Default", append(c, "securityContext", "procMount")...) },
-		"host users":       func(j obj) { set(j, true, "spec", "template", "spec", "hostUsers") },
-		"root":             func(j obj) { set(j, json.Number("0"), "spec", "template", "spec", "securityContext", "runAsUser") },
-		"caps kept":        func(j obj) { set(j, obj{"drop": []any{"NET_RAW"}}, append(c, "securityContext", "capabilities")...) },
-		"auto":             func(j obj) { set(j, obj{"name": "CONFINE", "value": "auto"}, append(c, "env", 0)...) },
+		"no limits":   func(j obj) { set(j, obj{"cpu": "1"}, append(c, "resources", "limits")...) },
+		"masked proc": func(j obj) { set(j, "Default", append(c, "securityContext", "procMount")...) },
+		"host users":  func(j obj) { set(j, true, "spec", "template", "spec", "hostUsers") },
+		"root":        func(j obj) { set(j, json.Number("0"), "spec", "template", "spec", "securityContext", "runAsUser") },
+		"caps kept":   func(j obj) { set(j, obj{"drop": []any{"NET_RAW"}}, append(c, "securityContext", "capabilities")...) },
+		"auto": func(j obj) {
+			set(j, []any{"exec b10x-harness run --policy /tasks/policy.toml --confine auto --record \"/records/x\" --json $JOB_COMPLETION_INDEX"}, append(c, "args")...)
+		},
+		"no memory limit":  func(j obj) { set(j, obj{"cpu": "2"}, append(c, "resources", "limits")...) },
 		"more completions": func(j obj) { set(j, json.Number(strconv.Itoa(9)), "spec", "completions") },
 		"unknown claim": func(j obj) {
 			set(j, "nosuch", "spec", "template", "spec", "volumes", 2, "persistentVolumeClaim", "claimName")
