@@ -118,6 +118,11 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	if rel, inside := RelInside(ws.Dir(), cwd); inside {
 		dir = filepath.Join(ws.Dir(), rel)
 	}
+	if enclosing {
+		if enc, err := cgroup.EnclosingLimits(); err == nil {
+			x.Notes = append(x.Notes, "limits_from enclosing: the command gets no cgroup leaf of its own; the harness's own cgroup bounds it ("+enc.String()+") and its tree dies through its PID namespace")
+		}
+	}
 	if x.Egress, err = p.Run.Egress(); err != nil {
 		return nil, err
 	}
