@@ -367,3 +367,39 @@ func TestEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderFlood: a program sending endless headers gets a refusal, and
+// the proxy holds no more than its budget.
+func TestHeaderFlood(t *testing.T) {
+	r := newRig(t, &Policy{Allow: pats(t, "x.test")}, nil)
+	c, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go func() {
+		fmt.Fprintf(c, "GET http://x.test/ HTTP/1.1\r\nHost: x.test\r\n")
+		line := "X-Pad: " + strings.Repeat("a", 1000) + "\r\n"
+		for i := 0; i < 1000; i++ {
+			if _, err := io.WriteString(c, line); err != nil {
+				return
+			}
+		}
+	}()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.Contains(resp, "403") {
+		t.Fatalf("a 1 MB header: %q %v, want a 403", resp, err)
+	}
+	if ev := r.waitEvent("", 1); !strings.Contains(ev[0].Rule, "larger than 64 KiB") {
+		t.Errorf("event %+v", ev[0])
+	}
+}
+
+func TestWithEnv(t *testing.T) {
+	env := WithEnv([]string{"PATH=/bin", "HTTPS_PROXY=http://evil:1", "https_proxy=http://evil:1", "KEEP=1"})
+	got := strings.Join(env, "\n")
+	if strings.Contains(got, "evil") || !strings.Contains(got, "KEEP=1") || !strings.Contains(got, "PATH=/bin") || !strings.Contains(got, "HTTPS_PROXY=http://127.0.0.1:3128") {
+		t.Errorf("WithEnv: %v", env)
+	}
+}

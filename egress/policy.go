@@ -201,6 +201,25 @@ var nonGlobal = func() []netip.Prefix {
 	return ps
 }()
 
+// WithEnv returns env with the proxy's variables (Env) in place of any of
+// the same names it held: a variable passed from the harness's own
+// environment cannot point a child elsewhere.
+func WithEnv(env []string) []string {
+	proxy := Env()
+	names := map[string]bool{}
+	for _, kv := range proxy {
+		n, _, _ := strings.Cut(kv, "=")
+		names[n] = true
+	}
+	out := make([]string, 0, len(env)+len(proxy))
+	for _, kv := range env {
+		if n, _, _ := strings.Cut(kv, "="); !names[n] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, proxy...)
+}
+
 // Env is the environment a child needs to find the proxy, in the forms
 // common clients read: upper- and lower-case HTTP_PROXY, HTTPS_PROXY,
 // ALL_PROXY (SOCKS5 with names resolved by the proxy) and NO_PROXY for

@@ -207,16 +207,17 @@ func (s *Served) refuseBusy(c net.Conn) {
 // byte is 5, HTTP otherwise.
 func (s *Served) serve(c net.Conn) {
 	_ = c.SetDeadline(time.Now().Add(s.idle()))
-	br := bufio.NewReader(c)
+	hb := &headerBudget{r: c}
+	br := bufio.NewReader(hb)
 	b, err := br.Peek(1)
 	if err != nil {
 		return
 	}
 	if b[0] == 5 {
-		s.socks(c, br)
+		s.socks(c, br, hb)
 		return
 	}
-	s.http(c, br)
+	s.http(c, br, hb)
 }
 
 func (s *Served) idle() time.Duration {
@@ -346,12 +347,19 @@ func (s *Served) pipe(client net.Conn, clientR io.Reader, dst net.Conn, e *Event
 
 // http serves HTTP: CONNECT tunnels, and absolute-URI requests forwarded
 // one at a time (each decided on its own).
-func (s *Served) http(c net.Conn, br *bufio.Reader) {
+func (s *Served) http(c net.Conn, br *bufio.Reader, hb *headerBudget) {
 	for {
+		hb.limit()
 		req, err := http.ReadRequest(br)
 		if err != nil {
+			if errors.Is(err, errHeaderBudget) {
+				e := Event{Time: time.Now(), Protocol: "http", Decision: "denied", Rule: "request headers larger than 64 KiB"}
+				s.refuseHTTP(c, &e)
+			}
 			return
 		}
+		// The body and a tunnel's bytes are the program's to move.
+		hb.unlimited = true
 		if req.Method == http.MethodConnect {
 			host, port := splitHostPort(req.Host, 443)
 			e := Event{Protocol: "connect"}
@@ -486,7 +494,7 @@ const (
 
 // socks serves one SOCKS5 CONNECT (no authentication; names are resolved
 // here, by the proxy: socks5h).
-func (s *Served) socks(c net.Conn, br *bufio.Reader) {
+func (s *Served) socks(c net.Conn, br *bufio.Reader, hb *headerBudget) {
 	var hdr [2]byte
 	if _, err := io.ReadFull(br, hdr[:]); err != nil {
 		return
@@ -560,6 +568,7 @@ func (s *Served) socks(c net.Conn, br *bufio.Reader) {
 		return
 	}
 	socksReply(c, socksOK)
+	hb.unlimited = true
 	s.pipe(c, br, dst, &e)
 	s.report(e)
 }
@@ -567,3 +576,35 @@ func (s *Served) socks(c net.Conn, br *bufio.Reader) {
 func socksReply(c net.Conn, code byte) {
 	_, _ = c.Write([]byte{5, code, 0, 1, 0, 0, 0, 0, 0, 0})
 }
+
+// maxHeader bounds what a program may send before its request's headers
+// end (or its SOCKS5 greeting and request): the proxy holds it in memory.
+const maxHeader = 64 << 10
+
+// headerBudget reads from r, failing once maxHeader bytes have been read
+// since the last reset, until unlimited is set (a tunnel's bytes are the
+// program's to move).
+type headerBudget struct {
+	r         io.Reader
+	n         int
+	unlimited bool
+}
+
+func (h *headerBudget) Read(p []byte) (int, error) {
+	if !h.unlimited {
+		if h.n >= maxHeader {
+			return 0, errHeaderBudget
+		}
+		if len(p) > maxHeader-h.n {
+			p = p[:maxHeader-h.n]
+		}
+	}
+	n, err := h.r.Read(p)
+	h.n += n
+	return n, err
+}
+
+// limit starts a new budget (before a request's headers).
+func (h *headerBudget) limit() { h.n, h.unlimited = 0, false }
+
+var errHeaderBudget = errors.New("egress: request headers larger than 64 KiB")

@@ -141,7 +141,7 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	}
 	if x.Egress != nil {
 		x.Spec.ProxyPort = egress.Port
-		x.Spec.Env = append(x.Spec.Env, egress.Env()...)
+		x.Spec.Env = egress.WithEnv(x.Spec.Env)
 	}
 	ok = true
 	return x, nil

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -364,7 +363,7 @@ func (cfg RunConfig) spec(path string, argv []string, dir string, timeout time.D
 	}
 	if cfg.Egress != nil {
 		s.ProxyPort = egress.Port
-		s.Env = append(slices.Clone(cfg.Env), egress.Env()...)
+		s.Env = egress.WithEnv(cfg.Env)
 	}
 	return s
 }
