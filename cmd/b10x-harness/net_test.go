@@ -186,6 +186,7 @@ func TestProxyEgress(t *testing.T) {
 // program holding a tunnel open is killed at its deadline, and the test
 // server sees its connection closed.
 func TestProxyDiesWithTheCall(t *testing.T) {
+	testenv.Require(t, atkExecution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
 	self, err := filepath.Abs(os.Args[0])
 	if err != nil {
 		t.Fatal(err)
@@ -311,6 +312,7 @@ func insecureTLS() *tls.Config { return &tls.Config{InsecureSkipVerify: true} } 
 // with a 403 naming the rule; a direct connection, UDP, a raw and a packet
 // socket reach nothing.
 func TestProxyEgressEverywhere(t *testing.T) {
+	testenv.Require(t, atkExecution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
 	self, err := filepath.Abs(os.Args[0])
 	if err != nil {
 		t.Fatal(err)
