@@ -48,10 +48,11 @@ vmtest: helper
 	$(GO) run ./vmtest -ldflags='$(HELPER_LDFLAGS)' -env B10X_REQUIRE_HELPER_IMAGE=1 -selftest -shapes all
 
 # vmtest-ci is what `make test` (and so CI) runs: every VM shape
-# (debian-6.1, no-landlock, no-userns, cgroup-v1) with every package that
-# has kernel-facing tests, and `ordinary`, where the same packages run as
-# the host suite on a second kind of host (pure cgroup v2, another kernel;
-# decision 0048). The host shape is `hosttest`.
+# (debian-6.1, debian-6.12 with Landlock ABI 6, no-landlock, no-userns,
+# cgroup-v1) with every package that has kernel-facing tests, and
+# `ordinary`, where the same packages run as the host suite on a second
+# kind of host (pure cgroup v2, another kernel; decisions 0048 and 0064).
+# The host shape is `hosttest`.
 VM_CI_SHAPES := debian-6.1,debian-6.12,no-landlock,no-userns,cgroup-v1,ordinary
 VM_CI_PKGS := ./confine/...,./cgroup/...,./gate/...,./surface/...,./tools/...,./agent/...,./session/...,./cmd/...
 vmtest-ci: helper
