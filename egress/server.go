@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/b10x/harness/record"
 )
 
 // Event is one connection attempt: its destination, the decision and the
@@ -31,6 +33,12 @@ type Event struct {
 	BytesDown int64         `json:"bytes_down"`
 	Duration  time.Duration `json:"duration_ns"`
 	Error     string        `json:"error,omitempty"` // why an allowed connection failed or ended early
+}
+
+// Line is the attempt as the run record's net line of call seq.
+func (e Event) Line(seq int64) record.Net {
+	return record.Net{Event: "net", Seq: seq, Time: e.Time.UTC(), Protocol: e.Protocol, Host: e.Host, Port: e.Port, Decision: e.Decision,
+		Rule: e.Rule, Addr: e.Addr, BytesUp: e.BytesUp, BytesDown: e.BytesDown, DurationMS: e.Duration.Milliseconds(), Error: e.Error}
 }
 
 // Denied reports whether the attempt was refused by a rule or a limit.

@@ -470,8 +470,7 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 	execCtx = tools.WithEgressReport(execCtx, func(e egress.Event) {
 		// A failed write here is the record's own failure, seen by the
 		// call line after the call.
-		_ = g.cfg.Recorder.Write(record.Net{Event: "net", Seq: seq, Time: e.Time.UTC(), Protocol: e.Protocol, Host: e.Host, Port: e.Port,
-			Decision: e.Decision, Rule: e.Rule, Addr: e.Addr, BytesUp: e.BytesUp, BytesDown: e.BytesDown, DurationMS: e.Duration.Milliseconds(), Error: e.Error})
+		_ = g.cfg.Recorder.Write(e.Line(seq))
 	})
 	res, err := prep.Execute(execCtx)
 	stopped := ended(ctx, execCtx)

@@ -94,7 +94,7 @@ func (c *execCmd) Run(e *env) error {
 	var ch *egress.Channel
 	if x.Egress != nil {
 		ch, err = egress.NewChannel(x.Egress, egress.Options{Report: func(ev egress.Event) {
-			n := netLine(ev)
+			n := ev.Line(1) // exec's one command is call 1
 			netMu.Lock()
 			conns = append(conns, n)
 			netMu.Unlock()
@@ -191,11 +191,6 @@ func (c *execCmd) prepare(e *env, argv []string) (*session.Execution, error) {
 	return session.Prepare(pol, argv)
 }
 
-// netLine is a proxy attempt as a record line (exec's one command is seq 1).
-func netLine(e egress.Event) record.Net {
-	return record.Net{Event: "net", Seq: 1, Time: e.Time.UTC(), Protocol: e.Protocol, Host: e.Host, Port: e.Port, Decision: e.Decision,
-		Rule: e.Rule, Addr: e.Addr, BytesUp: e.BytesUp, BytesDown: e.BytesDown, DurationMS: e.Duration.Milliseconds(), Error: e.Error}
-}
 
 // openRecord opens --record and writes its run_start; the recorder is nil
 // (records nothing) without --record.
