@@ -191,7 +191,6 @@ func (c *execCmd) prepare(e *env, argv []string) (*session.Execution, error) {
 	return session.Prepare(pol, argv)
 }
 
-
 // openRecord opens --record and writes its run_start; the recorder is nil
 // (records nothing) without --record.
 func (c *execCmd) openRecord(argv []string) (*record.Recorder, func(), error) {
