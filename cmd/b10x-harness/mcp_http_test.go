@@ -3,10 +3,18 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -366,5 +374,140 @@ func TestMCPHTTPRefusals(t *testing.T) {
 	}
 	if fi, err := os.Lstat(notSock); err != nil || !fi.Mode().IsRegular() {
 		t.Errorf("the file in the socket's place was touched: %v %v", fi, err)
+	}
+}
+
+// TestMCPHTTPTLS: with --tls-cert and --tls-key a non-loopback address
+// (here every interface) is served, over TLS only.
+func TestMCPHTTPTLS(t *testing.T) {
+	ws, _ := sampleWorkspace(t)
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	must(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "b10x-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	must(t, err)
+	kb, err := x509.MarshalECPrivateKey(key)
+	must(t, err)
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	must(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644))
+	must(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600))
+
+	srv := startHTTP(t, tokenFile(t, httpToken, 0o600), "--listen", "0.0.0.0:0", "--tls-cert", certFile, "--tls-key", keyFile, "--workspace", ws)
+	_, port, err := net.SplitHostPort(srv.addr)
+	must(t, err)
+	cert, err := x509.ParseCertificate(der)
+	must(t, err)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	hc := &http.Client{Transport: bearer{"Bearer " + httpToken, tr}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx,
+		&sdk.StreamableClientTransport{Endpoint: "https://127.0.0.1:" + port + "/mcp", HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatalf("connect over TLS: %v\n%s", err, srv.stderr)
+	}
+	c := &mcpServer{cs: cs, stderr: srv.stderr}
+	defer c.close(t)
+	if _, o := c.call(t, "file_read", json.RawMessage(`{"path":"hello.txt"}`)); o["result"] != "hello\nworld\n" {
+		t.Errorf("file_read over TLS: %v", o)
+	}
+	resp, err := http.Get("http://127.0.0.1:" + port + "/mcp")
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode < 400 {
+			t.Errorf("plain HTTP on the TLS port: %s", resp.Status)
+		}
+	}
+}
+
+// TestMCPHTTPRunCancelled: over HTTP, a run call with a progress token
+// hears progress, and cancelling it (notifications/cancelled) kills its
+// whole tree, checked by a scan of the host's processes, and records it
+// cancelled.
+func TestMCPHTTPRunCancelled(t *testing.T) {
+	testenv.Require(t, atkExecution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	ws, _ := sampleWorkspace(t)
+	rec := filepath.Join(t.TempDir(), "rec.jsonl")
+	srv := startHTTP(t, tokenFile(t, httpToken, 0o600), "--listen", "127.0.0.1:0", "--workspace", ws, "--allow-program", "sh", "--approve", "all", "--record", rec)
+	progressed := make(chan struct{}, 1)
+	c := srv.connect(t, &sdk.ClientOptions{ProgressNotificationHandler: func(context.Context, *sdk.ProgressNotificationClientRequest) {
+		select {
+		case progressed <- struct{}{}:
+		default:
+		}
+	}})
+	marker := fmt.Sprintf("%d.%d", 2000+os.Getpid()%1000, time.Now().UnixNano()%100000)
+	args, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", fmt.Sprintf("sleep %s & sleep %s & wait", marker, marker)}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		p := &sdk.CallToolParams{Name: "run", Arguments: json.RawMessage(args)}
+		p.SetProgressToken("p1")
+		_, err := c.cs.CallTool(ctx, p)
+		errc <- err
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(mcpMarked(marker)) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the program's tree did not start; stderr:\n%s", srv.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case <-progressed:
+	case <-time.After(10 * time.Second):
+		t.Error("no progress notification within 10s")
+	}
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("a cancelled call returned no error")
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for len(mcpMarked(marker)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes left after the cancelled call: %v", mcpMarked(marker))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.close(t)
+	srv.stop(t)
+	if got, want := recordLines(t, rec), []string{"run_start", "call run cancelled", "run_end cancelled"}; !slices.Equal(got, want) {
+		t.Errorf("record %v, want %v", got, want)
+	}
+}
+
+// TestMCPHTTPSigtermDuringCall: SIGTERM while a run call is in flight
+// kills the call's tree, records it cancelled, and ends the record.
+func TestMCPHTTPSigtermDuringCall(t *testing.T) {
+	testenv.Require(t, atkExecution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	ws, _ := sampleWorkspace(t)
+	rec := filepath.Join(t.TempDir(), "rec.jsonl")
+	srv := startHTTP(t, tokenFile(t, httpToken, 0o600), "--listen", "unix:"+filepath.Join(t.TempDir(), "s"), "--workspace", ws, "--allow-program", "sh", "--approve", "all", "--record", rec)
+	c := srv.connect(t, nil)
+	marker := fmt.Sprintf("%d.%d", 3000+os.Getpid()%1000, time.Now().UnixNano()%100000)
+	args, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", fmt.Sprintf("sleep %s & wait", marker)}})
+	go c.cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "run", Arguments: json.RawMessage(args)})
+	deadline := time.Now().Add(30 * time.Second)
+	for len(mcpMarked(marker)) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the program did not start; stderr:\n%s", srv.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code := srv.stop(t); code != exitInterrupted {
+		t.Errorf("exit %d, want %d\n%s", code, exitInterrupted, srv.stderr)
+	}
+	if left := mcpMarked(marker); len(left) > 0 {
+		t.Errorf("processes left after SIGTERM: %v", left)
+	}
+	if got, want := recordLines(t, rec), []string{"run_start", "call run cancelled", "run_end cancelled"}; !slices.Equal(got, want) {
+		t.Errorf("record %v, want %v", got, want)
 	}
 }
