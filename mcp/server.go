@@ -19,6 +19,16 @@
 // auto, stated in the server's instructions) or is refused at initialize
 // (mode prompt). The server never opens /dev/tty.
 //
+// # Transports
+//
+// ServeStdio serves one session on newline-delimited JSON-RPC. Handler and
+// ServeStreamable serve MCP streamable HTTP behind a bearer token: every
+// client that initializes gets an MCP session of its own, and all of them
+// share the one gate (budget, standing approvals, record). Listen opens the
+// listener they take (a Unix socket or a loopback address; TLS for any
+// other) and ReadToken the token; both must run before the harness
+// confines itself.
+//
 // # What it does not do
 //
 // Client roots are ignored: the workspace is the policy's. The server
