@@ -511,3 +511,28 @@ func TestMCPHTTPSigtermDuringCall(t *testing.T) {
 		t.Errorf("record %v, want %v", got, want)
 	}
 }
+
+// TestMCPHTTPMessageCap: an authorized request body over the message cap
+// (9 MiB) gets 413 and the server goes on serving.
+func TestMCPHTTPMessageCap(t *testing.T) {
+	ws, _ := sampleWorkspace(t)
+	srv := startHTTP(t, tokenFile(t, httpToken, 0o600), "--listen", "127.0.0.1:0", "--workspace", ws)
+	c := srv.connect(t, nil)
+	big := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"file_read","arguments":{"path":"` + strings.Repeat("a", 10<<20) + `"}}}`
+	hc, url := srv.client("Bearer " + httpToken)
+	req, _ := http.NewRequest("POST", url, strings.NewReader(big))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", c.cs.ID())
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a 10 MiB message: %s, want 413", resp.Status)
+	}
+	if _, o := c.call(t, "file_read", json.RawMessage(`{"path":"hello.txt"}`)); o["status"] != "executed" {
+		t.Errorf("after the oversized message: %v", o)
+	}
+}
