@@ -37,7 +37,9 @@ const MinTokenLen = 32
 // anything but visible ASCII (a header value cannot carry the rest). The
 // errors name the file and never quote its content.
 func ReadToken(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: a FIFO in the token's place must be refused, not wait
+	// for a writer.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("token file: %w", err)
 	}

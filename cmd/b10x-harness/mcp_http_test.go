@@ -336,6 +336,8 @@ func TestMCPHTTPRefusals(t *testing.T) {
 	good := tokenFile(t, httpToken, 0o600)
 	notSock := filepath.Join(t.TempDir(), "file")
 	must(t, os.WriteFile(notSock, nil, 0o600))
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	must(t, syscall.Mkfifo(fifo, 0o600))
 	cases := []struct {
 		name string
 		args []string
@@ -349,6 +351,7 @@ func TestMCPHTTPRefusals(t *testing.T) {
 		{"not an address", []string{"--token-file", good, "--listen", "nonsense"}, "want unix:PATH or HOST:PORT"},
 		{"not a socket", []string{"--token-file", good, "--listen", "unix:" + notSock}, "exists and is not a socket"},
 		{"missing token file", []string{"--token-file", filepath.Join(ws, "nope"), "--listen", "127.0.0.1:0"}, "no such file"},
+		{"token fifo", []string{"--token-file", fifo, "--listen", "127.0.0.1:0"}, "is not a regular file"},
 		{"empty token file", []string{"--token-file", tokenFile(t, "\n", 0o600), "--listen", "127.0.0.1:0"}, "is empty"},
 		{"readable token file", []string{"--token-file", tokenFile(t, httpToken, 0o640), "--listen", "127.0.0.1:0"}, "accessible to group or others (mode 0640)"},
 		{"short token", []string{"--token-file", tokenFile(t, "short-secret-31-bytes-long-abcd", 0o600), "--listen", "127.0.0.1:0"}, "a token of 31 bytes; at least 32"},
