@@ -19,6 +19,16 @@
 // auto, stated in the server's instructions) or is refused at initialize
 // (mode prompt). The server never opens /dev/tty.
 //
+// # Transports
+//
+// ServeStdio serves one session on newline-delimited JSON-RPC. Handler and
+// ServeStreamable serve MCP streamable HTTP behind a bearer token: every
+// client that initializes gets an MCP session of its own, and all of them
+// share the one gate (budget, standing approvals, record). Listen opens the
+// listener they take (a Unix socket or a loopback address; TLS for any
+// other) and ReadToken the token; both must run before the harness
+// confines itself.
+//
 // # What it does not do
 //
 // Client roots are ignored: the workspace is the policy's. The server
@@ -37,6 +47,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -88,7 +99,14 @@ type Server struct {
 	listed map[string]int // tool name → its place in the surface's list
 	sdk    *sdk.Server
 	maxMsg int64
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed by stopCalls: every call's context ends
 }
+
+// stopCalls cancels every call in flight and every later one: the server
+// is shutting down (ServeStreamable).
+func (s *Server) stopCalls() { s.stopOnce.Do(func() { close(s.stopped) }) }
 
 // NewServer returns a server presenting cfg.Surface. It fails when Surface
 // or Gate is missing, or when the gate's approver would ask on a terminal.
@@ -102,7 +120,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "devel"
 	}
-	s := &Server{cfg: cfg, listed: map[string]int{}, maxMsg: cfg.MaxMessage}
+	s := &Server{cfg: cfg, listed: map[string]int{}, maxMsg: cfg.MaxMessage, stopped: make(chan struct{})}
 	if s.maxMsg <= 0 {
 		s.maxMsg = DefaultMaxMessage
 	}
@@ -238,7 +256,15 @@ func (s *Server) call(ctx context.Context, req *sdk.CallToolRequest) (_ *sdk.Cal
 	if req == nil || req.Params == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing params"}
 	}
-	ctx = withSession(ctx, req.Session)
+	ctx, cancel := context.WithCancel(withSession(ctx, req.Session))
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stopped:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		var out atomic.Int64
 		ctx = tools.WithProgress(ctx, func(n int64) {
