@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/net/idna"
@@ -182,7 +183,7 @@ func (p *Policy) Reachable(a netip.Addr) (bool, string) {
 	case !a.IsGlobalUnicast():
 		return false, "not global"
 	}
-	for _, r := range nonGlobal {
+	for _, r := range nonGlobal() {
 		if r.Contains(a) {
 			return false, "reserved (" + r.String() + ")"
 		}
@@ -191,15 +192,16 @@ func (p *Policy) Reachable(a netip.Addr) (bool, string) {
 }
 
 // nonGlobal are ranges Go's IsGlobalUnicast admits that are not reachable
-// destinations on the Internet (RFC 6890 and successors).
-var nonGlobal = func() []netip.Prefix {
+// destinations on the Internet (RFC 6890 and successors). Parsed at the
+// first check, not by every start (decision 0066).
+var nonGlobal = sync.OnceValue(func() []netip.Prefix {
 	var ps []netip.Prefix
 	for _, s := range []string{"0.0.0.0/8", "100.64.0.0/10", "192.0.0.0/24", "192.0.2.0/24", "198.18.0.0/15",
 		"198.51.100.0/24", "203.0.113.0/24", "240.0.0.0/4", "64:ff9b:1::/48", "100::/64", "2001::/23", "2001:db8::/32", "fc00::/7"} {
 		ps = append(ps, netip.MustParsePrefix(s))
 	}
 	return ps
-}()
+})
 
 // WithEnv returns env with the proxy's variables (Env) in place of any of
 // the same names it held: a variable passed from the harness's own

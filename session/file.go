@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
@@ -171,7 +172,7 @@ func ParseFile(path string, content []byte) (*LoadedFile, error) {
 			if key != "" {
 				if w := wantType(key); w != "" {
 					msg = "want " + w
-					if m := tomlKind.FindStringSubmatch(de.Error()); m != nil {
+					if m := tomlKind().FindStringSubmatch(de.Error()); m != nil {
 						msg += ", not a TOML " + m[1]
 					}
 				}
@@ -356,8 +357,9 @@ func parsePositiveSize(s string) (int64, error) {
 	return n, err
 }
 
-// tomlKind finds the kind of value a type error names.
-var tomlKind = regexp.MustCompile(`TOML (\w+)`)
+// tomlKind finds the kind of value a type error names. It is compiled at
+// the first policy file with a type error, not by every start (decision 0066).
+var tomlKind = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`TOML (\w+)`) })
 
 // FileKeys lists the keys of a policy file, in the order of File.
 func FileKeys() []string {

@@ -315,7 +315,7 @@ func (d *direct) start(ctx context.Context, s Spec, p *prepared, stdio Stdio) (R
 		}
 	}()
 	for _, w := range p.idmapped {
-		t, err := idmappedTree(w, p.hostUID, w == p.workspace)
+		t, err := idmappedTree(w, p.hostUID, w == p.workspace, d.helperExe())
 		if err != nil {
 			return res, &SetupError{Step: "identity", Err: err}
 		}

@@ -108,7 +108,7 @@ func ProbeIdentity(ws string) (Identity, error) {
 	case !d.root:
 		id.Why = "the harness's own"
 	case idmap:
-		tree, err := idmappedTree(pinned, idmapUID, true)
+		tree, err := idmappedTree(pinned, idmapUID, true, d.helperExe())
 		if err != nil {
 			return Identity{}, err
 		}

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Start-up against the peers (issue 17), in ONE hyperfine run: bare
+# /bin/true, bubblewrap, firejail, Codex's Linux sandbox and Anthropic's
+# sandbox-runtime when they install and run, `b10x-harness exec -- /bin/true`
+# and `b10x-harness --version`. Installs hyperfine, bubblewrap and firejail
+# with apt when missing; Codex (@openai/codex) and sandbox-runtime
+# (@anthropic-ai/sandbox-runtime, which needs ripgrep and socat) with npm into
+# a cache directory, both optional: a peer that does not install or run is
+# left out and the output says why. Figures go in docs/BENCHMARKS.md
+# ("Start-up against the peers").
+#
+#   bench/peers.sh                       # 30 runs each, 3 warm-ups
+#   RUNS=50 OUT=/tmp/peers.md bench/peers.sh
+#   BIN=/tmp/old/bin/b10x-harness bench/peers.sh   # another binary beside this one
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+for c in hyperfine:hyperfine bwrap:bubblewrap firejail:firejail; do
+	command -v "${c%%:*}" >/dev/null || need+=("${c#*:}")
+done
+if [ ${#need[@]} -gt 0 ]; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "bench/peers.sh: needed: apt-get install ${need[*]} (as root)" >&2
+		exit 2
+	fi
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+make build >/dev/null
+bin=$PWD/bin/b10x-harness
+ws=$(mktemp -d /tmp/b10x-peers-bench.XXXXXX)
+trap 'rm -rf "$ws"' EXIT
+
+args=(-n 'bare /bin/true' '/bin/true'
+	-n 'bwrap --unshare-all' 'bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent /bin/true'
+	-n 'firejail --noprofile' 'firejail --quiet --noprofile /bin/true')
+
+# Optional peers from npm, into a cache directory (not the project tree).
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/b10x-bench/npm
+skip() { echo "peers: $1 left out: $2"; }
+if command -v npm >/dev/null; then
+	mkdir -p "$cache"
+	if [ ! -x "$cache/node_modules/.bin/codex" ] || [ ! -x "$cache/node_modules/.bin/srt" ]; then
+		npm install --no-audit --no-fund --prefix "$cache" @openai/codex @anthropic-ai/sandbox-runtime >/dev/null 2>&1 || true
+	fi
+	codex=$(find "$cache/node_modules/@openai" -path '*/vendor/*/bin/codex' -type f 2>/dev/null | head -1)
+	if [ -z "$codex" ]; then
+		skip codex "npm did not install @openai/codex's native binary into $cache"
+	elif ! out=$("$codex" sandbox /bin/true 2>&1); then
+		skip codex "'codex sandbox /bin/true' failed: $(echo "$out" | head -3)"
+	else
+		args+=(-n 'codex sandbox (native)' "$codex sandbox /bin/true")
+	fi
+	srt=$cache/node_modules/.bin/srt
+	if [ ! -x "$srt" ]; then
+		skip srt "npm did not install @anthropic-ai/sandbox-runtime into $cache"
+	else
+		for c in rg:ripgrep socat:socat; do
+			command -v "${c%%:*}" >/dev/null || { [ "$(id -u)" -eq 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${c#*:}" >/dev/null || true; }
+		done
+		if ! out=$("$srt" /bin/true 2>&1); then
+			skip srt "'srt /bin/true' failed: $(echo "$out" | head -3)"
+		else
+			args+=(-n 'srt (sandbox-runtime)' "$srt /bin/true")
+		fi
+	fi
+else
+	skip "codex and srt" "npm is not installed"
+fi
+
+# The confined spawn must work before it is timed.
+if ! "$bin" exec --workspace "$ws" -- /bin/true 2>/tmp/bench-peers.err; then
+	echo "bench/peers.sh: '$bin exec -- /bin/true' failed:" >&2
+	cat /tmp/bench-peers.err >&2
+	exit 1
+fi
+args+=(-n 'b10x-harness exec' "$bin exec --workspace $ws -- /bin/true"
+	-n 'b10x-harness --version' "$bin --version")
+if [ -n "${BIN:-}" ]; then
+	args+=(-n "$BIN exec" "$BIN exec --workspace $ws -- /bin/true"
+		-n "$BIN --version" "$BIN --version")
+fi
+
+echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); host: $(nproc) CPUs; uptime:$(uptime | sed 's/.*up[^,]*,[^,]*,//')"
+echo "binary: $(stat -c %s "$bin" | awk '{printf "%.1f MB", $1/1e6}'), $(git rev-parse --short HEAD)"
+hyperfine -N --warmup "${WARMUP:-3}" --runs "${RUNS:-30}" --export-markdown "${OUT:-/dev/null}" "${args[@]}"
