@@ -331,14 +331,16 @@ func TestCloseEndsEverything(t *testing.T) {
 		}
 		tunnels = append(tunnels, c)
 	}
+	// A third connection past max_conns 2 waits in the backlog: it gets
+	// no answer while both slots are taken.
 	c, err := net.Dial("tcp", r.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(c, "CONNECT hold.test:%s HTTP/1.1\r\n\r\n", port)
-	line, _ := bufio.NewReader(c).ReadString('\n')
-	if !strings.Contains(line, "429") {
-		t.Errorf("a third connection past max_conns 2: %q", line)
+	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if line, err := bufio.NewReader(c).ReadString('\n'); err == nil {
+		t.Errorf("a third connection past max_conns 2 was served: %q", line)
 	}
 	c.Close()
 	if n := r.served.Open(); n < 4 {
@@ -354,7 +356,7 @@ func TestCloseEndsEverything(t *testing.T) {
 			t.Errorf("a tunnel survived Close: %v", err)
 		}
 	}
-	if len(denied) != 1 || !strings.Contains(denied[0].Rule, "max_conns 2") {
+	if len(denied) != 0 {
 		t.Errorf("denied %+v", denied)
 	}
 }

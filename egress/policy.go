@@ -188,8 +188,40 @@ func (p *Policy) Reachable(a netip.Addr) (bool, string) {
 			return false, "reserved (" + r.String() + ")"
 		}
 	}
+	// An IPv6 address that carries an IPv4 one (NAT64, 6to4, the
+	// IPv4-compatible form) reaches that IPv4 address where the network
+	// translates it: it is judged as that address.
+	if v4, how, ok := embeddedIPv4(a); ok {
+		if ok, why := p.Reachable(v4); !ok {
+			return false, how + " of " + v4.String() + ", which is " + why
+		}
+	}
 	return true, ""
 }
+
+// embeddedIPv4 returns the IPv4 address an IPv6 address carries, and how.
+func embeddedIPv4(a netip.Addr) (netip.Addr, string, bool) {
+	if !a.Is6() {
+		return netip.Addr{}, "", false
+	}
+	b := a.As16()
+	switch {
+	case nat64.Contains(a):
+		return netip.AddrFrom4([4]byte(b[12:16])), "the NAT64 form", true
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte(b[2:6])), "the 6to4 form", true
+	case compat.Contains(a), siit.Contains(a):
+		return netip.AddrFrom4([4]byte(b[12:16])), "the IPv4-compatible form", true
+	}
+	return netip.Addr{}, "", false
+}
+
+var (
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+	compat    = netip.MustParsePrefix("::/96")
+	siit      = netip.MustParsePrefix("::ffff:0:0:0/96")
+)
 
 // nonGlobal are ranges Go's IsGlobalUnicast admits that are not reachable
 // destinations on the Internet (RFC 6890 and successors). Parsed at the

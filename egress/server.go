@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/b10x/harness/record"
@@ -75,11 +76,18 @@ type Served struct {
 	slots  chan struct{}
 	moved  atomic.Int64
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	denied []Event
-	closed bool
+	mu               sync.Mutex
+	conns            map[net.Conn]struct{}
+	denied           []Event
+	closed           bool
+	reported         int
+	unreported       int
+	unreportedDenied int
 }
+
+// MaxReported is how many attempts of one Serve are reported one by one;
+// Close reports the rest as one count.
+const MaxReported = 1000
 
 // Serve accepts connections on ln (the listener inside a child's network
 // namespace) until Close, deciding each by pol. It takes ownership of ln.
@@ -123,8 +131,14 @@ func (s *Served) Close() []Event {
 	s.ln.Close()
 	s.wg.Wait()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Event(nil), s.denied...)
+	denied := append([]Event(nil), s.denied...)
+	n, nd := s.unreported, s.unreportedDenied
+	s.unreported, s.unreportedDenied = 0, 0
+	s.mu.Unlock()
+	if n > 0 && s.opt.Report != nil {
+		s.opt.Report(Event{Time: time.Now(), Decision: "denied", Host: "*", Rule: fmt.Sprintf("%d more attempts (%d denied) past the first %d, not recorded one by one", n, nd, MaxReported)})
+	}
+	return denied
 }
 
 // Open is the number of connections open now (for tests and progress).
@@ -153,14 +167,23 @@ func (s *Served) untrack(c net.Conn) {
 }
 
 func (s *Served) report(e Event) {
-	if e.Denied() {
-		s.mu.Lock()
-		if len(s.denied) < 1000 {
-			s.denied = append(s.denied, e)
-		}
-		s.mu.Unlock()
+	s.mu.Lock()
+	if e.Denied() && len(s.denied) < 1000 {
+		s.denied = append(s.denied, e)
 	}
-	if s.opt.Report != nil {
+	// Each attempt is reported until MaxReported; past it they are
+	// counted and Close reports the count, so a program cannot grow the
+	// record (which lives outside the sandbox) at its own pace.
+	s.reported++
+	over := s.reported > MaxReported
+	if over {
+		s.unreported++
+		if e.Denied() {
+			s.unreportedDenied++
+		}
+	}
+	s.mu.Unlock()
+	if s.opt.Report != nil && !over {
 		s.opt.Report(e)
 	}
 }
@@ -168,47 +191,45 @@ func (s *Served) report(e Event) {
 func (s *Served) accept() {
 	defer s.wg.Done()
 	for {
+		// A slot first, then the connection: past MaxConns the program's
+		// connections wait in the listener's backlog, which the kernel
+		// bounds and holds in the call's own namespace, and cost the
+		// harness nothing.
+		select {
+		case s.slots <- struct{}{}:
+		case <-s.ctx.Done():
+			return
+		}
 		c, err := s.ln.Accept()
 		if err != nil {
+			<-s.slots
+			if s.ctx.Err() != nil {
+				return
+			}
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) {
+				// Out of descriptors for now: back off, and go on serving.
+				select {
+				case <-time.After(50 * time.Millisecond):
+				case <-s.ctx.Done():
+					return
+				}
 				continue
 			}
 			return // closed
 		}
 		if !s.track(c) {
+			<-s.slots
 			return
 		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			defer func() { <-s.slots }()
 			defer s.untrack(c)
-			select {
-			case s.slots <- struct{}{}:
-				defer func() { <-s.slots }()
-			default:
-				s.refuseBusy(c)
-				return
-			}
 			s.serve(c)
 		}()
 	}
-}
-
-// refuseBusy answers a connection past MaxConns.
-func (s *Served) refuseBusy(c net.Conn) {
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	br := bufio.NewReader(c)
-	b, err := br.Peek(1)
-	e := Event{Time: time.Now(), Decision: "denied", Rule: fmt.Sprintf("too many connections at once (max_conns %d)", cap(s.slots))}
-	if err == nil && b[0] == 5 {
-		e.Protocol = "socks5"
-		_, _ = c.Write([]byte{5, 0xff})
-	} else {
-		e.Protocol = "http"
-		writeRefusal(c, http.StatusTooManyRequests, e.Rule)
-	}
-	s.report(e)
 }
 
 // serve handles one connection from the program: SOCKS5 when its first

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"reflect"
 	"regexp"
@@ -169,7 +170,7 @@ func ParseFile(path string, content []byte) (*LoadedFile, error) {
 			line, col := de.Position()
 			key := strings.Join(de.Key(), ".")
 			msg := strings.TrimPrefix(de.Error(), "toml: ")
-			if key != "" {
+			if key != "" && strings.Contains(msg, "cannot decode") {
 				if w := wantType(key); w != "" {
 					msg = "want " + w
 					if m := tomlKind().FindStringSubmatch(de.Error()); m != nil {
@@ -262,7 +263,7 @@ func applyKey(p *Policy, f *File, key string) error {
 		p.require(key)
 	case "cpu_max":
 		p.Run.CPUMax = f.CPUMax
-		if f.CPUMax < 0 || f.CPUMax > 1024 {
+		if math.IsNaN(f.CPUMax) || f.CPUMax < 0 || f.CPUMax > 1024 {
 			err = errors.New("want a number of CPUs between 0 and 1024")
 		}
 		p.require(key)
@@ -482,7 +483,7 @@ func (p Policy) Effective() []KeyValue {
 		"approve": p.Approve, "write_scope": nonNil(p.WriteScope), "scope_announce": p.ScopeAnnounce, "hook": nonNil(p.Hooks),
 		"hook_timeout": p.HookTimeout.String(), "max_calls": p.MaxCalls, "max_result": sizeString(p.MaxResult), "allow_program": nonNil(p.Programs),
 		"timeout": p.Run.Timeout.String(), "memory_max": sizeString(p.Run.MemoryMax), "tmp_size": sizeString(p.Run.TmpSize), "pids_max": p.Run.PidsMax,
-		"cpu_max": p.Run.CPUMax, "net": p.Run.Net, "allow_domain": nonNil(p.Run.AllowDomain), "deny_domain": nonNil(p.Run.DenyDomain),
+		"cpu_max": p.Run.CPUMax, "net": p.Run.NetMode(), "allow_domain": nonNil(p.Run.AllowDomain), "deny_domain": nonNil(p.Run.DenyDomain),
 		"allow_cidr": nonNil(p.Run.AllowCIDR), "net_max_conns": p.Run.NetMaxConns, "limits_from": p.Run.LimitsFrom, "net_idle_timeout": p.Run.NetIdleTimeout.String(),
 		"net_max_bytes": sizeString(p.Run.NetMaxBytes), "allow_read": nonNil(p.Run.AllowRead), "allow_write": nonNil(p.Run.AllowWrite),
 		"pass_env": nonNil(p.Run.PassEnv), "max_output": sizeString(p.Run.MaxOutput), "surface": string(p.Surface),
@@ -496,6 +497,9 @@ func (p Policy) Effective() []KeyValue {
 		src := p.Sources[k]
 		if src == "" {
 			src = "default"
+		}
+		if k == "net" && p.Run.NetMode() != p.Run.Net {
+			src = "allow_domain (implies proxy)"
 		}
 		out = append(out, KeyValue{Key: k, Value: v, Source: src})
 	}

@@ -13,6 +13,7 @@ package session
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -184,6 +185,13 @@ func (p *Policy) Validate() error {
 	if _, err := p.Run.limits(); err != nil {
 		return err
 	}
+	// net none given (by a flag or the file), not defaulted, means no
+	// network: rules for the proxy beside it are a contradiction, never a
+	// reason to open one.
+	if src := p.Sources["net"]; src != "" && src != "default" && p.Run.Net == "none" &&
+		len(p.Run.AllowDomain)+len(p.Run.DenyDomain)+len(p.Run.AllowCIDR) > 0 {
+		return policyErr("net", "none", "was given, and contradicts allow_domain, deny_domain and allow_cidr (which need net proxy): drop one of them")
+	}
 	if p.Run.LimitsFrom == "enclosing" {
 		for _, k := range []string{"pids_max", "memory_max", "cpu_max"} {
 			if p.Required[k] {
@@ -203,7 +211,7 @@ func (r *RunPolicy) limits() (cgroup.Limits, error) {
 	if r.PidsMax < 0 {
 		return cgroup.Limits{}, policyErr("pids_max", strconv.FormatInt(r.PidsMax, 10), "must not be negative")
 	}
-	if r.CPUMax < 0 || r.CPUMax > 1024 {
+	if math.IsNaN(r.CPUMax) || r.CPUMax < 0 || r.CPUMax > 1024 {
 		return cgroup.Limits{}, policyErr("cpu_max", strconv.FormatFloat(r.CPUMax, 'g', -1, 64), "want a number of CPUs between 0 and 1024")
 	}
 	if r.MemoryMax < 0 {
