@@ -38,8 +38,11 @@ func TestStrictEnclosingLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	mount, self := atkCgroup2(t)
-	ok := mount != "" && os.Geteuid() == 0 && !cgs.LimitControllersLack()
-	testenv.Require(t, ok, "a cgroup v2 with pids, memory and cpu controllers, as root", append(testenv.HostLacks(cgs.LimitControllersLack()), testenv.ShapeCgroupV1, testenv.ShapeNoUserns)...)
+	abi, _ := testenv.LandlockABI()
+	ok := mount != "" && os.Geteuid() == 0 && !cgs.LimitControllersLack() && abi > 0
+	// Strict's other layers must hold too: no-landlock has every one but
+	// Landlock.
+	testenv.Require(t, ok, "a cgroup v2 with pids, memory and cpu controllers, as root, and Landlock", append(testenv.HostLacks(cgs.LimitControllersLack()), testenv.ShapeCgroupV1, testenv.ShapeNoUserns, testenv.ShapeNoLandlock)...)
 	// A pod: a cgroup with limits, holding the harness.
 	pod := filepath.Join(mount, filepath.Dir(self), fmt.Sprintf("b10x-pod-%d", os.Getpid()))
 	if filepath.Dir(self) == "/" || self == "/" {
