@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"runtime"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,6 +29,12 @@ const containerEntry = "cmd-test-container"
 func init() { reexec.Register(containerEntry, containerMain) }
 
 func containerMain() {
+	// Every step below is per thread (the bounding set, no_new_privs, the
+	// seccomp filter) and the exec inherits the exec-ing thread's: they
+	// must all run on one thread, or the container the harness starts in
+	// is a mix (a filter on one thread, exec from another, seen as a
+	// flake where run was published in a container refusing userns).
+	runtime.LockOSThread()
 	die := func(what string, err error) {
 		os.Stderr.WriteString("container setup: " + what + ": " + err.Error() + "\n")
 		os.Exit(120)
