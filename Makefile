@@ -55,18 +55,20 @@ test: hosttest containertest mcptest vmtest-ci
 # fetches Debian's kernel itself when they are missing. -selftest first
 # proves on a guest of known outcomes that a failing shape would be caught.
 vmtest: helper
-	$(GO) run ./vmtest -ldflags='$(HELPER_LDFLAGS)' -env B10X_REQUIRE_HELPER_IMAGE=1 -selftest -shapes all
+	$(GO) run ./vmtest -ldflags='$(HELPER_LDFLAGS)' -env B10X_REQUIRE_HELPER_IMAGE=1 -timeout 15m -selftest -shapes all
 
 # vmtest-ci is what `make test` (and so CI) runs: every VM shape
 # (debian-6.1, debian-6.12 with Landlock ABI 6, no-landlock, no-userns,
 # cgroup-v1) with every package that has kernel-facing tests, and
 # `ordinary`, where the same packages run as the host suite on a second
 # kind of host (pure cgroup v2, another kernel; decisions 0048 and 0064).
-# The host shape is `hosttest`.
+# The host shape is `hosttest`. -timeout bounds each test binary: the cmd
+# package's suite takes about 5 minutes in a guest under TCG with two shapes
+# booted at once, past vmtest's default of 5.
 VM_CI_SHAPES := debian-6.1,debian-6.12,no-landlock,no-userns,cgroup-v1,ordinary
 VM_CI_PKGS := ./confine/...,./cgroup/...,./gate/...,./surface/...,./tools/...,./agent/...,./session/...,./cmd/...
 vmtest-ci: helper
-	$(GO) run ./vmtest -ldflags='$(HELPER_LDFLAGS)' -env B10X_REQUIRE_HELPER_IMAGE=1 -selftest -shapes $(VM_CI_SHAPES) -pkgs $(VM_CI_PKGS)
+	$(GO) run ./vmtest -ldflags='$(HELPER_LDFLAGS)' -env B10X_REQUIRE_HELPER_IMAGE=1 -timeout 15m -selftest -shapes $(VM_CI_SHAPES) -pkgs $(VM_CI_PKGS)
 
 # mutate applies each mutation of scripts/mutations.txt to a scratch copy
 # of the tree and runs the tests that must catch it, on this host (decision
