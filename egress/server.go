@@ -514,7 +514,6 @@ func splitHostPort(hostport string, def int) (string, int) {
 // SOCKS5 reply codes (RFC 1928).
 const (
 	socksOK          = 0x00
-	socksFailure     = 0x01
 	socksNotAllowed  = 0x02
 	socksHostUnreach = 0x04
 	socksCmdUnsupp   = 0x07

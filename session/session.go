@@ -33,8 +33,6 @@ type Options struct {
 	// policy's approve mode chooses (a terminal for auto and prompt). An
 	// MCP server asks its client; nil: the policy decides.
 	Approver gate.Approver
-	// Network says run calls may reach a network (for a surface's hints);
-	// set by Open from the policy.
 }
 
 // Session is one policy made real: an open workspace, the confinement the

@@ -279,17 +279,7 @@ func TestMCPRunCancelled(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	cancel()
-	if err := <-errc; err == nil {
-		t.Fatal("a cancelled call returned no error")
-	}
-	deadline = time.Now().Add(10 * time.Second)
-	for len(mcpMarked(marker)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("processes left after the cancelled call: %v", mcpMarked(marker))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	mcpCancelLeavesNothing(t, cancel, errc, marker)
 	s.close(t)
 	var calls []map[string]any
 	for _, l := range readRecord(t, rec) {
@@ -501,3 +491,21 @@ max_calls = 4
 }
 
 const initLine = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+
+// mcpCancelLeavesNothing cancels a call in flight, checks that it returned
+// an error, and waits (10 s at most) until no process carrying marker is
+// left: the call's whole tree was killed.
+func mcpCancelLeavesNothing(t *testing.T, cancel func(), errc <-chan error, marker string) {
+	t.Helper()
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("a cancelled call returned no error")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(mcpMarked(marker)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes left after the cancelled call: %v", mcpMarked(marker))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
