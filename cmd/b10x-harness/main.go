@@ -51,7 +51,7 @@ type cli struct {
 	Call   callCmd   `cmd:"" help:"Pass one tool call through the gate and print its outcome as JSON."`
 	Doctor doctorCmd `cmd:"" help:"Explain which confinement layers this host offers and what each --confine mode would publish. Exits 0 when --confine strict would start here, 1 when it would refuse."`
 	Exec   execCmd   `cmd:"" help:"Run one command under the same confinement as the run tool (for CI steps)."`
-	MCP    mcpCmd    `cmd:"" name:"mcp" help:"Serve the published tools to an MCP client on stdin and stdout (Claude Code, Codex, any stdio client), through the same gate, confinement and record as call."`
+	MCP    mcpCmd    `cmd:"" name:"mcp" help:"Serve the published tools to an MCP client on stdin and stdout (Claude Code, Codex, any stdio client), or over streamable HTTP with --listen, through the same gate, confinement and record as call."`
 	Record recordCmd `cmd:"" help:"Read a run record."`
 	Policy policyCmd `cmd:"" help:"Check a policy file, show the effective policy and where each value came from, or print the policy file's JSON Schema."`
 
