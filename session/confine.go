@@ -245,7 +245,7 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 	if mgr != nil {
 		c.cgroupBase = mgr.Moved()
 	}
-	broker, err := spawn.StartBroker(spawn.BrokerOptions{Cgroup: mgr, Require: Requirements(m, p.Run.LimitsFrom == "enclosing"), RemoveParent: true})
+	broker, err := spawn.StartBroker(spawn.BrokerOptions{Cgroup: mgr, Require: Requirements(m, p.Run.LimitsFrom == "enclosing"), RemoveParent: true, Prestart: s.prestart})
 	if err != nil {
 		if m == confine.Strict {
 			return nil, stepErr("confine", "strict", fmt.Errorf("starting the run broker: %w", err))

@@ -33,6 +33,11 @@ type Options struct {
 	// policy's approve mode chooses (a terminal for auto and prompt). An
 	// MCP server asks its client; nil: the policy decides.
 	Approver gate.Approver
+	// Prestart keeps one run sandbox started ahead of the next run call
+	// (spawn.BrokerOptions.Prestart): for sessions whose calls come from
+	// a model, which takes its turn between two calls. A session of one
+	// call gains nothing from it. False: every call starts cold.
+	Prestart bool
 }
 
 // Session is one policy made real: an open workspace, the confinement the
@@ -50,6 +55,7 @@ type Session struct {
 	start    time.Time
 	notes    []string
 	approver gate.Approver
+	prestart bool
 }
 
 // cleanup undoes what Open did, last first.
@@ -76,7 +82,7 @@ func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Session{policy: p, start: time.Now()}
+	s := &Session{policy: p, start: time.Now(), prestart: o.Prestart}
 	ok := false
 	defer func() {
 		if !ok {

@@ -519,6 +519,9 @@ func runMeta(res spawn.Result) map[string]any {
 	if res.PidsPeak >= 0 {
 		m["pids_peak"] = res.PidsPeak
 	}
+	if res.Prestarted {
+		m["prestarted"] = true
+	}
 	return m
 }
 

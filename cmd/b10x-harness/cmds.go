@@ -170,9 +170,10 @@ func (c *callCmd) Run(e *env) error {
 }
 
 // options are a session's options for command: notes go to stderr, one
-// line each, made safe for a terminal.
+// line each, made safe for a terminal. A model's session (run, mcp) keeps
+// a run sandbox started ahead; call's one call does not.
 func (e *env) options(command string) session.Options {
-	return session.Options{Command: command, Version: version, Logf: func(format string, args ...any) {
+	return session.Options{Command: command, Version: version, Prestart: command == "run" || command == "mcp", Logf: func(format string, args ...any) {
 		fmt.Fprintln(e.stderr, "b10x-harness: "+termsafe.Message(fmt.Sprintf(format, args...)))
 	}}
 }

@@ -48,6 +48,48 @@ func BenchmarkRunTrueBroker(b *testing.B) {
 	benchRun(b, br)
 }
 
+// BenchmarkRunTruePrestarted is BenchmarkRunTrue in a session's rhythm:
+// between two calls the model takes its turn, and the sandbox started
+// behind the last call is ready when the next comes. The wait for it is
+// outside the timer (b.StopTimer): what is timed is the call as the model
+// sees it, from Run to its Result.
+func BenchmarkRunTruePrestarted(b *testing.B) {
+	requireSpawn(b)
+	d := newDirect(testOptions())
+	d.pre = &prestarter{}
+	defer d.closePrestart()
+	ws := workspace(b)
+	s := Spec{Path: lookPath(b, "true"), Argv: []string{"true"}, Dir: ws, Workspace: pin(b, ws)}
+	if _, err := d.Run(context.Background(), s, Stdio{}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		waitWarm(b, d)
+		b.StartTimer()
+		res, err := d.Run(context.Background(), s, Stdio{})
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("%v %+v", err, res)
+		}
+	}
+	b.StopTimer()
+	if n := d.pre.taken.Load(); n != int64(b.N) {
+		b.Fatalf("%d of %d calls ran in a pre-started sandbox", n, b.N)
+	}
+}
+
+// BenchmarkRunTrueBackToBack is BenchmarkRunTruePrestarted without the
+// model's turn: each call comes as soon as the last returned, while the
+// sandbox behind it is still being built.
+func BenchmarkRunTrueBackToBack(b *testing.B) {
+	requireSpawn(b)
+	d := newDirect(testOptions())
+	d.pre = &prestarter{}
+	defer d.closePrestart()
+	benchRun(b, d)
+}
+
 // BenchmarkBwrapTrue is the reference: bubblewrap (Debian's package) with
 // every namespace, started from this process as a session would.
 func BenchmarkBwrapTrue(b *testing.B) {

@@ -48,6 +48,16 @@ type BrokerOptions struct {
 	// (cgroup.Manager.RemoveParent), for a harness that will have restricted
 	// its own writes with Landlock and so cannot remove it itself.
 	RemoveParent bool
+	// Prestart keeps one pre-started sandbox: when a call (or a probe)
+	// ends, the broker starts the helper for the next call with the same
+	// view and confines its program stage up to execve, so that call only
+	// hands over its program, argv, environment, directory and streams.
+	// A call whose view differs, or whose held or pinned paths changed
+	// since, discards it and starts cold. A sandbox serves one call and is
+	// never reused. Idle, it holds two small processes, a cgroup leaf and
+	// its namespaces; Close ends it. For sessions whose calls come from a
+	// model, not for one-shot commands. See docs/decisions/0069.
+	Prestart bool
 }
 
 // Broker is a Runner whose calls are started by a separate, unrestricted
@@ -101,6 +111,7 @@ func StartBroker(o BrokerOptions) (*Broker, error) {
 		strings.Join(o.Require.Layers, ","),
 		strings.Join(o.Require.AllowMissing, ","),
 		strconv.FormatBool(o.RemoveParent),
+		strconv.FormatBool(o.Prestart),
 	)
 	cmd.Env = []string{}
 	cmd.Dir = "/"
@@ -336,8 +347,8 @@ func brokerMain() {
 		fmt.Fprintf(os.Stderr, "b10x-harness: spawn broker: %v\n", err)
 		os.Exit(1)
 	}
-	if len(os.Args) != 6 {
-		fail(fmt.Errorf("want 5 arguments, got %d", len(os.Args)-1))
+	if len(os.Args) != 7 {
+		fail(fmt.Errorf("want 6 arguments, got %d", len(os.Args)-1))
 	}
 	removeParent := os.Args[5] == "true"
 	// The parent-death signal was set before execve; if the parent died
@@ -366,6 +377,9 @@ func brokerMain() {
 		opts.Cgroup = m
 	}
 	d := newDirect(opts)
+	if os.Args[6] == "true" {
+		d.pre = &prestarter{}
+	}
 	if err := unix.Sendmsg(brokerFD, []byte{'R'}, nil, nil, 0); err != nil {
 		os.Exit(1)
 	}
@@ -397,6 +411,7 @@ func brokerMain() {
 	}
 	cancel()
 	wg.Wait()
+	d.closePrestart()
 	if opts.Cgroup != nil {
 		if removeParent {
 			_ = opts.Cgroup.RemoveParent()

@@ -61,6 +61,9 @@ type direct struct {
 
 	// landlock holds the Landlock ABI probe once conclusive.
 	landlock probecache.Value[landlockProbe]
+
+	// pre, when set, keeps one pre-started sandbox (prestart.go).
+	pre *prestarter
 }
 
 // landlockProbe is one ABI probe: the ABI, or the error that made it
@@ -274,6 +277,19 @@ func (d *direct) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}, fmt.Errorf("spawn: not started: %w", err)
 	}
+	if d.pre == nil {
+		return d.start(ctx, s, p, stdio)
+	}
+	// The next call's sandbox is started when this one has ended: while
+	// the model takes its turn, not while this call's program runs (it
+	// would compete with it, and build a view the program may be
+	// changing).
+	defer d.prestartAfter(s)
+	if !s.Probe {
+		if w := d.takeWarm(ctx, p); w != nil {
+			return d.runWarm(ctx, s, w, stdio)
+		}
+	}
 	return d.start(ctx, s, p, stdio)
 }
 
@@ -288,20 +304,45 @@ type callStatus struct {
 }
 
 func (d *direct) start(ctx context.Context, s Spec, p *prepared, stdio Stdio) (Result, error) {
-	res := Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}
-	var leaf *cgroup.Leaf
+	l, err := d.launch(p, stdio, nil)
+	if err != nil {
+		return Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}, err
+	}
+	return d.finish(ctx, s, l, l.started)
+}
+
+// launched is a started helper: its process, its status and wait readers,
+// and the call's leaf, until finish ends them.
+type launched struct {
+	p       *prepared
+	leaf    *cgroup.Leaf
+	cmd     *exec.Cmd
+	started time.Time
+	statusC chan callStatus
+	// exited is closed when the helper has been waited for; waitErr is
+	// then its error.
+	exited  chan struct{}
+	waitErr error
+}
+
+// launch creates the call's leaf and starts its helper. extra are the
+// descriptors of a pre-started sandbox (its go socket, and its proxy
+// socket), placed after the ones the plan names. On error nothing is left.
+func (d *direct) launch(p *prepared, stdio Stdio, extra []*os.File) (*launched, error) {
+	l := &launched{p: p, statusC: make(chan callStatus, 1), exited: make(chan struct{})}
 	if p.leafWant {
 		name := "call-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(d.seq.Add(1), 10)
-		l, err := d.opts.Cgroup.NewLeaf(name, p.limits)
+		leaf, err := d.opts.Cgroup.NewLeaf(name, p.limits)
 		if err != nil {
-			return res, &SetupError{Step: "cgroup leaf", Err: err}
+			return nil, &SetupError{Step: "cgroup leaf", Err: err}
 		}
-		leaf = l
-		defer func() {
-			if leaf != nil {
-				_ = leaf.Close()
-			}
-		}()
+		l.leaf = leaf
+	}
+	fail := func(err error) (*launched, error) {
+		if l.leaf != nil {
+			_ = l.leaf.Close()
+		}
+		return nil, err
 	}
 
 	var enc helper.Encoder
@@ -317,60 +358,79 @@ func (d *direct) start(ctx context.Context, s Spec, p *prepared, stdio Stdio) (R
 	for _, w := range p.idmapped {
 		t, err := idmappedTree(w, p.hostUID, w == p.workspace, d.helperExe())
 		if err != nil {
-			return res, &SetupError{Step: "identity", Err: err}
+			return fail(&SetupError{Step: "identity", Err: err})
 		}
 		trees = append(trees, t)
 	}
 
-	started := time.Now()
-	cmd, statusR, err := d.startHelper(p, leaf, stdio, blob, trees)
+	l.started = time.Now()
+	cmd, statusR, err := d.startHelper(p, l.leaf, stdio, blob, trees, extra)
 	if err != nil {
-		return res, err
+		return fail(err)
 	}
+	l.cmd = cmd
 
 	// The status reader: layers before execve, or a setup error, then EOF
 	// (execve closed the close-on-exec write end, or the helper died).
-	statusC := make(chan callStatus, 1)
-	go func() { statusC <- readStatus(statusR) }()
-	waitC := make(chan error, 1)
-	go func() { waitC <- cmd.Wait() }()
+	go func() {
+		l.statusC <- readStatus(statusR)
+		statusR.Close()
+	}()
+	go func() {
+		l.waitErr = cmd.Wait()
+		close(l.exited)
+	}()
+	return l, nil
+}
 
+// kill ends a launched call's whole tree: its leaf, and its namespace's
+// init (and with it the namespace).
+func (l *launched) kill() {
+	if l.leaf != nil {
+		_ = l.leaf.Kill()
+	}
+	_ = l.cmd.Process.Kill()
+}
+
+// finish waits for a launched call to end, at most until s.Timeout past
+// started or until ctx ends (then it kills the tree), drains its leaf and
+// returns its outcome.
+func (d *direct) finish(ctx context.Context, s Spec, l *launched, started time.Time) (Result, error) {
+	res := Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}
+	defer func() {
+		if l.leaf != nil {
+			_ = l.leaf.Close()
+		}
+	}()
 	var timer <-chan time.Time
 	if s.Timeout > 0 {
-		t := time.NewTimer(s.Timeout)
+		t := time.NewTimer(s.Timeout - time.Since(started))
 		defer t.Stop()
 		timer = t.C
 	}
-	kill := func() {
-		if leaf != nil {
-			_ = leaf.Kill()
-		}
-		_ = cmd.Process.Kill()
-	}
-	var waitErr, ctxErr error
+	var ctxErr error
 	select {
-	case waitErr = <-waitC:
+	case <-l.exited:
 	case <-timer:
 		res.TimedOut = true
-		kill()
-		waitErr = <-waitC
+		l.kill()
+		<-l.exited
 	case <-ctx.Done():
 		ctxErr = ctx.Err()
-		kill()
-		waitErr = <-waitC
+		l.kill()
+		<-l.exited
 	}
-	st := <-statusC
-	statusR.Close()
+	st := <-l.statusC
 	res.Duration = time.Since(started)
 
-	if leaf != nil {
-		err := drainLeaf(leaf, &res)
-		leaf = nil
+	if l.leaf != nil {
+		err := drainLeaf(l.leaf, &res)
+		l.leaf = nil
 		if err != nil {
 			return res, err
 		}
 	}
-	return callOutcome(res, p, st, cmd.ProcessState, waitErr, ctxErr)
+	return callOutcome(res, l.p, st, l.cmd.ProcessState, l.waitErr, ctxErr)
 }
 
 // drainLeaf ends the call's leaf after the helper ended. The PID namespace
@@ -483,21 +543,21 @@ func cloneOnly(err error) bool {
 // binary when the image will not start; retrying once without a user
 // namespace when running as root and the kernel refuses one, unless one is
 // required) and hands it the plan.
-func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte, trees []*os.File) (*exec.Cmd, *os.File, error) {
+func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte, trees, extra []*os.File) (*exec.Cmd, *os.File, error) {
 	h := d.helperExe()
 	for {
 		var image *os.File
 		if h.use() {
 			image = h.file
 		}
-		cmd, statusR, err := d.startOnce(p, leaf, stdio, blob, image, trees)
+		cmd, statusR, err := d.startOnce(p, leaf, stdio, blob, image, trees, extra)
 		if err != nil && image != nil && !cloneOnly(err) {
 			// The image could not be started. Before reading anything
 			// into the error (a refused user namespace, below), start this
 			// binary instead: if that works, the image was the cause, and
 			// it is not used again.
 			imageErr := err
-			cmd, statusR, err = d.startOnce(p, leaf, stdio, blob, nil, trees)
+			cmd, statusR, err = d.startOnce(p, leaf, stdio, blob, nil, trees, extra)
 			if err == nil {
 				why := imageErr.Error()
 				h.failed.CompareAndSwap(nil, &why)
@@ -545,7 +605,7 @@ func usernsRefused(err error) bool {
 
 // startOnce starts one helper: the sealed image when image is not nil,
 // else this binary.
-func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte, image *os.File, trees []*os.File) (*exec.Cmd, *os.File, error) {
+func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte, image *os.File, trees, extra []*os.File) (*exec.Cmd, *os.File, error) {
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
 		return nil, nil, fmt.Errorf("status pipe: %w", err)
@@ -563,15 +623,22 @@ func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []b
 	if image != nil {
 		cmd.Path = imagePath
 	}
-	if image != nil || len(trees) > 0 || p.plan.ProxyFD > 0 {
+	if image != nil || len(trees) > 0 || p.plan.ProxyFD > 0 || p.plan.GoFD > 0 {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, image) // imageFD (closed when nil)
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, trees...) // treeFD, treeFD+1, ...
-	if p.plan.ProxyFD > 0 {
+	if p.plan.ProxyFD > 0 && p.plan.GoFD == 0 {
 		if 3+len(cmd.ExtraFiles) != p.plan.ProxyFD {
 			return nil, nil, fmt.Errorf("bug: the proxy descriptor would be %d, the plan says %d", 3+len(cmd.ExtraFiles), p.plan.ProxyFD)
 		}
 		cmd.ExtraFiles = append(cmd.ExtraFiles, stdio.Proxy)
+	}
+	if p.plan.GoFD > 0 {
+		// A pre-started sandbox: its go socket, then its own proxy socket.
+		if 3+len(cmd.ExtraFiles) != p.plan.GoFD || (p.plan.ProxyFD > 0 && p.plan.ProxyFD != p.plan.GoFD+1) {
+			return nil, nil, fmt.Errorf("bug: a pre-started sandbox's descriptors would be %d, the plan says %d and %d", 3+len(cmd.ExtraFiles), p.plan.GoFD, p.plan.ProxyFD)
+		}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, extra...)
 	}
 	if stdio.Stdin != nil {
 		cmd.Stdin = stdio.Stdin

@@ -94,7 +94,9 @@ type Spec struct {
 	// Requirements can make a missing one fatal.
 	Limits cgroup.Limits
 	// Timeout is the wall-clock lifetime of the whole process tree, counted
-	// from the start of the helper. At the deadline every process of the
+	// from the start of the helper, or in a pre-started sandbox from the
+	// moment the call is handed to it (the time it waited for the call is
+	// not the call's). At the deadline every process of the
 	// call is killed and Result.TimedOut is true. 0 means no deadline (the
 	// context still applies).
 	Timeout time.Duration
@@ -166,8 +168,9 @@ type Result struct {
 	// OOMKilled is true when the cgroup's memory limit killed a process of
 	// the call (memory.events oom_kill went up).
 	OOMKilled bool
-	// Duration is the wall-clock time from starting the helper to the end of
-	// the whole tree.
+	// Duration is the wall-clock time from starting the helper (in a
+	// pre-started sandbox: from handing it the call) to the end of the
+	// whole tree.
 	Duration time.Duration
 	// MemoryPeak is the leaf's memory.peak in bytes, -1 when unknown (no
 	// leaf, or no memory controller).
@@ -180,6 +183,11 @@ type Result struct {
 	// LockedView is true when the program ran in a user namespace nested
 	// in the helper's, so the kernel locked every mount of its view.
 	LockedView bool
+	// Prestarted is true when the call ran in a sandbox started before
+	// it came (BrokerOptions.Prestart): the same layers and view a cold
+	// start would have built at that moment; Duration counts from the
+	// hand-over.
+	Prestarted bool
 	// Layers names the confinement layers actually applied to this child,
 	// with the names of package confine (confine.LayerLandlockChild, ...),
 	// in that package's report order.

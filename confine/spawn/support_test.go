@@ -615,7 +615,62 @@ func runners(t *testing.T) map[string]Runner {
 	})
 	self := newDirect(testOptions())
 	self.helper = &helperExe{why: "test: this binary re-executed"}
-	return map[string]Runner{"direct": NewDirect(testOptions()), "broker": b, "direct, self as helper": self}
+	return map[string]Runner{"direct": NewDirect(testOptions()), "broker": b, "direct, self as helper": self,
+		"pre-started": newPrestarted(t, testOptions())}
+}
+
+// prestarted is a Runner whose every call (but probes) runs in a sandbox
+// pre-started for its Spec before the call, and fails the test if the
+// call did not take it.
+type prestarted struct {
+	t testing.TB
+	d *direct
+}
+
+func newPrestarted(t testing.TB, o Options) prestarted {
+	d := newDirect(o)
+	d.pre = &prestarter{}
+	t.Cleanup(d.closePrestart)
+	return prestarted{t, d}
+}
+
+func (r prestarted) Run(ctx context.Context, s Spec, io Stdio) (Result, error) {
+	if s.Probe {
+		return r.d.Run(ctx, s, io)
+	}
+	ps := r.d.pre
+	ps.mu.Lock()
+	b := ps.building
+	ps.mu.Unlock()
+	if b != nil {
+		<-b
+	}
+	ps.mu.Lock()
+	w := ps.slot
+	ps.slot = nil
+	ps.mu.Unlock()
+	if w != nil {
+		r.d.discard(w) // built for the last call's Spec, maybe not this one's
+	}
+	if w = r.d.prestart(s); w == nil {
+		// No sandbox for this Spec (it does not plan): the call fails
+		// as a cold one would.
+		return r.d.Run(ctx, s, io)
+	}
+	select {
+	case <-w.ready:
+	case <-time.After(30 * time.Second):
+		r.t.Errorf("a pre-started sandbox was not ready within 30s")
+	}
+	ps.mu.Lock()
+	ps.slot = w
+	ps.mu.Unlock()
+	before := ps.taken.Load()
+	res, err := r.d.Run(ctx, s, io)
+	if w.said && ps.taken.Load() != before+1 {
+		r.t.Errorf("the call did not run in the sandbox pre-started for it")
+	}
+	return res, err
 }
 
 // processesWith lists the pids whose command line holds arg as one of its

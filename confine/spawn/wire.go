@@ -68,6 +68,7 @@ func encodeResult(e *helper.Encoder, r Result) {
 	e.I64(int64(r.HostUID))
 	e.I64(int64(r.HostGID))
 	e.Bool(r.LockedView)
+	e.Bool(r.Prestarted)
 }
 
 func decodeResult(d *helper.Decoder) Result {
@@ -83,6 +84,7 @@ func decodeResult(d *helper.Decoder) Result {
 	r.HostUID = int(d.I64())
 	r.HostGID = int(d.I64())
 	r.LockedView = d.Bool()
+	r.Prestarted = d.Bool()
 	return r
 }
 

@@ -140,6 +140,49 @@ type Plan struct {
 	// program starts, for the harness to serve the program's proxy.
 	ProxyFD   int
 	ProxyPort uint16
+	// GoFD, when not 0, is the helper's end of a Unix stream socket and
+	// makes the sandbox a pre-started one: Path, Argv, Env and Dir are
+	// empty here, and the second stage, once confined, writes GoReady on
+	// it and waits for the call (see Go). A pre-started sandbox serves one
+	// call, never a second.
+	GoFD int
+}
+
+// GoReady is the byte a pre-started sandbox's second stage writes on
+// Plan.GoFD once every step before execve has succeeded.
+const GoReady = 'r'
+
+// Go is the call a pre-started sandbox runs: what Plan.Path, Argv, Env and
+// Dir would have said, and which of the program's standard streams are
+// sent with it (bit i for descriptor i; the others stay /dev/null).
+type Go struct {
+	Path  string
+	Argv  []string
+	Env   []string
+	Dir   string
+	Stdio uint8
+}
+
+// Encode appends the call to e, behind its length.
+func (g *Go) Encode(e *Encoder) {
+	var body Encoder
+	body.Str(g.Path)
+	body.Strs(g.Argv)
+	body.Strs(g.Env)
+	body.Str(g.Dir)
+	body.U8(g.Stdio)
+	e.U32(uint32(len(body.B)))
+	e.B = append(e.B, body.B...)
+}
+
+// DecodeGo reads a call (without its length); d.Err says whether it was
+// well formed.
+func DecodeGo(d *Decoder) *Go {
+	g := &Go{Path: d.Str(), Argv: d.Strs(), Env: d.Strs(), Dir: d.Str(), Stdio: d.U8()}
+	if d.Err == nil && (len(g.Argv) == 0 || g.Path == "" || g.Stdio > 7) {
+		d.Err = errors.New("spawn: malformed call: empty argv or path, or unknown streams")
+	}
+	return g
 }
 
 // Encode appends the plan to e.
@@ -178,6 +221,7 @@ func (p *Plan) Encode(e *Encoder) {
 	e.Bool(p.Probe)
 	e.U32(uint32(p.ProxyFD))
 	e.U32(uint32(p.ProxyPort))
+	e.U32(uint32(p.GoFD))
 }
 
 // DecodePlan reads a plan; d.Err says whether it was well formed.
@@ -228,7 +272,8 @@ func DecodePlan(d *Decoder) *Plan {
 	} else {
 		p.ProxyPort = uint16(port)
 	}
-	if d.Err == nil && len(p.Argv) == 0 {
+	p.GoFD = int(d.U32())
+	if d.Err == nil && len(p.Argv) == 0 && p.GoFD == 0 {
 		d.Err = errors.New("spawn: malformed plan: empty argv")
 	}
 	return p

@@ -1,6 +1,7 @@
 package helper
 
 import (
+	"encoding/binary"
 	"errors"
 	"os"
 	"os/signal"
@@ -57,13 +58,22 @@ func startProgram(p *Plan) (int, error) {
 		attr.Credential = &syscall.Credential{Uid: p.ChildUID, Gid: p.ChildGID, Groups: []uint32{}}
 		attr.Cloneflags = syscall.CLONE_NEWCGROUP
 	}
+	files := []uintptr{0, 1, 2, StatusFD, uintptr(fds[0])}
+	if p.GoFD > 0 {
+		files = append(files, uintptr(p.GoFD)) // StageGoFD
+	}
 	pid, err := syscall.ForkExec("/proc/self/exe", []string{Argv0Program}, &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   programEnv,
-		Files: []uintptr{0, 1, 2, StatusFD, uintptr(fds[0])},
+		Files: files,
 		Sys:   attr,
 	})
 	sysClose(fds[0])
+	if p.GoFD > 0 {
+		// Only the second stage speaks on it: when it dies, the parent
+		// reads the end of the socket.
+		sysClose(p.GoFD)
+	}
 	if err != nil {
 		sysClose(fds[1])
 		return 0, opErr("fork and exec", "/proc/self/exe", err)
@@ -140,6 +150,9 @@ func programMain() {
 	if p.Probe {
 		os.Exit(0)
 	}
+	if p.GoFD > 0 {
+		awaitCall(p)
+	}
 	err = syscall.Exec(p.Path, p.Argv, p.Env)
 	fail("exec "+p.Path, err)
 }
@@ -151,8 +164,12 @@ func confineProgram(p *Plan) (layers uint32, step string, err error) {
 	if p.NestUser {
 		layers |= LayerLockedView
 	}
-	if err := sysChdir(p.Dir); err != nil {
-		return 0, "chdir " + p.Dir, err
+	if p.GoFD == 0 {
+		// A pre-started sandbox changes directory when its call comes
+		// (awaitCall).
+		if err := sysChdir(p.Dir); err != nil {
+			return 0, "chdir " + p.Dir, err
+		}
 	}
 	if err := checkIdentity(p); err != nil {
 		return 0, "identity", err
@@ -277,4 +294,94 @@ func checkNoCapabilities() error {
 		}
 	}
 	return nil
+}
+
+// StageGoFD is the second stage's descriptor of Plan.GoFD.
+const StageGoFD = 5
+
+// awaitCall is a pre-started sandbox's wait for its call, once confined:
+// it says GoReady, receives one Go message (and the standard streams it
+// names, SCM_RIGHTS), puts the streams in place, changes to the call's
+// directory and fills in what the plan left out. A parent that closes its
+// end before sending (a sandbox discarded unused) ends this process
+// without a report; a malformed message fails the call like a setup step.
+func awaitCall(p *Plan) {
+	if err := sysWriteAll(StageGoFD, []byte{GoReady}); err != nil {
+		os.Exit(ExitSetup)
+	}
+	buf := make([]byte, 64<<10)
+	oob := make([]byte, syscall.CmsgSpace(3*4))
+	var n, oobn, flags int
+	var err error
+	for {
+		n, oobn, flags, _, err = syscall.Recvmsg(StageGoFD, buf, oob, syscall.MSG_CMSG_CLOEXEC)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		fail("receive the call", opErr("recvmsg", "go socket", err))
+	}
+	if n == 0 {
+		os.Exit(ExitSetup)
+	}
+	if flags&syscall.MSG_CTRUNC != 0 {
+		fail("receive the call", errors.New("more descriptors than the three standard streams"))
+	}
+	var fds []int
+	if oobn > 0 {
+		msgs, err := syscall.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
+			fail("receive the call", opErr("parse", "control message", err))
+		}
+		for i := range msgs {
+			rights, err := syscall.ParseUnixRights(&msgs[i])
+			if err != nil {
+				fail("receive the call", opErr("parse", "SCM_RIGHTS", err))
+			}
+			fds = append(fds, rights...)
+		}
+	}
+	msg := append([]byte(nil), buf[:n]...)
+	for len(msg) < 4 || len(msg) < 4+int(binary.LittleEndian.Uint32(msg)) {
+		if len(msg) > MaxWire {
+			fail("receive the call", errors.New("call too large"))
+		}
+		n, err := sysRead(StageGoFD, buf)
+		if err != nil {
+			fail("receive the call", opErr("read", "go socket", err))
+		}
+		if n == 0 {
+			fail("receive the call", errors.New("the call was cut short"))
+		}
+		msg = append(msg, buf[:n]...)
+	}
+	d := Decoder{B: msg}
+	size := int(d.U32())
+	d.B = d.B[:size]
+	g := DecodeGo(&d)
+	if err := d.End(); err != nil {
+		fail("receive the call", err)
+	}
+	k := 0
+	for i := 0; i < 3; i++ {
+		if g.Stdio&(1<<i) == 0 {
+			continue
+		}
+		if k >= len(fds) {
+			fail("receive the call", errors.New("fewer descriptors than the call names"))
+		}
+		if err := syscall.Dup3(fds[k], i, 0); err != nil {
+			fail("receive the call", opErr("dup3", strconv.Itoa(i), err))
+		}
+		sysClose(fds[k])
+		k++
+	}
+	if k != len(fds) {
+		fail("receive the call", errors.New("more descriptors than the call names"))
+	}
+	if err := sysChdir(g.Dir); err != nil {
+		fail("chdir "+g.Dir, err)
+	}
+	p.Path, p.Argv, p.Env, p.Dir = g.Path, g.Argv, g.Env, g.Dir
 }

@@ -25,6 +25,7 @@ func samplePlan() *Plan {
 		Loopback: true, NestUser: true, ChildUID: 1000, ChildGID: 65534, Seccomp: bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7, 8}, 3),
 		LandlockFS: 0xffff, LandlockScoped: 3,
 		Rules: []Rule{{Path: "/", Access: 8}, {Path: "/w", Access: 0x7fff}},
+		GoFD:  6,
 	}
 }
 
@@ -103,4 +104,29 @@ func TestRemoteErrorKeepsSentinel(t *testing.T) {
 	if err := d.Error(); errors.Is(err, ErrRootWorkspace) {
 		t.Errorf("%v matches ErrRootWorkspace", err)
 	}
+}
+
+// FuzzDecodeGo: a pre-started sandbox's call message never panics the
+// decoder; what decodes has a program, an argv and known streams, and
+// re-encodes to the same bytes.
+func FuzzDecodeGo(f *testing.F) {
+	var e Encoder
+	(&Go{Path: "/bin/sh", Argv: []string{"sh", "-c", "x"}, Env: []string{"A=1"}, Dir: "/w", Stdio: 6}).Encode(&e)
+	f.Add(e.B[4:])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d := Decoder{B: b}
+		g := DecodeGo(&d)
+		if d.End() != nil {
+			return
+		}
+		if g.Path == "" || len(g.Argv) == 0 || g.Stdio > 7 {
+			t.Fatalf("accepted %+v", g)
+		}
+		var e Encoder
+		g.Encode(&e)
+		if !bytes.Equal(e.B[4:], b) || int(binary.LittleEndian.Uint32(e.B)) != len(b) {
+			t.Fatalf("re-encoding differs")
+		}
+	})
 }

@@ -1,0 +1,420 @@
+package spawn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/confine/spawn/internal/helper"
+)
+
+// A pre-started sandbox (BrokerOptions.Prestart; docs/decisions/0069)
+// is a helper that built the view of the last call's Spec and whose
+// program stage, confined (identity, capabilities, no_new_privs, seccomp,
+// Landlock), waits for one call: the next call with the same view hands it
+// its program, argv, environment, directory and standard streams, and
+// only execve is left. A fresh one is started behind it. It serves one
+// call and is never reused: its stage executes once, and its namespaces,
+// /tmp and leaf die with that call.
+//
+// A call takes it only when a cold start would build the same sandbox
+// now: the plan it would compute (view, masks of /etc, Landlock rules,
+// seccomp filter, identity, limits) is byte for byte the one the sandbox
+// was built from, every pinned path is still the file pinned, and every
+// path held read-only or in place is still the file it was when the
+// sandbox was started. Otherwise the sandbox is discarded and the call
+// starts cold.
+
+// warm is one pre-started sandbox.
+type warm struct {
+	key    string
+	l      *launched
+	goSock *os.File      // the parent's end of the go socket
+	proxy  *os.File      // the parent's end of the helper's proxy socket, or nil
+	ready  chan struct{} // closed when the stage said GoReady, or the socket ended
+	// said is true when GoReady came (set before ready is closed): a
+	// sandbox whose socket ended without it failed a step and is dead.
+	said bool
+	held []heldPath
+}
+
+// heldPath is the identity of a path the view binds by name (a Rebind)
+// when the sandbox was started.
+type heldPath struct {
+	path     string
+	dev, ino uint64
+	dir      bool
+}
+
+// prestarter holds a direct runner's one pre-started sandbox.
+type prestarter struct {
+	mu       sync.Mutex
+	slot     *warm
+	building chan struct{} // closed when the prestart in flight is done
+	closed   bool
+	wg       sync.WaitGroup // prestarts and discards in flight
+	taken    atomic.Int64   // calls that ran in a pre-started sandbox
+}
+
+// warmKey is what must be equal between the sandbox and the call: the
+// plan without the call's own fields, and what the parent does around
+// it.
+func warmKey(p *prepared) string {
+	pl := *p.plan
+	pl.Path, pl.Argv, pl.Env, pl.Dir, pl.Probe, pl.GoFD = "", nil, nil, "", false, 0
+	if pl.ProxyFD > 0 {
+		pl.ProxyFD = 1
+	}
+	var e helper.Encoder
+	pl.Encode(&e)
+	return fmt.Sprintf("%x|%+v|%t|%t|%d|%d|%+v|%q", e.B, p.limits, p.leafWant, p.useUser, p.hostUID, p.hostGID, p.idmapped, p.layers)
+}
+
+// heldIdentities reads the identity of every path the plan binds by name
+// beneath the workspace.
+func heldIdentities(pl *helper.Plan) ([]heldPath, error) {
+	var out []heldPath
+	for _, m := range pl.Mounts {
+		if m.Kind != helper.Rebind {
+			continue
+		}
+		fd, st, err := openNoFollow(m.Dst)
+		if err != nil {
+			return nil, err
+		}
+		unix.Close(fd)
+		out = append(out, heldPath{m.Dst, uint64(st.Dev), uint64(st.Ino), st.Mode&unix.S_IFMT == unix.S_IFDIR})
+	}
+	return out, nil
+}
+
+// current reports whether a cold start would bind the same files now:
+// every pinned source is still the file pinned, every held path the file
+// it was.
+func (w *warm) current() bool {
+	for _, m := range w.l.p.plan.Mounts {
+		if m.Kind == helper.Bind && m.Pinned {
+			if _, err := (Pinned{Path: m.Src, Dev: m.PinDev, Ino: m.PinIno, Dir: !m.File}).stat(); err != nil {
+				return false
+			}
+		}
+	}
+	now, err := heldIdentities(w.l.p.plan)
+	if err != nil || len(now) != len(w.held) {
+		return false
+	}
+	for i := range now {
+		if now[i] != w.held[i] {
+			return false
+		}
+	}
+	select {
+	case <-w.l.exited:
+		return false // it died while it waited
+	case <-w.ready:
+		return w.said // false: it failed a step
+	default:
+	}
+	return true
+}
+
+// prestartAfter starts a sandbox for s's view in the background, unless
+// one is being started or the runner is closed.
+func (d *direct) prestartAfter(s Spec) {
+	ps := d.pre
+	if ps == nil {
+		return
+	}
+	s.Probe = false
+	ps.mu.Lock()
+	if ps.closed || ps.building != nil || ps.slot != nil {
+		ps.mu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	ps.building = done
+	ps.wg.Add(1)
+	ps.mu.Unlock()
+	go func() {
+		defer ps.wg.Done()
+		w := d.prestart(s)
+		ps.mu.Lock()
+		ps.building = nil
+		close(done)
+		if w != nil && (ps.closed || ps.slot != nil) {
+			ps.mu.Unlock()
+			d.discard(w)
+			return
+		}
+		if w != nil {
+			ps.slot = w
+		}
+		ps.mu.Unlock()
+	}()
+}
+
+// prestart builds one sandbox for s's view; nil when it cannot (the call
+// that takes its place then starts cold and says why).
+func (d *direct) prestart(s Spec) *warm {
+	p, err := d.prepare(s)
+	if err != nil {
+		return nil
+	}
+	w := &warm{key: warmKey(p), ready: make(chan struct{})}
+	if w.held, err = heldIdentities(p.plan); err != nil {
+		return nil
+	}
+	pair := func() (parent, child *os.File, err error) {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		return os.NewFile(uintptr(fds[0]), "go"), os.NewFile(uintptr(fds[1]), "go-child"), nil
+	}
+	var extra []*os.File
+	defer func() {
+		for _, f := range extra {
+			f.Close()
+		}
+	}()
+	goChild := (*os.File)(nil)
+	if w.goSock, goChild, err = pair(); err != nil {
+		return nil
+	}
+	extra = append(extra, goChild)
+	p.plan.GoFD = treeFD + len(p.idmapped)
+	if p.plan.ProxyFD > 0 {
+		var proxyChild *os.File
+		if w.proxy, proxyChild, err = pair(); err != nil {
+			w.goSock.Close()
+			return nil
+		}
+		extra = append(extra, proxyChild)
+		p.plan.ProxyFD = p.plan.GoFD + 1
+	}
+	p.plan.Path, p.plan.Argv, p.plan.Env, p.plan.Dir = "", nil, nil, ""
+	if w.l, err = d.launch(p, Stdio{}, extra); err != nil {
+		w.closeSockets()
+		return nil
+	}
+	go func() {
+		var b [1]byte
+		n, _ := w.goSock.Read(b[:])
+		w.said = n == 1 && b[0] == helper.GoReady
+		close(w.ready)
+	}()
+	return w
+}
+
+func (w *warm) closeSockets() {
+	if w.goSock != nil {
+		w.goSock.Close()
+	}
+	if w.proxy != nil {
+		w.proxy.Close()
+	}
+}
+
+// discard kills a sandbox no call will take and removes its leaf.
+func (d *direct) discard(w *warm) {
+	w.l.kill()
+	<-w.l.exited
+	<-w.l.statusC
+	w.closeSockets()
+	if w.l.leaf != nil {
+		var res Result
+		_ = drainLeaf(w.l.leaf, &res)
+	}
+}
+
+// takeWarm returns the pre-started sandbox when it fits the call p plans
+// (waiting for one in flight, at most until ctx ends), or nil. A sandbox
+// that does not fit is discarded in the background.
+func (d *direct) takeWarm(ctx context.Context, p *prepared) *warm {
+	ps := d.pre
+	if ps == nil {
+		return nil
+	}
+	ps.mu.Lock()
+	if b := ps.building; b != nil && ps.slot == nil {
+		ps.mu.Unlock()
+		select {
+		case <-b:
+		case <-ctx.Done():
+			return nil
+		}
+		ps.mu.Lock()
+	}
+	w := ps.slot
+	ps.slot = nil
+	ps.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	if w.key != warmKey(p) || !w.current() {
+		ps.wg.Add(1)
+		go func() {
+			defer ps.wg.Done()
+			d.discard(w)
+		}()
+		return nil
+	}
+	ps.taken.Add(1)
+	return w
+}
+
+// closePrestart discards the pre-started sandbox and waits for every
+// prestart and discard in flight; later calls start cold.
+func (d *direct) closePrestart() {
+	ps := d.pre
+	if ps == nil {
+		return
+	}
+	ps.mu.Lock()
+	ps.closed = true
+	w := ps.slot
+	ps.slot = nil
+	ps.mu.Unlock()
+	if w != nil {
+		d.discard(w)
+	}
+	ps.wg.Wait()
+}
+
+// runWarm runs the call s in a pre-started sandbox: the proxy listener
+// (already opened in its network namespace) goes to the caller, the
+// call's program, argv, environment, directory and streams go to the
+// waiting stage, and from then on the call is any call's: Spec.Timeout
+// counts from here.
+func (d *direct) runWarm(ctx context.Context, s Spec, w *warm, stdio Stdio) (Result, error) {
+	res := Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}
+	defer w.closeSockets()
+	abandon := func(err error) (Result, error) {
+		d.discard(w)
+		return res, err
+	}
+	if w.proxy != nil {
+		if err := forwardListener(w.proxy, stdio.Proxy); err != nil {
+			// The helper did not hand one over: it failed, and its
+			// status says why.
+			w.l.kill()
+			return d.finish(ctx, s, w.l, time.Now())
+		}
+	}
+	g := helper.Go{Path: s.Path, Argv: s.Argv, Env: s.Env, Dir: s.Dir}
+	var fds []int
+	for i, f := range []*os.File{stdio.Stdin, stdio.Stdout, stdio.Stderr} {
+		if f == nil {
+			continue
+		}
+		fd, err := rawFD(f)
+		if err != nil {
+			return abandon(fmt.Errorf("spawn: standard stream %d: %w", i, err))
+		}
+		fds = append(fds, fd)
+		g.Stdio |= 1 << i
+	}
+	var e helper.Encoder
+	g.Encode(&e)
+	started := time.Now()
+	if err := sendAll(w.goSock, e.B, unix.UnixRights(fds...)); err != nil {
+		// The stage is gone: its status says why.
+		w.l.kill()
+	}
+	res, err := d.finish(ctx, s, w.l, started)
+	res.Prestarted = true
+	return res, err
+}
+
+// rawFD is f's descriptor, without the blocking-mode change of Fd.
+func rawFD(f *os.File) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	if err := rc.Control(func(u uintptr) { fd = int(u) }); err != nil {
+		return -1, err
+	}
+	return fd, nil
+}
+
+// sendAll writes b on a stream socket, with rights on its first part.
+func sendAll(f *os.File, b, rights []byte) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	werr := rc.Write(func(fd uintptr) bool {
+		for len(b) > 0 {
+			n, err := unix.SendmsgN(int(fd), b, rights, nil, unix.MSG_NOSIGNAL)
+			if errors.Is(err, unix.EAGAIN) {
+				return false
+			}
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil {
+				serr = err
+				return true
+			}
+			b, rights = b[n:], nil
+		}
+		return true
+	})
+	if werr != nil {
+		return werr
+	}
+	return serr
+}
+
+// forwardListener receives the proxy listener the helper sent on from
+// and sends it on to, as the helper of a cold start would have.
+func forwardListener(from, to *os.File) error {
+	if to == nil {
+		return errors.New("bug: a proxy without Stdio.Proxy")
+	}
+	rc, err := from.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var lfd = -1
+	var rerr error
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4))
+	err = rc.Read(func(fd uintptr) bool {
+		n, oobn, _, _, err := unix.Recvmsg(int(fd), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if errors.Is(err, unix.EAGAIN) {
+			return false
+		}
+		if err != nil || n != 1 || buf[0] != 'L' {
+			rerr = fmt.Errorf("no proxy listener from the helper (%d bytes, %v)", n, err)
+			return true
+		}
+		fds, err := parseRights(oob[:oobn])
+		if err != nil || len(fds) != 1 {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			rerr = fmt.Errorf("no proxy listener from the helper: %v", err)
+			return true
+		}
+		lfd = fds[0]
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if rerr != nil {
+		return rerr
+	}
+	defer unix.Close(lfd)
+	return sendAll(to, []byte{'L'}, unix.UnixRights(lfd))
+}
