@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -859,4 +860,73 @@ func TestRunPluginAgents(t *testing.T) {
 	if len(got.calls) != 2 || outcomeOf(got.calls[0]) != "unpublished" || outcomeOf(got.calls[1]) != "executed" {
 		t.Errorf("calls %v", got.calls)
 	}
+}
+
+// TestRunPrestartsTheNextCall: in a model's session every run call runs
+// in a sandbox started before it came (the first behind the probe the
+// session makes at start, the others behind the call before; the record
+// says so), each with its own namespaces and /tmp, and nothing of the
+// session's sandboxes is left when run ends.
+func TestRunPrestartsTheNextCall(t *testing.T) {
+	testenv.Require(t, atkExecution(), "run published", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	dir, ws := t.TempDir(), t.TempDir()
+	script := filepath.Join(dir, "s.jsonl")
+	call := `{"text": "call %d", "tool_calls": [{"name": "run", "arguments": {"argv": ["sh", "-c", "readlink /proc/self/ns/pid; ls /tmp | sed s/^/tmp:/; touch /tmp/$(echo m)ark"]}}]}` + "\n"
+	var b strings.Builder
+	for i := 1; i <= 3; i++ {
+		fmt.Fprintf(&b, call, i)
+	}
+	must(t, os.WriteFile(script, []byte(b.String()), 0o644))
+	rec := filepath.Join(dir, "rec.jsonl")
+	r := rnHarness(t, nil, "", "run", "--provider", "replay:"+script, "--workspace", ws, "--record", rec,
+		"--approve-up-to", "high", "--allow-program", "sh")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	got := rnReadRecord(t, rec)
+	if len(got.calls) != 3 {
+		t.Fatalf("%d calls recorded, want 3", len(got.calls))
+	}
+	for i, l := range got.calls {
+		meta, _ := l["meta"].(map[string]any)
+		if outcomeOf(l) != "executed" || meta["exit_code"] != float64(0) {
+			t.Fatalf("call %d: %v", i+1, l)
+		}
+		if meta["prestarted"] != true {
+			t.Errorf("call %d did not run in a pre-started sandbox: %v", i+1, meta)
+		}
+	}
+	if strings.Contains(r.stdout, "tmp:mark") {
+		t.Errorf("a call saw an earlier call's /tmp:\n%s", r.stdout)
+	}
+	seen := map[string]bool{}
+	for _, f := range strings.Fields(r.stdout) {
+		if strings.HasPrefix(f, "pid:[") {
+			seen[f] = true
+		}
+	}
+	if len(seen) != 3 {
+		t.Errorf("%d PID namespaces in the transcript, want 3 (one sandbox per call):\n%s", len(seen), r.stdout)
+	}
+	for _, pid := range helperProcesses() {
+		t.Errorf("helper process %d left after run ended", pid)
+	}
+}
+
+// helperProcesses lists processes that are run helpers (first or second
+// stage) of this test binary's harnesses.
+func helperProcesses() []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if strings.HasPrefix(string(cmd), "b10x-reexec:spawn-helper") || strings.HasPrefix(string(cmd), "b10x-reexec:spawn-program") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
