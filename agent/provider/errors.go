@@ -11,22 +11,23 @@ import (
 
 // Error is a provider failure in one line: what failed, the HTTP status when
 // there was one, and the provider's own message. It never holds the API key:
-// the SDKs' API error values keep the request, and so its Authorization
-// header, so they are not kept as Cause.
+// no request (whose headers carry it) is kept, and the key is cut out of
+// Msg should a server's message echo it.
 type Error struct {
 	Provider string // "anthropic", "openai"
-	Status   int    // HTTP status; 0 for a failure without a response
+	Status   int    // the HTTP status of an error answer; 0 for a failure without one (no answer, or an answer that could not be used)
 	Msg      string // one line
-	Cause    error  // for a failure without a response: the transport or context error; nil otherwise
+	Cause    error  // for a failure without an answer: the transport or context error; nil otherwise
 }
 
 func (e *Error) Error() string { return e.Provider + ": " + e.Msg }
 
 func (e *Error) Unwrap() error { return e.Cause }
 
-// describe turns an SDK error into an *Error. status and apiMsg come from the
-// SDK's API error type when the server answered; keyEnv names the key's
-// variable for a 401.
+// describe turns a failed request into an *Error. status and apiMsg come
+// from the error answer when the server gave one (status 0 otherwise, err
+// then saying what happened); opt's retries are the retries made; keyEnv
+// names the key's variable for a 401.
 func describe(provider string, err error, status int, apiMsg string, opt Options, keyEnv string) error {
 	if err == nil {
 		return nil
@@ -35,7 +36,15 @@ func describe(provider string, err error, status int, apiMsg string, opt Options
 	if n := opt.retries(); n > 0 {
 		retried = fmt.Sprintf(" (after %d retries)", n)
 	}
-	detail := oneLine(apiMsg)
+	// A server's message (or a transport error) that echoes the key has
+	// it cut out, before the line is capped.
+	line := func(s string) string {
+		if opt.APIKey != "" {
+			s = strings.ReplaceAll(s, opt.APIKey, "[API key]")
+		}
+		return oneLine(s)
+	}
+	detail := line(apiMsg)
 	if detail != "" {
 		detail = ": " + detail
 	}
@@ -69,9 +78,9 @@ func describe(provider string, err error, status int, apiMsg string, opt Options
 		case errors.As(err, &ne) && ne.Timeout():
 			e.Msg = fmt.Sprintf("no response within %s%s", opt.timeout(), retried)
 		case errors.As(err, &ue):
-			e.Msg = fmt.Sprintf("cannot reach %s%s: %s", redactURL(ue.URL), retried, oneLine(ue.Err.Error()))
+			e.Msg = fmt.Sprintf("cannot reach %s%s: %s", line(redactURL(ue.URL)), retried, line(ue.Err.Error()))
 		default:
-			e.Msg = oneLine(err.Error())
+			e.Msg = line(err.Error())
 		}
 	}
 	return e

@@ -1,7 +1,7 @@
 // Package provider holds the model providers of the agent loop: Anthropic's
-// Messages API and OpenAI's Chat Completions API (through their official Go
-// SDKs), and a replay provider that plays a JSON Lines script of model turns
-// with no network.
+// Messages API and OpenAI's Chat Completions API (through this package's own
+// small clients on net/http and encoding/json), and a replay provider that
+// plays a JSON Lines script of model turns with no network.
 //
 // A provider only carries turns between a model and the loop: it never
 // executes a tool. API keys are given in Options by the caller (the CLI reads
@@ -42,12 +42,24 @@ type Options struct {
 	// requires a value); for OpenAI no cap is sent.
 	MaxTokens int
 	// MaxRetries is how many times a request that failed with 408, 409,
-	// 429, 5xx or a connection error is retried, honouring Retry-After.
+	// 429, 5xx or a connection error (a timed-out attempt included) is
+	// retried; an answer's x-should-retry: true or false overrides its
+	// status. The wait before a retry is the answer's Retry-After-Ms or
+	// Retry-After (seconds or an HTTP date) when it asks for at most a
+	// minute (longer: not retried, the answer is returned), else 0.5 s
+	// doubled for each retry up to 8 s, less up to a quarter at random.
 	// Zero: 2. Negative: no retry.
 	MaxRetries int
-	// RequestTimeout bounds each attempt. Zero: 10 minutes.
+	// RequestTimeout bounds each attempt, the reading of its answer
+	// included. Zero: 10 minutes. Cancelling the context given to
+	// Conversation.Next stops an attempt or a wait at once.
 	RequestTimeout time.Duration
-	// HTTPClient sends the requests. Nil: a client of the SDK's own.
+	// HTTPClient sends the requests. Nil: a client of this package's own,
+	// over a clone of net/http's default transport, which honours the
+	// proxy settings of the environment (HTTPS_PROXY, HTTP_PROXY,
+	// NO_PROXY; never for a loopback host); nothing else is taken from the
+	// environment. Either way a redirect is followed only to the same
+	// scheme and host, since the key's header goes with it.
 	HTTPClient *http.Client
 }
 

@@ -5,14 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
-
-	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/b10x/harness/agent"
 	"github.com/b10x/harness/agent/providertest"
@@ -153,9 +152,9 @@ func TestAnthropicParallelCallsAndErrorFlags(t *testing.T) {
 	// The first request: headers, model, system, task, and exactly the
 	// surface's definitions.
 	r0 := reqs[0]
-	// SDK v2 sends the API key as a bearer token.
-	if got := r0.Header.Get("authorization"); got != "Bearer "+testKey {
-		t.Errorf("authorization %q, want the key as a bearer token", got)
+	// The key goes in x-api-key, the header the Messages API documents.
+	if got := r0.Header.Get("x-api-key"); got != testKey {
+		t.Errorf("x-api-key %q, want the key", got)
 	}
 	if r0.Header.Get("anthropic-version") == "" {
 		t.Error("no anthropic-version header")
@@ -397,11 +396,12 @@ func TestAnthropicErrors(t *testing.T) {
 			if strings.Contains(msg, "\n") || strings.Contains(msg, testKey) {
 				t.Errorf("error is not one line without the key: %q", msg)
 			}
-			// The SDK's API error keeps the request and its Authorization
-			// header: it must not be reachable from the error.
-			var ae *anthropic.Error
-			if errors.As(sum.Err, &ae) {
-				t.Errorf("the SDK's API error (with the request's headers) is reachable from %v", sum.Err)
+			// Nothing reachable from the error (no request, whose
+			// headers hold the key) mentions the key.
+			for e := sum.Err; e != nil; e = errors.Unwrap(e) {
+				if s := fmt.Sprintf("%v %+v %#v", e, e, e); strings.Contains(s, testKey) {
+					t.Errorf("the key is reachable from %v: %s", sum.Err, s)
+				}
 			}
 		})
 	}
@@ -440,8 +440,8 @@ func TestAnthropicIgnoresEnvironment(t *testing.T) {
 		t.Fatalf("ended by %s: %v", sum.EndedBy, sum.Err)
 	}
 	h := fake.Requests()[0].Header
-	if h.Get("authorization") != "Bearer "+testKey || h.Get("x-api-key") != "" {
-		t.Errorf("auth headers: authorization %q, x-api-key %q", h.Get("authorization"), h.Get("x-api-key"))
+	if h.Get("x-api-key") != testKey || h.Get("authorization") != "" {
+		t.Errorf("auth headers: x-api-key %q, authorization %q", h.Get("x-api-key"), h.Get("authorization"))
 	}
 }
 

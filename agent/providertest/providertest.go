@@ -5,8 +5,8 @@
 // (tool definitions, tool results and their error flags, headers).
 //
 // The replies use the real wire formats (tool_use blocks and stop_reason;
-// tool_calls and finish_reason; the providers' error bodies), so the official
-// SDKs parse them as they would the real services' answers.
+// tool_calls and finish_reason; the providers' error bodies), so a client
+// parses them as it would the real services' answers.
 package providertest
 
 import (

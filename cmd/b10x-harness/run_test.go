@@ -445,8 +445,8 @@ func TestRunAnthropicThroughCLI(t *testing.T) {
 	if len(reqs) != 2 {
 		t.Fatalf("%d requests, want 2", len(reqs))
 	}
-	if reqs[0].Header.Get("authorization") != "Bearer "+rnKey {
-		t.Errorf("authorization header %q", reqs[0].Header.Get("authorization"))
+	if reqs[0].Header.Get("x-api-key") != rnKey {
+		t.Errorf("x-api-key header %q", reqs[0].Header.Get("x-api-key"))
 	}
 	if !strings.Contains(string(reqs[0].Body), "fix the greeting") || !strings.Contains(string(reqs[0].Body), "ERROR (") {
 		t.Errorf("first request lacks the task or the system prompt: %s", reqs[0].Body)
@@ -802,7 +802,7 @@ func TestRunKeysNeverReachHooks(t *testing.T) {
 			t.Errorf("%v: a provider key reached the hook's environment", args)
 		}
 	}
-	if len(fake.Requests()) != 2 || fake.Requests()[0].Header.Get("authorization") != "Bearer "+rnKey {
+	if len(fake.Requests()) != 2 || fake.Requests()[0].Header.Get("x-api-key") != rnKey {
 		t.Errorf("the provider did not get the key: %d requests", len(fake.Requests()))
 	}
 }
