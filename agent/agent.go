@@ -11,7 +11,8 @@
 //
 // Providers live behind the small Provider interface below: Anthropic and
 // OpenAI-compatible servers in agent/provider, the replay script in
-// agent/replay (kept apart so that it builds and fuzzes without the SDKs). Named
+// agent/replay (kept apart so that it builds and fuzzes without any network
+// client). Named
 // agents (Markdown definitions with a front matter) are parsed by ParseDef and
 // LoadDefs; a definition can only narrow what the parent run publishes.
 package agent

@@ -5,7 +5,7 @@
 //
 // It imports the standard library only and runs from its package's init,
 // like the spawn helper: Go initialises packages in import-path order among
-// those ready, so the child answers before the provider SDKs, kong and the
+// those ready, so the child answers before the MCP SDK, kong and the
 // rest of the binary initialise, which is most of a start of the CLI binary
 // (docs/decisions/0034). In any other process the init does nothing.
 package probechild

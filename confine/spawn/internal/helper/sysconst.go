@@ -6,7 +6,7 @@ import "syscall"
 // It runs from this package's init, and Go initialises the packages of a
 // binary in import-path order among those whose imports are initialised:
 // an import that sorts late ("golang.org/...") would hold the helper back
-// until every ready package sorting before it (provider SDKs, telemetry,
+// until every ready package sorting before it (the MCP SDK, the CLI,
 // seccomp tables) had initialised too, which measured ~7 ms of CPU per
 // spawn (docs/decisions/0034). What syscall lacks is defined here, from
 // the kernel's UAPI headers.
