@@ -12,9 +12,9 @@
 // Providers live behind the small Provider interface below: Anthropic and
 // OpenAI-compatible servers in agent/provider, the replay script in
 // agent/replay (kept apart so that it builds and fuzzes without any network
-// client). Named
-// agents (Markdown definitions with a front matter) are parsed by ParseDef and
-// LoadDefs; a definition can only narrow what the parent run publishes.
+// client). Named agents (Markdown definitions with a front matter) are parsed
+// by ParseDef and LoadDefs; a definition can only narrow what the parent run
+// publishes.
 package agent
 
 import (
