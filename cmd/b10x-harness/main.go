@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/alecthomas/kong"
@@ -115,13 +117,12 @@ func realMain(args []string, e env) (code int) {
 		}
 	}
 	e.args = args
-	var c cli
 	exited := -1
 	opts := []kong.Option{}
 	if lf != nil {
 		opts = append(opts, kong.Resolvers(fileResolver{lf}))
 	}
-	parser, err := kong.New(&c, append(opts,
+	parser, err := kong.New(cliFor(args), append(opts,
 		kong.Name("b10x-harness"),
 		kong.Description("A Linux-native sandboxed executor for model and CI tool calls."),
 		kong.Vars{"version": version, "tmp_size_default": tmpSizeDefault},
@@ -159,6 +160,43 @@ func realMain(args []string, e env) (code int) {
 }
 
 type kongExit struct{}
+
+// cliFor is what kong builds its model from for args: a struct holding
+// only the command args[0] names, none when every argument is --version,
+// and the whole cli otherwise (no command given, help, a misspelt one).
+// kong.New builds and interpolates every command's flags and help, which
+// was most of every start of the binary (docs/BENCHMARKS.md); one command's
+// model is a fraction of that. What kong parses, shows and reports for a
+// command line is the same either way: it walks only the path the line
+// takes, and help below a command shows only that command.
+func cliFor(args []string) any {
+	all := reflect.TypeOf(cli{})
+	version := len(args) > 0
+	for _, a := range args {
+		version = version && a == "--version"
+	}
+	var keep []reflect.StructField
+	named := false
+	for i := 0; i < all.NumField(); i++ {
+		f := all.Field(i)
+		if _, isCmd := f.Tag.Lookup("cmd"); !isCmd {
+			keep = append(keep, f)
+			continue
+		}
+		name := f.Tag.Get("name")
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		if !version && len(args) > 0 && args[0] == name {
+			keep = append(keep, f)
+			named = true
+		}
+	}
+	if !named && !version {
+		return &cli{}
+	}
+	return reflect.New(reflect.StructOf(keep)).Interface()
+}
 
 // tmpSizeDefault is --tmp-size's default: spawn's own default cap.
 var tmpSizeDefault = fmt.Sprintf("%dMiB", spawn.DefaultTmpSize>>20)
