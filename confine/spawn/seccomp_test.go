@@ -78,10 +78,12 @@ func TestSeccompEveryNumber(t *testing.T) {
 		t.Fatal(err)
 	}
 	denied := map[uint32]string{}
-	for _, name := range deniedSyscalls {
-		nr, ok := info.SyscallNames[name]
-		if !ok {
-			t.Fatalf("denied system call %q has no number on this architecture", name)
+	for _, c := range deniedSyscalls {
+		// go-seccomp-bpf's table is an independent check of x/sys/unix's
+		// numbers the filter uses.
+		nr, ok := info.SyscallNames[c.name]
+		if !ok || uintptr(nr) != c.nr {
+			t.Fatalf("denied system call %q is %d in the filter, %d (%v) in the arch table", c.name, c.nr, nr, ok)
 		}
 		denied[uint32(nr)] = "EPERM"
 	}
@@ -125,6 +127,16 @@ func TestSeccompEveryNumber(t *testing.T) {
 	}
 	if got := actionName(f.eval(t, unix.AUDIT_ARCH_I386, uint32(unix.SYS_GETPID))); got != "kill" {
 		t.Errorf("i386 getpid: %s, want kill", got)
+	}
+	if got := actionName(f.eval(t, seccompAuditArch, uint32(unix.SYS_TRUNCATE))); got != "allow" {
+		t.Errorf("truncate at Landlock ABI 7: %s, want allow (Landlock refuses it by path)", got)
+	}
+	// Below ABI 3 Landlock cannot refuse truncate(2): the filter does.
+	old := newFilterVM(t, 2)
+	for nr, want := range map[uintptr]string{unix.SYS_TRUNCATE: "EPERM", unix.SYS_FTRUNCATE: "allow", unix.SYS_GETPID: "allow", unix.SYS_PTRACE: "EPERM"} {
+		if got := actionName(old.eval(t, seccompAuditArch, uint32(nr))); got != want {
+			t.Errorf("ABI 2 filter, system call %d: %s, want %s", nr, got, want)
+		}
 	}
 }
 
