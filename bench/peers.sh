@@ -86,3 +86,34 @@ fi
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); host: $(nproc) CPUs; uptime:$(uptime | sed 's/.*up[^,]*,[^,]*,//')"
 echo "binary: $(stat -c %s "$bin" | awk '{printf "%.1f MB", $1/1e6}'), $(git rev-parse --short HEAD)"
 hyperfine -N --warmup "${WARMUP:-3}" --runs "${RUNS:-30}" --export-markdown "${OUT:-/dev/null}" "${args[@]}"
+
+# One run call inside a session. A replay's calls come back to back, so the
+# sandbox started behind a call is still being built when the next comes.
+calls=40
+{
+	for _ in $(seq $calls); do
+		echo '{"text": "again", "tool_calls": [{"name": "run", "arguments": {"argv": ["true"]}}]}'
+	done
+	echo '{"text": "done"}'
+} >"$ws.calls.jsonl"
+echo '{"text": "done"}' >"$ws.none.jsonl"
+trap 'rm -rf "$ws" "$ws.calls.jsonl" "$ws.none.jsonl" "$ws.json"' EXIT
+session=("$bin" run --workspace "$ws" --allow-program true --approve-up-to high --max-turns $((calls + 2)))
+"${session[@]}" --provider "replay:$ws.calls.jsonl" >/dev/null
+hyperfine -N --warmup 1 --runs "${SESSION_RUNS:-10}" --export-json "$ws.json" \
+	-n "run: $calls calls" "${session[*]} --provider replay:$ws.calls.jsonl" \
+	-n 'run: no call' "${session[*]} --provider replay:$ws.none.jsonl" >/dev/null
+python3 - "$ws.json" "$calls" <<'PY'
+import json, sys
+r = {x["command"]: x["mean"] for x in json.load(open(sys.argv[1]))["results"]}
+n = int(sys.argv[2])
+with_calls = next(v for k, v in r.items() if k.endswith("calls"))
+without = next(v for k, v in r.items() if k.endswith("no call"))
+print(f"run call in a session, back to back (replay of {n} minus none): {(with_calls - without) / n * 1000:.1f} ms per call")
+PY
+
+# With the model's turn between calls, side by side with bubblewrap.
+CGO_ENABLED=0 go test -ldflags="$(make -s helper-ldflags)" ./confine/spawn -run '^$' \
+	-bench 'BenchmarkRunTrue$|RunTruePrestarted|RunTrueBackToBack|BwrapTrue' -benchtime "${BENCHTIME:-40x}" -count "${COUNT:-2}" |
+	grep -E '^Benchmark'
+

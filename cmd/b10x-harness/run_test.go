@@ -865,13 +865,13 @@ func TestRunPluginAgents(t *testing.T) {
 // TestRunPrestartsTheNextCall: in a model's session every run call runs
 // in a sandbox started before it came (the first behind the probe the
 // session makes at start, the others behind the call before; the record
-// says so), each with its own namespaces and /tmp, and nothing of the
+// says so), each with its own /tmp, and nothing of the
 // session's sandboxes is left when run ends.
 func TestRunPrestartsTheNextCall(t *testing.T) {
 	testenv.Require(t, atkExecution(), "run published", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
 	dir, ws := t.TempDir(), t.TempDir()
 	script := filepath.Join(dir, "s.jsonl")
-	call := `{"text": "call %d", "tool_calls": [{"name": "run", "arguments": {"argv": ["sh", "-c", "readlink /proc/self/ns/pid; ls /tmp | sed s/^/tmp:/; touch /tmp/$(echo m)ark"]}}]}` + "\n"
+	call := `{"text": "call %d", "tool_calls": [{"name": "run", "arguments": {"argv": ["sh", "-c", "ls /tmp | sed s/^/tmp:/; touch /tmp/$(echo m)ark"]}}]}` + "\n"
 	var b strings.Builder
 	for i := 1; i <= 3; i++ {
 		fmt.Fprintf(&b, call, i)
@@ -896,17 +896,13 @@ func TestRunPrestartsTheNextCall(t *testing.T) {
 			t.Errorf("call %d did not run in a pre-started sandbox: %v", i+1, meta)
 		}
 	}
+	// Each call's private /tmp is its own: no sandbox served twice.
+	// (Namespace inode numbers prove nothing: a freed one is reused.)
 	if strings.Contains(r.stdout, "tmp:mark") {
 		t.Errorf("a call saw an earlier call's /tmp:\n%s", r.stdout)
 	}
-	seen := map[string]bool{}
-	for _, f := range strings.Fields(r.stdout) {
-		if strings.HasPrefix(f, "pid:[") {
-			seen[f] = true
-		}
-	}
-	if len(seen) != 3 {
-		t.Errorf("%d PID namespaces in the transcript, want 3 (one sandbox per call):\n%s", len(seen), r.stdout)
+	if n := strings.Count(r.stdout, "exit status 0"); n != 3 {
+		t.Errorf("%d calls exited 0 in the transcript, want 3:\n%s", n, r.stdout)
 	}
 	for _, pid := range helperProcesses() {
 		t.Errorf("helper process %d left after run ended", pid)

@@ -75,9 +75,9 @@ func TestPrestartedCall(t *testing.T) {
 	if l1[0] != "one first "+ws || l2[0] != "two second "+filepath.Join(ws, "sub") {
 		t.Errorf("argv, env or directory not the call's own: %q, %q", l1[0], l2[0])
 	}
-	if l1[1] == l2[1] {
-		t.Errorf("both calls ran in PID namespace %s: a sandbox was reused", l1[1])
-	}
+	// The first call's private /tmp is not the second's: a sandbox was
+	// not reused. (Namespace inode numbers are no proof: the kernel
+	// reuses a freed one, and the first sandbox is gone by then.)
 	if !strings.Contains(l2[2], "no-mark") {
 		t.Errorf("the second call saw the first's /tmp: %q", l2[2])
 	}
