@@ -95,11 +95,6 @@ func realMain(args []string, e env) (code int) {
 			os.Setenv("TMPDIR", abs)
 		}
 	}
-	if len(args) > 0 && args[0] == "exec" {
-		// exec spawns once: the spawn's fixed work (the /etc scan, the
-		// helper image) overlaps the parsing and planning below.
-		spawn.Preload()
-	}
 	lf, err := loadPolicyFile(args)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "b10x-harness: %s\n", termsafe.Message(renderError(err, nil)))

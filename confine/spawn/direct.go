@@ -260,18 +260,6 @@ func absentReason(l string) string {
 	return "it is not available on this host"
 }
 
-// Preload starts, on other goroutines, the work the first call of a
-// process needs whatever its Spec: the scan of /etc for the entries a
-// child must not see, and loading the helper image into its sealed memfd.
-// A command that spawns once (exec) calls it as early as it can, before
-// parsing its flags, so that this work overlaps its own start; the first
-// call waits for what is still running and uses its result. Calling it
-// again, or not at all, changes nothing but when the work is done.
-func Preload() {
-	helperWarm.Do(func() { go currentHelper() })
-	go sharedMasks.preload()
-}
-
 // Run implements Runner.
 func (d *direct) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 	if d.helper == nil {

@@ -164,25 +164,6 @@ func TestScanMasksAndWatch(t *testing.T) {
 	if !slices.Contains(got, root+"/ssl/new.key") {
 		t.Fatalf("new file not seen: %q", got)
 	}
-
-	// A scan made ahead (Preload) serves the first call once, and only
-	// the first: a secret made after it is seen by the second.
-	p := newEtcMasks(root)
-	defer p.close()
-	p.preload()
-	p.preload()
-	if p.scans != 1 || !p.early {
-		t.Fatalf("preload: %d scans, early %v", p.scans, p.early)
-	}
-	first, err := p.get()
-	if err != nil || p.scans != 1 || !slices.Contains(first, root+"/ssl/new.key") {
-		t.Fatalf("the first call after preload: %q, %v, %d scans (want the preloaded one)", first, err, p.scans)
-	}
-	mk("after-preload.key", 0o600, false)
-	second, _ := p.get()
-	if p.scans != 2 || !slices.Contains(second, root+"/after-preload.key") {
-		t.Fatalf("the second call reused the preloaded scan: %q after %d scans", second, p.scans)
-	}
 }
 
 func TestBuildView(t *testing.T) {

@@ -340,9 +340,6 @@ type etcMasks struct {
 	masks []string
 	valid bool
 	scans int // scans made so far
-	// early is true while the last scan is an unwatched one made ahead
-	// of this process's first call (Preload), which that call uses.
-	early bool
 }
 
 func newEtcMasks(root string) *etcMasks { return &etcMasks{root: root, fd: -1} }
@@ -354,10 +351,6 @@ func newEtcMasks(root string) *etcMasks { return &etcMasks{root: root, fd: -1} }
 func (m *etcMasks) get() ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.valid && m.early {
-		m.early = false
-		return m.masks, nil
-	}
 	if m.valid && m.fd >= 0 && !m.changed() {
 		return m.masks, nil
 	}
@@ -382,23 +375,6 @@ func (m *etcMasks) get() ([]string, error) {
 	}
 	m.fd, m.masks, m.valid = fd, masks, true
 	return masks, nil
-}
-
-// preload scans ahead of the first call, if no scan was made yet: that
-// call then uses this scan (made moments before it, as its own would
-// be) instead of making one.
-func (m *etcMasks) preload() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.scans > 0 {
-		return
-	}
-	m.scans++
-	masks, err := scanMasks(m.root, -1)
-	if err != nil {
-		return // the call scans again, and reports the error
-	}
-	m.masks, m.valid, m.early = masks, true, true
 }
 
 // changed reports whether the watch saw any event (or overflowed).
