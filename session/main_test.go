@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 
 // inChild runs scenario name in a re-run child with env, decoding what it
 // prints into v.
-func inChild(t *testing.T, name string, env []string, v any) {
+func inChild(t testing.TB, name string, env []string, v any) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), childEnv+"="+name), env...)
