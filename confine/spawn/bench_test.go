@@ -90,6 +90,17 @@ func BenchmarkRunTrueBackToBack(b *testing.B) {
 	benchRun(b, d)
 }
 
+// BenchmarkScanMasks is one scan of the host's /etc for the entries a
+// child must not see: the largest part of planning a process's first call
+// (later calls of a process reuse it under an inotify watch).
+func BenchmarkScanMasks(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		if _, err := scanMasks(maskedRoot, -1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkBwrapTrue is the reference: bubblewrap (Debian's package) with
 // every namespace, started from this process as a session would.
 func BenchmarkBwrapTrue(b *testing.B) {

@@ -118,6 +118,9 @@ type prepared struct {
 	// idmapped mount whose root is hostUID (the k-th's tree is helper
 	// descriptor treeFD+k).
 	idmapped []Pinned
+	// early, when set, is the workspace's idmapped tree begun before the
+	// call was planned; launch takes it or discards it.
+	early *earlyTree
 }
 
 // prepare checks the Spec, plans the view and the layers, and refuses
@@ -270,14 +273,24 @@ func (d *direct) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 	if (s.ProxyPort > 0) != (stdio.Proxy != nil) {
 		return Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}, errors.New("spawn: Spec.ProxyPort and Stdio.Proxy go together")
 	}
+	var early *earlyTree
+	if d.pre == nil {
+		// A runner without pre-started sandboxes starts every call cold:
+		// the workspace's idmapped tree, when it needs one, is made while
+		// the call is planned.
+		early = d.startEarlyTree(s)
+	}
 	p, err := d.prepare(s)
 	if err != nil {
+		early.discard()
 		return Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}, err
 	}
 	if err := ctx.Err(); err != nil {
+		early.discard()
 		return Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}, fmt.Errorf("spawn: not started: %w", err)
 	}
 	if d.pre == nil {
+		p.early = early
 		return d.start(ctx, s, p, stdio)
 	}
 	// The next call's sandbox is started when this one has ended: while
@@ -355,10 +368,16 @@ func (d *direct) launch(p *prepared, stdio Stdio, extra []*os.File) (*launched, 
 			t.Close()
 		}
 	}()
+	early := p.early
+	p.early = nil
+	defer early.discard()
 	for _, w := range p.idmapped {
-		t, err := idmappedTree(w, p.hostUID, w == p.workspace, d.helperExe())
-		if err != nil {
-			return fail(&SetupError{Step: "identity", Err: err})
+		t := early.take(w, p.hostUID)
+		if t == nil {
+			var err error
+			if t, err = idmappedTree(w, p.hostUID, w == p.workspace, d.helperExe()); err != nil {
+				return fail(&SetupError{Step: "identity", Err: err})
+			}
 		}
 		trees = append(trees, t)
 	}

@@ -225,3 +225,61 @@ func checkNoPrivilegedFiles(p Pinned, workspace bool) error {
 	setIDClean.Store(key, struct{}{})
 	return nil
 }
+
+// earlyTree is a workspace's idmapped tree made on another goroutine while
+// its call is planned (the holder process, the set-id scan and the clone
+// take milliseconds, the planning as long). A nil *earlyTree holds none.
+type earlyTree struct {
+	ws   Pinned
+	uid  int
+	done chan struct{}
+	tree *os.File
+	err  error
+}
+
+// startEarlyTree begins the idmapped tree of s's workspace when the call
+// will bind it so: the harness is root, a user namespace is there to map
+// with, and root owns the workspace. It returns nil otherwise.
+func (d *direct) startEarlyTree(s Spec) *earlyTree {
+	if !d.root || d.userns.Load() == usernsMissing || s.Workspace.check("Spec.Workspace") != nil {
+		return nil
+	}
+	uid, _, idmap, err := d.childIdentity(s.Workspace, true)
+	if err != nil || !idmap {
+		return nil
+	}
+	e := &earlyTree{ws: s.Workspace, uid: uid, done: make(chan struct{})}
+	go func() {
+		e.tree, e.err = idmappedTree(e.ws, e.uid, true, d.helperExe())
+		close(e.done)
+	}()
+	return e
+}
+
+// take returns the tree when it was made for ws and uid and its making
+// succeeded, else nil (the caller makes one, and reports its error). The
+// tree is the caller's from then on.
+func (e *earlyTree) take(ws Pinned, uid int) *os.File {
+	if e == nil || ws != e.ws || uid != e.uid {
+		return nil
+	}
+	<-e.done
+	t := e.tree
+	e.tree = nil
+	if e.err != nil {
+		return nil
+	}
+	return t
+}
+
+// discard waits for the tree and closes it unless it was taken.
+func (e *earlyTree) discard() {
+	if e == nil {
+		return
+	}
+	<-e.done
+	if e.tree != nil {
+		e.tree.Close()
+		e.tree = nil
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -420,71 +421,101 @@ func scanMasks(root string, fd int) ([]string, error) {
 	if st.Mode&0o005 != 0o005 {
 		return []string{root + "/"}, nil
 	}
-	var masks []string
-	buf := make([]byte, 32<<10)
-	var walk func(dir string) error
-	walk = func(dir string) error {
-		if fd >= 0 {
-			if _, err := unix.InotifyAddWatch(fd, dir, watchMask); err != nil {
-				return fmt.Errorf("spawn: watch %s: %w", dir, err)
-			}
-		}
-		dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			// Unreadable to the harness itself (or swapped for a link
-			// since it was examined): hide it.
-			masks = append(masks, dir+"/")
-			return nil
-		}
-		ents, err := dirent.Read(dfd, buf)
-		if err != nil {
-			unix.Close(dfd)
-			masks = append(masks, dir+"/")
-			return nil
-		}
-		slices.SortFunc(ents, func(a, b dirent.Entry) int { return strings.Compare(a.Name, b.Name) })
-		var subdirs []string
-		for _, e := range ents {
-			if e.Type == unix.DT_LNK {
-				// A link is resolved in the view, where its target is
-				// masked or absent.
-				continue
-			}
-			p := dir + "/" + e.Name
-			if err := unix.Fstatat(dfd, e.Name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				if errors.Is(err, unix.ENOENT) {
-					continue
-				}
-				unix.Close(dfd)
-				return fmt.Errorf("spawn: scan %s: %w", p, err)
-			}
-			switch st.Mode & unix.S_IFMT {
-			case unix.S_IFLNK:
-			case unix.S_IFDIR:
-				if st.Mode&0o005 != 0o005 {
-					masks = append(masks, p+"/")
-					continue
-				}
-				subdirs = append(subdirs, p)
-			default:
-				if st.Mode&0o004 == 0 {
-					masks = append(masks, p)
-				}
-			}
-		}
-		unix.Close(dfd)
-		for _, d := range subdirs {
-			if err := walk(d); err != nil {
-				return err
-			}
-		}
-		return nil
+	// Directories are read side by side, one per processor (at most
+	// four): on a host where a system call is slow (a VM) the scan is most
+	// of a one-shot spawn's planning, and nothing else runs meanwhile.
+	workers := min(max(runtime.GOMAXPROCS(0), 1), 4)
+	bufs := make(chan []byte, workers)
+	for range workers {
+		bufs <- make([]byte, 32<<10)
 	}
-	if err := walk(root); err != nil {
-		return nil, err
+	var (
+		mu    sync.Mutex
+		masks []string
+		first error
+		wg    sync.WaitGroup
+	)
+	add := func(ms []string, err error) {
+		mu.Lock()
+		masks = append(masks, ms...)
+		if first == nil {
+			first = err
+		}
+		mu.Unlock()
+	}
+	var walk func(dir string)
+	walk = func(dir string) {
+		defer wg.Done()
+		buf := <-bufs
+		subdirs, ms, err := scanDir(dir, fd, buf)
+		bufs <- buf
+		add(ms, err)
+		if err != nil {
+			return
+		}
+		for _, d := range subdirs {
+			wg.Add(1)
+			go walk(d)
+		}
+	}
+	wg.Add(1)
+	walk(root)
+	wg.Wait()
+	if first != nil {
+		return nil, first
 	}
 	slices.Sort(masks)
 	return masks, nil
+}
+
+// scanDir examines one directory of the scan (see scanMasks): its masked
+// entries and its subdirectories to examine next.
+func scanDir(dir string, fd int, buf []byte) (subdirs, masks []string, err error) {
+	if fd >= 0 {
+		if _, err := unix.InotifyAddWatch(fd, dir, watchMask); err != nil {
+			return nil, nil, fmt.Errorf("spawn: watch %s: %w", dir, err)
+		}
+	}
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		// Unreadable to the harness itself (or swapped for a link since it
+		// was examined): hide it.
+		return nil, []string{dir + "/"}, nil
+	}
+	defer unix.Close(dfd)
+	ents, err := dirent.Read(dfd, buf)
+	if err != nil {
+		return nil, []string{dir + "/"}, nil
+	}
+	var st unix.Stat_t
+	for _, e := range ents {
+		if e.Type == unix.DT_LNK {
+			// A link is resolved in the view, where its target is masked
+			// or absent.
+			continue
+		}
+		p := dir + "/" + e.Name
+		if err := unix.Fstatat(dfd, e.Name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return nil, nil, fmt.Errorf("spawn: scan %s: %w", p, err)
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
+		case unix.S_IFDIR:
+			if st.Mode&0o005 != 0o005 {
+				masks = append(masks, p+"/")
+				continue
+			}
+			subdirs = append(subdirs, p)
+		default:
+			if st.Mode&0o004 == 0 {
+				masks = append(masks, p)
+			}
+		}
+	}
+	return subdirs, masks, nil
 }
 
 func closeFD(fd int) { _ = unix.Close(fd) }
