@@ -112,8 +112,13 @@ without = next(v for k, v in r.items() if k.endswith("no call"))
 print(f"run call in a session, back to back (replay of {n} minus none): {(with_calls - without) / n * 1000:.1f} ms per call")
 PY
 
-# With the model's turn between calls, side by side with bubblewrap.
+# With the model's turn between calls, side by side with bubblewrap: the
+# spawn alone, then the whole session's call (surface, gate, run tool,
+# broker; its ns/call metric).
 CGO_ENABLED=0 go test -ldflags="$(make -s helper-ldflags)" ./confine/spawn -run '^$' \
 	-bench 'BenchmarkRunTrue$|RunTruePrestarted|RunTrueBackToBack|BwrapTrue' -benchtime "${BENCHTIME:-40x}" -count "${COUNT:-2}" |
+	grep -E '^Benchmark'
+CGO_ENABLED=0 go test -ldflags="$(make -s helper-ldflags)" ./session -run '^$' \
+	-bench 'SessionRun' -benchtime "${BENCHTIME:-40x}" -count "${COUNT:-2}" |
 	grep -E '^Benchmark'
 
