@@ -509,3 +509,24 @@ func mcpCancelLeavesNothing(t *testing.T, cancel func(), errc <-chan error, mark
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestMCPRunPrestarted: an MCP session's run calls run in sandboxes
+// started before them (the outcome's meta says so), each with a /tmp of
+// its own.
+func TestMCPRunPrestarted(t *testing.T) {
+	testenv.Require(t, atkExecution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	ws, _ := sampleWorkspace(t)
+	s := mcpMustConnect(t, nil, "--workspace", ws, "--allow-program", "sh", "--approve", "all")
+	args := json.RawMessage(`{"argv":["sh","-c","ls /tmp | sed s/^/tmp:/; touch /tmp/$(echo m)ark; echo ran"]}`)
+	for i := 1; i <= 2; i++ {
+		time.Sleep(200 * time.Millisecond) // the client's turn
+		r, o := s.call(t, "run", args)
+		meta, _ := o["meta"].(map[string]any)
+		if r.IsError || mcpReason(o) != "executed" || meta["prestarted"] != true {
+			t.Fatalf("call %d: %v", i, o)
+		}
+		if res, _ := o["result"].(string); !strings.Contains(res, "ran") || strings.Contains(res, "tmp:mark") {
+			t.Fatalf("call %d's output (a sandbox served twice if it shows tmp:mark): %q", i, res)
+		}
+	}
+}
