@@ -1,12 +1,18 @@
 package spawn
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // waitWarm waits until d holds a pre-started sandbox whose stage is ready.
@@ -273,4 +279,76 @@ func ancestor(pid, anc int) bool {
 		}
 	}
 	return false
+}
+
+// TestPrestartedProxy: with Spec.ProxyPort, the proxy listener opened in
+// the call's network namespace reaches the caller on Stdio.Proxy and
+// takes the program's connection, cold and in a pre-started sandbox
+// (where it was opened before the call came), and nothing else listens.
+func TestPrestartedProxy(t *testing.T) {
+	d := prestarting(t)
+	ws := workspace(t)
+	s := probeSpec(t, ws, "tcp:127.0.0.1:3128", "tcp:127.0.0.1:3129")
+	s.ProxyPort = 3128
+	for i, want := range []bool{false, true} {
+		if want {
+			waitWarm(t, d)
+		}
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine, child := os.NewFile(uintptr(fds[0]), "proxy"), os.NewFile(uintptr(fds[1]), "proxy-child")
+		accepted := make(chan string, 1)
+		go func() {
+			defer mine.Close()
+			buf, oob := make([]byte, 1), make([]byte, unix.CmsgSpace(4))
+			n, oobn, _, _, err := unix.Recvmsg(int(mine.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+			if err != nil || n != 1 || buf[0] != 'L' {
+				accepted <- fmt.Sprintf("no listener: %d %v", n, err)
+				return
+			}
+			rights, err := parseRights(oob[:oobn])
+			if err != nil || len(rights) != 1 {
+				accepted <- fmt.Sprintf("no listener descriptor: %v", err)
+				return
+			}
+			l, err := net.FileListener(os.NewFile(uintptr(rights[0]), "listener"))
+			if err != nil {
+				accepted <- err.Error()
+				return
+			}
+			defer l.Close()
+			c, err := l.Accept()
+			if err != nil {
+				accepted <- err.Error()
+				return
+			}
+			c.Close()
+			accepted <- "accepted"
+		}()
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := d.Run(context.Background(), s, Stdio{Stdout: outW, Proxy: child})
+		outW.Close()
+		child.Close()
+		out, _ := io.ReadAll(outR)
+		outR.Close()
+		if err != nil || res.ExitCode != 0 || res.Prestarted != want {
+			t.Fatalf("call %d: %v %+v %s", i, err, res, out)
+		}
+		if got := probeLines(out); got["tcp:127.0.0.1:3128"] != "ok" || got["tcp:127.0.0.1:3129"] != "ECONNREFUSED" {
+			t.Errorf("call %d (pre-started %v): %v", i, want, got)
+		}
+		select {
+		case a := <-accepted:
+			if a != "accepted" {
+				t.Errorf("call %d: the caller's side: %s", i, a)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("call %d: no connection reached the caller's listener", i)
+		}
+	}
 }
