@@ -116,7 +116,11 @@ func (w *warm) current() bool {
 	}
 	select {
 	case <-w.l.exited:
-		return false // it died while it waited
+		return false // it died while it waited (looked at first: a
+		// sandbox can be ready and dead)
+	default:
+	}
+	select {
 	case <-w.ready:
 		return w.said // false: it failed a step
 	default:
@@ -183,7 +187,7 @@ func (d *direct) prestart(s Spec) *warm {
 			f.Close()
 		}
 	}()
-	goChild := (*os.File)(nil)
+	var goChild *os.File
 	if w.goSock, goChild, err = pair(); err != nil {
 		return nil
 	}
