@@ -84,6 +84,19 @@
 // copy of itself that spawns on its behalf; see
 // docs/decisions/0030-spawn-broker.md.
 //
+// # Pre-started sandboxes
+//
+// A Broker started with BrokerOptions.Prestart builds the sandbox of the
+// next call when a call ends: the helper above, up to the program stage
+// confined and waiting (it writes helper.GoReady and blocks). The next
+// call whose plan is byte for byte the one it was built from, and whose
+// pinned and held paths are still the files they were, only hands it the
+// program, argv, environment, directory and streams; any other call
+// discards it and starts cold. Spec.Timeout and Result.Duration count
+// from the hand-over, Result.Prestarted says so, and a sandbox serves one
+// call, never a second. See prestart.go and
+// docs/decisions/0069-prestarted-sandbox.md.
+//
 // # What it does not protect against
 //
 //   - Kernel bugs: the layers are the kernel's; a kernel exploit reachable
