@@ -904,14 +904,15 @@ func TestRunPrestartsTheNextCall(t *testing.T) {
 	if n := strings.Count(r.stdout, "exit status 0"); n != 3 {
 		t.Errorf("%d calls exited 0 in the transcript, want 3:\n%s", n, r.stdout)
 	}
-	for _, pid := range helperProcesses() {
-		t.Errorf("helper process %d left after run ended", pid)
+	for _, pid := range helperProcesses(ws) {
+		t.Errorf("helper process %d (of this workspace) left after run ended", pid)
 	}
 }
 
-// helperProcesses lists processes that are run helpers (first or second
-// stage) of this test binary's harnesses.
-func helperProcesses() []int {
+// helperProcesses lists the run helpers (first or second stage) whose
+// view binds the workspace ws: this test's, not those of other tests
+// running beside it.
+func helperProcesses(ws string) []int {
 	var pids []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -920,7 +921,11 @@ func helperProcesses() []int {
 			continue
 		}
 		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if strings.HasPrefix(string(cmd), "b10x-reexec:spawn-helper") || strings.HasPrefix(string(cmd), "b10x-reexec:spawn-program") {
+		if !strings.HasPrefix(string(cmd), "b10x-reexec:spawn-helper") && !strings.HasPrefix(string(cmd), "b10x-reexec:spawn-program") {
+			continue
+		}
+		mounts, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "mountinfo"))
+		if strings.Contains(string(mounts), " "+ws+" ") {
 			pids = append(pids, pid)
 		}
 	}
