@@ -914,17 +914,13 @@ func TestRunPrestartsTheNextCall(t *testing.T) {
 // running beside it.
 func helperProcesses(ws string) []int {
 	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+	for _, p := range atkProcs("b10x-reexec:spawn-") {
+		f := strings.Fields(p)
+		pid, _ := strconv.Atoi(f[0])
+		if len(f) < 2 || (f[1] != "b10x-reexec:spawn-helper" && f[1] != "b10x-reexec:spawn-program") {
 			continue
 		}
-		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if !strings.HasPrefix(string(cmd), "b10x-reexec:spawn-helper") && !strings.HasPrefix(string(cmd), "b10x-reexec:spawn-program") {
-			continue
-		}
-		mounts, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "mountinfo"))
+		mounts, _ := os.ReadFile(filepath.Join("/proc", f[0], "mountinfo"))
 		if strings.Contains(string(mounts), " "+ws+" ") {
 			pids = append(pids, pid)
 		}

@@ -230,34 +230,24 @@ func TestBrokerPrestart(t *testing.T) {
 	if _, _, err := run(t, b, shSpec(t, ws, "(setsid sleep "+sleep+" &)")); err != nil {
 		t.Fatal(err)
 	}
-	helpers := func() []int {
-		var pids []int
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-			if strings.HasPrefix(string(cmd), "b10x-reexec:spawn-") && ancestor(pid, b.cmd.Process.Pid) {
-				pids = append(pids, pid)
-			}
-		}
-		return pids
-	}
+	bpid := b.cmd.Process.Pid
 	time.Sleep(300 * time.Millisecond)
-	if len(helpers()) == 0 {
+	helpers := processesWhere(func(pid int, argv []string) bool {
+		return strings.HasPrefix(argv[0], "b10x-reexec:spawn-") && ancestor(pid, bpid)
+	})
+	if len(helpers) == 0 {
 		t.Fatal("no pre-started sandbox under the broker: the test would prove nothing")
 	}
-	bpid := b.cmd.Process.Pid
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
+	for _, pid := range append(helpers, bpid) {
+		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err == nil {
+			t.Errorf("process %d (the broker or one of its sandbox's) alive after Close", pid)
+		}
+	}
 	if left := processesWith(sleep); len(left) > 0 {
 		t.Errorf("processes left after Close: %v", left)
-	}
-	if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(bpid))); err == nil {
-		t.Errorf("broker %d alive after Close", bpid)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -676,6 +677,12 @@ func (r prestarted) Run(ctx context.Context, s Spec, io Stdio) (Result, error) {
 // processesWith lists the pids whose command line holds arg as one of its
 // arguments.
 func processesWith(arg string) []int {
+	return processesWhere(func(_ int, argv []string) bool { return slices.Contains(argv, arg) })
+}
+
+// processesWhere lists the pids of the host's processes whose pid and
+// argument vector match.
+func processesWhere(match func(pid int, argv []string) bool) []int {
 	var pids []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -687,11 +694,8 @@ func processesWith(arg string) []int {
 		if err != nil {
 			continue
 		}
-		for _, a := range strings.Split(string(b), "\x00") {
-			if a == arg {
-				pids = append(pids, pid)
-				break
-			}
+		if match(pid, strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")) {
+			pids = append(pids, pid)
 		}
 	}
 	return pids
