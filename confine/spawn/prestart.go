@@ -207,21 +207,23 @@ func (d *direct) prestart(s Spec) *warm {
 		w.closeSockets()
 		return nil
 	}
+	sock := w.goSock // closeSockets may clear the field while this reads
 	go func() {
 		var b [1]byte
-		n, _ := w.goSock.Read(b[:])
+		n, _ := sock.Read(b[:])
 		w.said = n == 1 && b[0] == helper.GoReady
 		close(w.ready)
 	}()
 	return w
 }
 
+// closeSockets closes the parent's ends of the sandbox's sockets, once.
 func (w *warm) closeSockets() {
-	if w.goSock != nil {
-		w.goSock.Close()
-	}
-	if w.proxy != nil {
-		w.proxy.Close()
+	for _, f := range []**os.File{&w.goSock, &w.proxy} {
+		if *f != nil {
+			(*f).Close()
+			*f = nil
+		}
 	}
 }
 
