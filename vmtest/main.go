@@ -455,6 +455,7 @@ func (m *machine) runShape(ctx context.Context, name, shape, initrd string, expe
 	c := newConsoleParser(expected)
 	v := m.vm
 	v.kernel = m.kernelFor(shape)
+	v.cpus = shapeCPUs(shape, v.accel, v.cpus)
 	line, err := cmdline(shape, v.kernel.DefaultLSM)
 	if err != nil {
 		return &shapeResult{Shape: shape, Problems: []string{err.Error()}}

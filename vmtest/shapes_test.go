@@ -97,3 +97,22 @@ func TestShapeNamesMatchTestenv(t *testing.T) {
 		}
 	}
 }
+
+// TestShapeCPUs: debian-6.12 boots with one CPU under TCG (its kernel
+// panicked patching its own text under two), every other shape, and
+// debian-6.12 under KVM, with what was asked.
+func TestShapeCPUs(t *testing.T) {
+	for _, c := range []struct {
+		shape, accel string
+		want         int
+	}{
+		{protocol.ShapeDebian612, "tcg", 1},
+		{protocol.ShapeDebian612, "kvm", 2},
+		{protocol.ShapeDebian61, "tcg", 2},
+		{protocol.ShapeOrdinary, "tcg", 2},
+	} {
+		if got := shapeCPUs(c.shape, c.accel, 2); got != c.want {
+			t.Errorf("%s under %s: %d CPUs, want %d", c.shape, c.accel, got, c.want)
+		}
+	}
+}
