@@ -7,17 +7,30 @@
 # rebuilds the helper image, compiles the listed packages' tests, runs them
 # on this host with CGO_ENABLED=0 and a timeout, and restores the file.
 #
-#   KILLED    the tests failed: some test notices the mutation
-#   SURVIVED  the tests passed: no test notices it; write one that does
-#   STALE     a snippet is not in the file exactly once: the list no longer
-#             matches the code; update it
-#   BROKEN    the mutated tree does not compile: fix the entry
+# Before the first mutation of a given pkgs and run, it runs those same
+# tests on the unmutated scratch tree (the baseline, once per distinct
+# pair): a failure there is the tests' or the machine's, not the
+# mutation's, and is never counted as a kill.
+#
+#   KILLED        a listed test failed: some test notices the mutation
+#   SURVIVED      the tests passed: no test notices it; write one that does
+#   TIMEOUT       no test failed, but the run timed out (go test's own
+#                 -timeout panic, or this script's): a hang is not a kill;
+#                 give the test that should notice a deadline of its own
+#   BASELINE-FAIL the listed tests fail (or time out, or do not compile) on
+#                 the unmutated tree: the mutation was not applied; fix the
+#                 test or the environment first
+#   STALE         a snippet is not in the file exactly once: the list no
+#                 longer matches the code; update it
+#   BROKEN        the mutated tree does not compile: fix the entry
 #
 # It prints a table and exits nonzero unless every mutation was KILLED.
 #
 # Usage: scripts/mutate.sh [-f list] [-t seconds] [-k] [id ...]
 #   -f list     the mutations file (default scripts/mutations.txt)
-#   -t seconds  timeout of each mutation's test run (default 600)
+#   -t seconds  timeout of each test run, the baseline's included (default
+#               600, at least 15; go test gets 10 s less, so that its
+#               panic names the test that hung)
 #   -k          keep the scratch directory and its logs
 #   id ...      run only these mutations (default: all)
 #
@@ -39,6 +52,7 @@ while getopts 'f:t:k' opt; do
 done
 shift $((OPTIND - 1))
 only=("$@")
+[[ $timeout_s =~ ^[0-9]+$ && $timeout_s -ge 15 ]] || { echo "mutate: -t $timeout_s: want whole seconds, at least 15" >&2; exit 2; }
 
 export CGO_ENABLED=0
 export PATH=/usr/local/go/bin:$PATH
@@ -122,8 +136,75 @@ mkdir -p "$tree" "$logs"
 	tar --null -T - -cf -) | tar -C "$tree" -xf -
 echo "mutate: scratch tree $tree (from $repo), ${#ids[@]} mutations in $list, timeout ${timeout_s}s each"
 
+# runtests LOG PKGS RUN: rebuilds the helper image in the scratch tree,
+# compiles the tests of PKGS (space separated) and runs those RUN selects
+# (all when empty), appending everything to LOG. It returns 0 when they
+# passed, 3 when they do not compile, 124 or 137 when this script's timeout
+# ended them, otherwise go test's status.
+runtests() {
+	local log=$1 run=$3 ld
+	local -a pkgs runargs=()
+	read -r -a pkgs <<<"$2"
+	[[ -n $run ]] && runargs=(-run "$run")
+	(
+		cd "$tree"
+		ld=$(make -s helper-ldflags 2>>"$log") || exit 3
+		"$GO" test -c -o "$scratch/bin/" -ldflags="$ld" "${pkgs[@]}" >>"$log" 2>&1 || exit 3
+		rm -rf "$scratch/bin"
+		echo "== go test -count=1 -p 1 ${runargs[*]} ${pkgs[*]}" >>"$log"
+		B10X_REQUIRE_HELPER_IMAGE=1 timeout -k 10 "$timeout_s" \
+			"$GO" test -count=1 -p 1 -timeout "$((timeout_s - 10))s" -ldflags="$ld" "${runargs[@]}" "${pkgs[@]}" >>"$log" 2>&1
+	)
+}
+
+# testoutput LOG: the output of LOG's last test run (after its "== go test" line).
+testoutput() { awk '/^== go test /{out = ""; on = 1; next} on {out = out $0 "\n"} END {printf "%s", out}' "$1"; }
+
+# timedout LOG RC: whether the test run that returned RC timed out, by
+# this script's timeout or by go test's -timeout panic.
+timedout() {
+	[[ $2 == 124 || $2 == 137 ]] && return 0
+	testoutput "$1" | grep -q '^panic: test timed out after '
+}
+
+# failures LOG: the first failure lines of LOG's last test run, on one line.
+failures() {
+	local f
+	f=$(testoutput "$1" | grep -E '^(--- FAIL|FAIL|panic:)' | grep -v '^FAIL$' | head -3 | tr '\n' ' ' || true)
+	printf '%s' "${f:0:140}"
+}
+
+# Baselines, by pkgs and run: their status (passed, failed, timed out, does
+# not compile) and log.
+declare -A base_status=() base_log=()
+nbase=0
+# baseline PKGS RUN: runs the tests of PKGS that RUN selects on the tree as
+# it is (every mutation restored), once per pair; sets base_key.
+baseline() {
+	local pkgs=$1 run=$2 log rc t0 st
+	base_key=$pkgs$RS$run
+	[[ -n ${base_status[$base_key]+x} ]] && return 0
+	nbase=$((nbase + 1))
+	log=$logs/baseline-$nbase.log
+	echo "== baseline $nbase: the unmutated tree, pkgs $pkgs, run ${run:-(all)}" >"$log"
+	t0=$SECONDS
+	runtests "$log" "$pkgs" "$run" && rc=0 || rc=$?
+	if [[ $rc == 0 ]]; then
+		st=passed
+	elif [[ $rc == 3 ]]; then
+		st="does not compile"
+	elif timedout "$log" "$rc"; then
+		st="timed out"
+	else
+		st=failed
+	fi
+	base_status[$base_key]=$st base_log[$base_key]=$log
+	echo "mutate: baseline $nbase (pkgs $pkgs, run ${run:-(all)}): $st in $((SECONDS - t0))s"
+}
+
 results=()
 fail=0
+nbasefail=0 ntimeout=0
 for i in "${!ids[@]}"; do
 	id=${ids[i]}
 	if [[ ${#only[@]} -gt 0 ]]; then
@@ -134,9 +215,14 @@ for i in "${!ids[@]}"; do
 	log=$logs/$id.log
 	echo "== $id: ${whys[i]}" >"$log"
 	status=
+	failed=
+	# The mutated files are made beside the tree first (new/K from orig/K,
+	# edit after edit), so that the baseline can still run on the tree as
+	# it is; they are copied in only after it.
 	files=()
-	rm -rf "$scratch/orig"
-	mkdir -p "$scratch/orig"
+	declare -A work=()
+	rm -rf "$scratch/orig" "$scratch/new"
+	mkdir -p "$scratch/orig" "$scratch/new"
 	IFS=$GS read -r -d '' -a recs < <(printf '%s\0' "${edits[i]}")
 	for rec in "${recs[@]}"; do
 		IFS=$RS read -r -d '' f find repl < <(printf '%s\0' "$rec") || true
@@ -148,10 +234,15 @@ for i in "${!ids[@]}"; do
 			status=STALE
 			break
 		fi
-		files+=("$f")
-		k=${#files[@]}
-		cp "$path" "$scratch/orig/$k"
-		content=$(cat "$path"; printf x)
+		if [[ -z ${work[$f]+x} ]]; then
+			files+=("$f")
+			k=${#files[@]}
+			cp "$path" "$scratch/orig/$k"
+			cp "$path" "$scratch/new/$k"
+			work[$f]=$scratch/new/$k
+		fi
+		w=${work[$f]}
+		content=$(cat "$w"; printf x)
 		content=${content%x}
 		after=${content#*"$find"}
 		if [[ $after == "$content" ]]; then
@@ -164,36 +255,56 @@ for i in "${!ids[@]}"; do
 			status=STALE
 			break
 		fi
-		printf '%s' "${content%%"$find"*}$repl$after" >"$path"
-		diff -u --label "a/$f" --label "b/$f" "$scratch/orig/$k" "$path" >>"$log" || true
+		printf '%s' "${content%%"$find"*}$repl$after" >"$w.next"
+		diff -u --label "a/$f" --label "b/$f" "$w" "$w.next" >>"$log" || true
+		mv "$w.next" "$w"
 	done
+	unset work
 	if [[ -z $status ]]; then
-		read -r -a pkgs <<<"${pkgss[i]}"
-		runargs=()
-		[[ -n ${runs[i]} ]] && runargs=(-run "${runs[i]}")
-		(
-			cd "$tree"
-			ld=$(make -s helper-ldflags 2>>"$log") || exit 3
-			"$GO" test -c -o "$scratch/bin/" -ldflags="$ld" "${pkgs[@]}" >>"$log" 2>&1 || exit 3
-			rm -rf "$scratch/bin"
-			echo "== go test -count=1 -p 1 ${runargs[*]} ${pkgs[*]}" >>"$log"
-			B10X_REQUIRE_HELPER_IMAGE=1 timeout -k 10 "$timeout_s" \
-				"$GO" test -count=1 -p 1 -timeout "$((timeout_s - 10))s" -ldflags="$ld" "${runargs[@]}" "${pkgs[@]}" >>"$log" 2>&1
-		) && rc=0 || rc=$?
-		case $rc in
-		0) status=SURVIVED ;;
-		3) status=BROKEN ;;
-		124 | 137) status=KILLED; echo "(timed out)" >>"$log" ;;
-		*) status=KILLED ;;
-		esac
+		baseline "${pkgss[i]}" "${runs[i]}"
+		bst=${base_status[$base_key]}
+		if [[ $bst != passed ]]; then
+			echo "== baseline: the unmutated tree $bst (${base_log[$base_key]}); the mutation was not applied" >>"$log"
+			status=BASELINE-FAIL
+			if [[ $bst == "does not compile" ]]; then
+				failed="baseline $bst: $(grep -v '^== ' "${base_log[$base_key]}" | head -2 | tr '\n' ' ' || true)"
+			else
+				failed="baseline $bst: $(failures "${base_log[$base_key]}")"
+			fi
+			failed=${failed:0:140}
+		fi
 	fi
-	# Restore every file this mutation touched, last edit first.
-	for ((k = ${#files[@]}; k >= 1; k--)); do
-		cp "$scratch/orig/$k" "$tree/${files[k - 1]}"
-	done
+	if [[ -z $status ]]; then
+		for k in "${!files[@]}"; do
+			cp "$scratch/new/$((k + 1))" "$tree/${files[k]}"
+		done
+		runtests "$log" "${pkgss[i]}" "${runs[i]}" && rc=0 || rc=$?
+		if [[ $rc == 0 ]]; then
+			status=SURVIVED
+		elif [[ $rc == 3 ]]; then
+			status=BROKEN
+		elif timedout "$log" "$rc"; then
+			# A test that failed before the hang still noticed the mutation.
+			if testoutput "$log" | grep -q '^ *--- FAIL'; then
+				status=KILLED
+				echo "(a test failed; the run then timed out)" >>"$log"
+			else
+				status=TIMEOUT
+				echo "(timed out: no test failed before it)" >>"$log"
+			fi
+		else
+			status=KILLED
+		fi
+		# Restore every file this mutation touched.
+		for k in "${!files[@]}"; do
+			cp "$scratch/orig/$((k + 1))" "$tree/${files[k]}"
+		done
+		failed=$(failures "$log")
+	fi
 	[[ $status == KILLED ]] || fail=1
-	failed=$(grep -E '^(--- FAIL|FAIL|panic:)' "$log" | grep -v '^FAIL$' | head -3 | tr '\n' ' ' || true)
-	printf '%-9s %-24s %s\n' "$status" "$id" "${failed:0:140}"
+	[[ $status == BASELINE-FAIL ]] && nbasefail=$((nbasefail + 1))
+	[[ $status == TIMEOUT ]] && ntimeout=$((ntimeout + 1))
+	printf '%-9s %-24s %s\n' "$status" "$id" "$failed"
 	results+=("$status|$id|${whys[i]}")
 done
 
@@ -206,6 +317,12 @@ for r in "${results[@]}"; do
 done
 if [[ $keep == 1 ]]; then
 	echo "mutate: logs in $logs"
+fi
+if [[ $nbasefail != 0 ]]; then
+	echo "mutate: $nbasefail BASELINE-FAIL: their tests fail on the unmutated tree, so those mutations were not tried" >&2
+fi
+if [[ $ntimeout != 0 ]]; then
+	echo "mutate: $ntimeout TIMEOUT: no test failed, the run timed out; a hang is not a kill" >&2
 fi
 if [[ $fail != 0 ]]; then
 	echo "mutate: not every mutation was killed" >&2
