@@ -25,7 +25,7 @@
 # docker-default + uid 1000 must lack userns with a fix that names the
 # seccomp profile. Exit status 1 when any case fails; 0 with a SKIP line
 # when no engine is there and none can be installed
-# (CONTAINERTEST_REQUIRE=1 makes that a failure).
+# (CONTAINERTEST_REQUIRE=1 makes that a failure; CI's .ci/run sets it).
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
