@@ -13,8 +13,9 @@
 // contains it; a name is normalised (lower case, no trailing dot, IDNs in
 // their ASCII form); a deny pattern that matches refuses; an allow pattern
 // that matches admits; anything else is refused. An admitted name is
-// resolved by the harness, and only addresses that are global unicast (or
-// inside an allowed CIDR) are dialled — the address checked is the address
+// resolved by the harness, and only addresses that the IANA special-purpose
+// registries call globally reachable (or inside an allowed CIDR) are
+// dialled (see Policy.Reachable) — the address checked is the address
 // connected to, so a name that rebinds to 127.0.0.1 between a check and a
 // connect cannot slip through.
 package egress
@@ -24,7 +25,6 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/net/idna"
@@ -146,7 +146,11 @@ func (p *Policy) Decide(host string) Decision {
 				return Decision{Allowed: true, Rule: "allow_cidr " + c.String(), Name: name}
 			}
 		}
-		return Decision{Rule: "an IP address outside every allow_cidr (names only)", Name: name}
+		rule := "an IP address outside every allow_cidr (names only)"
+		if v := p.judge(a); !v.ok {
+			rule += "; " + a.String() + " is " + v.String()
+		}
+		return Decision{Rule: rule, Name: name}
 	}
 	for _, d := range p.Deny {
 		if d.Match(name) {
@@ -162,78 +166,71 @@ func (p *Policy) Decide(host string) Decision {
 }
 
 // Reachable reports whether an address a name resolved to may be dialled:
-// a global unicast address, or one inside an allowed CIDR. It returns why
-// not otherwise.
+// one inside an allowed CIDR, or one the table of special-purpose
+// addresses calls globally reachable (special.go: the IANA registries,
+// most specific row first). An address that carries an IPv4 address
+// (IPv4-mapped, NAT64, 6to4) is judged as that address. Otherwise it
+// returns what the address is and the row that refused it:
+// "site-local, not globally reachable: fec0::/10 (Deprecated site-local,
+// RFC 3879)".
+//
+// It judges an address, not a network: a CIDR rule admits whatever is
+// routed there, and a global address may still lead to the host (a
+// public address of the machine itself, or a NAT that forwards to it).
 func (p *Policy) Reachable(a netip.Addr) (bool, string) {
-	a = a.Unmap()
+	v := p.judge(a)
+	if v.ok {
+		return true, ""
+	}
+	return false, v.String()
+}
+
+// verdict is the judgement of one address: admitted, or what it is and
+// the row of the table that refused it.
+type verdict struct {
+	ok  bool
+	why string   // "loopback", "the NAT64 form of 10.0.0.1, which is private"
+	row *special // the row that refused it; nil when admitted or when no row did
+}
+
+// String is why, with the row that refused: "site-local, not globally
+// reachable: fec0::/10 (Deprecated site-local, RFC 3879)".
+func (v verdict) String() string {
+	if v.row == nil {
+		return v.why
+	}
+	return v.why + ", not globally reachable: " + v.row.String()
+}
+
+func (p *Policy) judge(a netip.Addr) verdict {
 	for _, c := range p.CIDRs {
 		if c.Contains(a) {
-			return true, ""
+			return verdict{ok: true}
 		}
 	}
 	switch {
-	case a.IsLoopback():
-		return false, "loopback"
-	case a.IsPrivate():
-		return false, "private"
-	case a.IsLinkLocalUnicast():
-		return false, "link-local"
-	case a.IsUnspecified(), a.IsMulticast(), a.IsInterfaceLocalMulticast(), a.IsLinkLocalMulticast():
-		return false, "not unicast"
-	case !a.IsGlobalUnicast():
-		return false, "not global"
+	case !a.IsValid():
+		return verdict{why: "not an address"}
+	case a.Zone() != "":
+		return verdict{why: "scoped to the interface " + a.Zone()}
 	}
-	for _, r := range nonGlobal() {
-		if r.Contains(a) {
-			return false, "reserved (" + r.String() + ")"
-		}
-	}
-	// An IPv6 address that carries an IPv4 one (NAT64, 6to4, the
-	// IPv4-compatible form) reaches that IPv4 address where the network
-	// translates it: it is judged as that address.
-	if v4, how, ok := embeddedIPv4(a); ok {
-		if ok, why := p.Reachable(v4); !ok {
-			return false, how + " of " + v4.String() + ", which is " + why
-		}
-	}
-	return true, ""
-}
-
-// embeddedIPv4 returns the IPv4 address an IPv6 address carries, and how.
-func embeddedIPv4(a netip.Addr) (netip.Addr, string, bool) {
-	if !a.Is6() {
-		return netip.Addr{}, "", false
-	}
-	b := a.As16()
+	r := specialFor(a)
 	switch {
-	case nat64.Contains(a):
-		return netip.AddrFrom4([4]byte(b[12:16])), "the NAT64 form", true
-	case sixToFour.Contains(a):
-		return netip.AddrFrom4([4]byte(b[2:6])), "the 6to4 form", true
-	case compat.Contains(a), siit.Contains(a):
-		return netip.AddrFrom4([4]byte(b[12:16])), "the IPv4-compatible form", true
+	case r == nil && a.Is4():
+		return verdict{ok: true} // in no row: a global IPv4 address
+	case r == nil:
+		return verdict{why: "in no row of the special-purpose table (a bug: its IPv6 rows cover every address)"}
+	case r.form != "":
+		v4 := r.carried(a)
+		if v := p.judge(v4); !v.ok {
+			return verdict{why: r.form + " of " + v4.String() + ", which is " + v.why, row: v.row}
+		}
+		return verdict{ok: true}
+	case r.reach != reachTrue:
+		return verdict{why: r.kind, row: r}
 	}
-	return netip.Addr{}, "", false
+	return verdict{ok: true}
 }
-
-var (
-	nat64     = netip.MustParsePrefix("64:ff9b::/96")
-	sixToFour = netip.MustParsePrefix("2002::/16")
-	compat    = netip.MustParsePrefix("::/96")
-	siit      = netip.MustParsePrefix("::ffff:0:0:0/96")
-)
-
-// nonGlobal are ranges Go's IsGlobalUnicast admits that are not reachable
-// destinations on the Internet (RFC 6890 and successors). Parsed at the
-// first check, not by every start (decision 0066).
-var nonGlobal = sync.OnceValue(func() []netip.Prefix {
-	var ps []netip.Prefix
-	for _, s := range []string{"0.0.0.0/8", "100.64.0.0/10", "192.0.0.0/24", "192.0.2.0/24", "198.18.0.0/15",
-		"198.51.100.0/24", "203.0.113.0/24", "240.0.0.0/4", "64:ff9b:1::/48", "100::/64", "2001::/23", "2001:db8::/32", "fc00::/7"} {
-		ps = append(ps, netip.MustParsePrefix(s))
-	}
-	return ps
-})
 
 // WithEnv returns env with the proxy's variables (Env) in place of any of
 // the same names it held: a variable passed from the harness's own

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -284,11 +285,17 @@ func (s *Served) dial(host string, port int, e *Event) net.Conn {
 			return nil
 		}
 	}
-	var why []string
+	// why holds, in the answers' order, each address refused and each
+	// dial that failed; refused and rows say what the table refused.
+	var why, refused, rows []string
 	for _, a := range addrs {
-		ok, reason := s.pol.Reachable(a)
-		if !ok {
-			why = append(why, a.String()+" is "+reason)
+		v := s.pol.judge(a)
+		if !v.ok {
+			why = append(why, a.String()+" is "+v.why)
+			refused = append(refused, a.String()+" is "+v.why)
+			if v.row != nil && !slices.Contains(rows, v.row.String()) {
+				rows = append(rows, v.row.String())
+			}
 			continue
 		}
 		conn, err := s.opt.Dial(ctx, netip.AddrPortFrom(a.Unmap(), uint16(port)))
@@ -299,9 +306,13 @@ func (s *Served) dial(host string, port int, e *Event) net.Conn {
 		e.Decision, e.Addr = "allowed", netip.AddrPortFrom(a.Unmap(), uint16(port)).String()
 		return conn
 	}
-	if len(why) > 0 && len(why) == countUnreachable(s.pol, addrs) {
+	if len(addrs) > 0 && len(refused) == len(addrs) {
 		e.Decision = "denied"
-		e.Rule = "resolves only to addresses no rule admits (" + strings.Join(why, "; ") + "); allow them with a CIDR rule"
+		e.Rule = "resolves only to addresses no rule admits (" + strings.Join(refused, "; ") + ")"
+		if len(rows) > 0 {
+			e.Rule += "; not globally reachable: " + strings.Join(rows, ", ")
+		}
+		e.Rule += "; allow them with a CIDR rule"
 		return nil
 	}
 	e.Decision = "allowed"
@@ -310,16 +321,6 @@ func (s *Served) dial(host string, port int, e *Event) net.Conn {
 		e.Error = "resolving " + d.Name + ": no address"
 	}
 	return nil
-}
-
-func countUnreachable(p *Policy, addrs []netip.Addr) int {
-	n := 0
-	for _, a := range addrs {
-		if ok, _ := p.Reachable(a); !ok {
-			n++
-		}
-	}
-	return n
 }
 
 // pipe copies both ways until either side ends, the idle timeout passes,
