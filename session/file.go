@@ -35,7 +35,8 @@ import (
 //
 // The struct tags are the file's schema (Schema generates the JSON Schema
 // editors read): toml is the key, enum the values allowed, format a size or
-// a duration, help the description, and run marks keys only `run` reads.
+// a duration, min an integer's least value (0 without it), help the
+// description, and run marks keys only `run` reads.
 type File struct {
 	Workspace      string   `toml:"workspace" help:"The workspace root: the only place tools read and write. Relative to the directory the harness starts in."`
 	Record         string   `toml:"record" help:"Write the run record (JSON Lines) to this file."`
@@ -47,6 +48,7 @@ type File struct {
 	Hook           []string `toml:"hook" help:"Pre-call programs (argv, no shell), found at start from the working directory and PATH."`
 	HookTimeout    string   `toml:"hook_timeout" format:"duration" help:"How long a hook may take before it blocks the call."`
 	MaxCalls       int      `toml:"max_calls" help:"Calls allowed in the run; past it every call is budget_exhausted (0: unlimited)."`
+	MaxParallel    int      `toml:"max_parallel" min:"1" help:"Run calls of the session that run at once (every MCP client of the session together); a call beyond it waits for a slot, first come first served, within its own timeout (default: the number of CPUs, at least 2)."`
 	MaxResult      string   `toml:"max_result" format:"size" help:"Largest tool result returned to the model."`
 	AllowProgram   []string `toml:"allow_program" help:"Programs the run tool may start as argv[0] (a name resolved through PATH at start, or an absolute path)."`
 	Timeout        string   `toml:"timeout" format:"duration" help:"Wall-clock limit of each tool call (default 2m), and of exec's command (default 10m)."`
@@ -243,6 +245,11 @@ func applyKey(p *Policy, f *File, key string) error {
 		p.MaxCalls = f.MaxCalls
 		if f.MaxCalls < 0 {
 			err = errors.New("must not be negative")
+		}
+	case "max_parallel":
+		p.MaxParallel = f.MaxParallel
+		if f.MaxParallel < 1 {
+			err = errors.New(maxParallelWant)
 		}
 	case "max_result":
 		p.MaxResult, err = parsePositiveSize(f.MaxResult)
@@ -481,7 +488,7 @@ func (p Policy) Effective() []KeyValue {
 	vals := map[string]any{
 		"workspace": p.Workspace, "record": p.Record, "confine": p.Confine.String(), "approve_up_to": p.ApproveUpTo.String(),
 		"approve": p.Approve, "write_scope": nonNil(p.WriteScope), "scope_announce": p.ScopeAnnounce, "hook": nonNil(p.Hooks),
-		"hook_timeout": p.HookTimeout.String(), "max_calls": p.MaxCalls, "max_result": sizeString(p.MaxResult), "allow_program": nonNil(p.Programs),
+		"hook_timeout": p.HookTimeout.String(), "max_calls": p.MaxCalls, "max_parallel": p.MaxParallel, "max_result": sizeString(p.MaxResult), "allow_program": nonNil(p.Programs),
 		"timeout": p.Run.Timeout.String(), "memory_max": sizeString(p.Run.MemoryMax), "tmp_size": sizeString(p.Run.TmpSize), "pids_max": p.Run.PidsMax,
 		"cpu_max": p.Run.CPUMax, "net": p.Run.NetMode(), "allow_domain": nonNil(p.Run.AllowDomain), "deny_domain": nonNil(p.Run.DenyDomain),
 		"allow_cidr": nonNil(p.Run.AllowCIDR), "net_max_conns": p.Run.NetMaxConns, "limits_from": p.Run.LimitsFrom, "net_idle_timeout": p.Run.NetIdleTimeout.String(),

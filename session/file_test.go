@@ -28,6 +28,8 @@ func TestParseFileRefuses(t *testing.T) {
 		{"zero size", "tmp_size = \"0\"\n", `p.toml:1:1: tmp_size: "0": must be a positive size`},
 		{"bad duration", "hook_timeout = \"soon\"\n", `p.toml:1:1: hook_timeout: "soon": want a duration`},
 		{"negative", "max_calls = -3\n", "p.toml:1:1: max_calls: must not be negative"},
+		{"no parallel run", "max_parallel = 0\n", "p.toml:1:1: max_parallel: must be at least 1 (run calls of the session at once; default: the number of CPUs, at least 2)"},
+		{"negative parallel", "\nmax_parallel = -1\n", "p.toml:2:1: max_parallel: must be at least 1"},
 		{"bad rule", "write_scope = [\"a=b\"]\n", "p.toml:1:1: write_scope:"},
 		{"bad env", "pass_env = [\"A=B\"]\n", `p.toml:1:1: pass_env: "A=B": not a variable name`},
 		{"table", "confine = \"auto\"\n[run]\ntimeout = \"1s\"\n", "p.toml:2:2: [run]: a policy file has no tables"},

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,6 +51,7 @@ type Policy struct {
 	Hooks         []string      // hook: pre-call programs (argv split on spaces)
 	HookTimeout   time.Duration // hook_timeout
 	MaxCalls      int           // max_calls: calls allowed in the session (0: unlimited)
+	MaxParallel   int           // max_parallel: run calls of the session at once, at least 1 (see runSlots)
 	MaxResult     int64         // max_result: largest tool result, in bytes
 	Programs      []string      // allow_program: what run may start as argv[0]
 	Surface       surface.Kind  // surface: flat or verbs
@@ -135,6 +137,7 @@ func Defaults() Policy {
 		ScopeAnnounce: "stated",
 		HookTimeout:   10 * time.Second,
 		MaxResult:     256 << 10,
+		MaxParallel:   DefaultMaxParallel(),
 		Surface:       surface.Flat,
 		Run: RunPolicy{
 			MemoryMax:  2 << 30,
@@ -146,6 +149,14 @@ func Defaults() Policy {
 		},
 	}
 }
+
+// DefaultMaxParallel is max_parallel's default: the CPUs this process may
+// run on (runtime.NumCPU), and at least 2, so that one long run call
+// never holds every other one back.
+func DefaultMaxParallel() int { return max(runtime.NumCPU(), 2) }
+
+// maxParallelWant is what a bad max_parallel is told.
+const maxParallelWant = "must be at least 1 (run calls of the session at once; default: the number of CPUs, at least 2)"
 
 // Validate checks every value of p that can be checked without the host.
 // The first wrong one is returned as an *Error naming its key.
@@ -178,6 +189,9 @@ func (p *Policy) Validate() error {
 	}
 	if p.MaxResult <= 0 {
 		return policyErr("max_result", "", "must be positive")
+	}
+	if p.MaxParallel < 1 {
+		return policyErr("max_parallel", strconv.Itoa(p.MaxParallel), "%s", maxParallelWant)
 	}
 	if _, err := surface.ParseKind(string(p.Surface)); err != nil {
 		return &Error{Key: "surface", Err: err, Usage: true}

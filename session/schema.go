@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"strings"
 )
 
@@ -11,7 +12,8 @@ import (
 const SchemaID = "https://github.com/b10x/harness/docs/policy.schema.json"
 
 // Schema is the JSON Schema of a policy file, generated from File's
-// fields and tags, for editors (docs/policy.schema.json is this, kept in
+// fields and tags (a number's minimum is 0 unless its min tag says
+// otherwise), for editors (docs/policy.schema.json is this, kept in
 // sync by a test).
 func Schema() []byte {
 	props := map[string]any{}
@@ -31,6 +33,9 @@ func Schema() []byte {
 		case reflect.Float64:
 			p["type"] = "number"
 			p["minimum"] = 0
+		}
+		if m := f.Tag.Get("min"); m != "" {
+			p["minimum"], _ = strconv.Atoi(m) // a tag of this package: a number
 		}
 		if e := f.Tag.Get("enum"); e != "" {
 			p["enum"] = strings.Split(e, ",")

@@ -202,6 +202,8 @@ func TestValidate(t *testing.T) {
 		{"scope_announce", func(p *Policy) { p.ScopeAnnounce = "loud" }},
 		{"hook_timeout", func(p *Policy) { p.HookTimeout = 0 }},
 		{"max_calls", func(p *Policy) { p.MaxCalls = -1 }},
+		{"max_parallel", func(p *Policy) { p.MaxParallel = 0 }},
+		{"max_parallel", func(p *Policy) { p.MaxParallel = -2 }},
 		{"max_result", func(p *Policy) { p.MaxResult = 0 }},
 		{"surface", func(p *Policy) { p.Surface = "round" }},
 		{"timeout", func(p *Policy) { p.Run.Timeout = -1 }},

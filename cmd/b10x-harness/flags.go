@@ -38,6 +38,7 @@ type policyFlags struct {
 	Hook          []string      `sep:"none" help:"A pre-call program (argv, no shell; found at start from the working directory and PATH, a missing one is an error): it gets the call as JSON on stdin and runs in the workspace; exit 0 continues (or prints a decision), 2 blocks with its stderr, anything else blocks. Everything it starts dies with it; under landlock-self it writes only the workspace and a private TMPDIR." placeholder:"PROGRAM"`
 	HookTimeout   time.Duration `default:"10s" help:"How long a hook may take before it blocks the call."`
 	MaxCalls      int           `help:"Calls allowed in the run; past it every call is budget_exhausted (0: unlimited)."`
+	MaxParallel   int           `help:"Run calls of the session that run at once (every MCP client of the session together); a call beyond it waits for a slot, first come first served, within its own --timeout (default: the number of CPUs, at least 2)." placeholder:"N"`
 	AllowProgram  []string      `sep:"none" help:"A program the run tool may start as argv[0] (name resolved through PATH at start, or an absolute path); repeatable." placeholder:"PROGRAM"`
 	limitFlags
 	// MaxOutput belongs to the run tool only: exec gives the program the
@@ -86,6 +87,13 @@ func (p *policyFlags) policy(e *env, surf string) (session.Policy, error) {
 	}
 	pol.WriteScope, pol.ScopeAnnounce, pol.Hooks, pol.HookTimeout = p.WriteScope, p.ScopeAnnounce, p.Hook, p.HookTimeout
 	pol.MaxCalls, pol.MaxResult, pol.Programs = p.MaxCalls, int64(p.MaxResult), p.AllowProgram
+	// --max-parallel has no default tag: its default is the host's
+	// (session.DefaultMaxParallel, already in pol), kept unless the
+	// command line or the policy file gives one; 0 or less given is
+	// refused by Validate, naming the flag or the file's line.
+	if _, given := e.sources["max_parallel"]; given {
+		pol.MaxParallel = p.MaxParallel
+	}
 	pol.Run = p.limitFlags.run()
 	pol.Run.MaxOutput = int64(p.MaxOutput)
 	if surf != "" {
