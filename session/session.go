@@ -56,6 +56,7 @@ type Session struct {
 	notes    []string
 	approver gate.Approver
 	prestart bool
+	slots    *runSlots // the run calls' slots (max_parallel)
 }
 
 // cleanup undoes what Open did, last first.
@@ -177,9 +178,12 @@ func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 		}
 	}
 
+	// Every run call of the session, whichever surface or MCP client it
+	// comes by, takes one of max_parallel slots (parallel.go).
+	s.slots = newRunSlots(p.MaxParallel)
 	g, err := gate.New(gate.Config{
 		Workspace:   ws,
-		Tools:       conf.tools,
+		Tools:       withSlots(conf.tools, s.slots),
 		Host:        conf.host,
 		ApproveUpTo: p.ApproveUpTo,
 		Approver:    approver,
