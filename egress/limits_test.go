@@ -163,8 +163,53 @@ func TestIdleTunnelClosed(t *testing.T) {
 	}
 	t.Logf("closed %v after its last byte (idle timeout %v)", took, idle)
 	echo.waitEnded(t, "idle.test")
-	if ev := r.waitEvent("idle.test", 1); ev[0].Denied() || ev[0].BytesUp != 5 || ev[0].BytesDown != 5 {
-		t.Errorf("event %+v", ev[0])
+	if ev := r.waitEvent("idle.test", 1); ev[0].Denied() || ev[0].BytesUp != 5 || ev[0].BytesDown != 5 || !strings.Contains(ev[0].Error, "with nothing moved either way (idle_timeout)") {
+		t.Errorf("event %+v, want it closed at the idle timeout", ev[0])
+	}
+}
+
+// TestIdleIsBothWays: a tunnel is idle only when nothing moves either way:
+// a download during which the program sends nothing outlasts the idle
+// timeout several times without its upload half being closed (a server
+// that sees the client's end mid-response cancels it), and is closed once
+// the download stops too.
+func TestIdleIsBothWays(t *testing.T) {
+	const idle, pace, writes = 400 * time.Millisecond, 40 * time.Millisecond, 40
+	var early atomic.Bool
+	srv := newServer(t, func(c net.Conn) {
+		eof := make(chan struct{})
+		go func() { _, _ = io.Copy(io.Discard, c); close(eof) }()
+		for i := 0; i < writes; i++ {
+			select {
+			case <-eof:
+				early.Store(true)
+				return
+			case <-time.After(pace):
+			}
+			if _, err := c.Write([]byte{'x'}); err != nil {
+				return
+			}
+		}
+		<-eof
+	})
+	r := newRig(t, &Policy{Allow: pats(t, "down.test"), CIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, IdleTimeout: idle},
+		map[string][]string{"down.test": {"127.0.0.1"}})
+	c, br, line := r.connect("down.test", srv.port)
+	if !strings.Contains(line, " 200 ") {
+		t.Fatalf("CONNECT down.test: %q", line)
+	}
+	start := time.Now()
+	_ = c.SetReadDeadline(start.Add(writes*pace + 20*idle))
+	got, err := io.ReadAll(br)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the tunnel is still open %v after it was opened (idle timeout %v): %v", time.Since(start), idle, err)
+	}
+	if early.Load() || len(got) != writes {
+		t.Errorf("the program got %d of %d bytes over %v; the server saw the program's end before it had sent them all: %v", len(got), writes, time.Since(start), early.Load())
+	}
+	srv.waitEnded(t, "down.test")
+	if ev := r.waitEvent("down.test", 1); ev[0].BytesDown != writes || !strings.Contains(ev[0].Error, "idle_timeout") {
+		t.Errorf("event %+v, want %d bytes down and an end at the idle timeout", ev[0], writes)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -323,8 +324,9 @@ func (s *Served) dial(host string, port int, e *Event) net.Conn {
 	return nil
 }
 
-// pipe copies both ways until either side ends, the idle timeout passes,
-// the byte cap is reached or the proxy closes; it fills e's counters.
+// pipe copies both ways until either side ends, nothing moves either way
+// for the idle timeout, the byte cap is reached or the proxy closes; it
+// fills e's counters, and e.Error when a limit ended it.
 func (s *Served) pipe(client net.Conn, clientR io.Reader, dst net.Conn, e *Event) {
 	if !s.track(dst) {
 		return
@@ -333,12 +335,16 @@ func (s *Served) pipe(client net.Conn, clientR io.Reader, dst net.Conn, e *Event
 	start := time.Now()
 	var wg sync.WaitGroup
 	var up, down atomic.Int64
-	var capped atomic.Bool
+	var capped, idled atomic.Bool
+	// The tunnel is idle when nothing moved either way for the idle
+	// timeout: a download the program sends nothing during is not.
+	var last atomic.Int64 // when a byte last moved, either way (UnixNano)
+	last.Store(start.UnixNano())
 	copyDir := func(w net.Conn, r io.Reader, rc net.Conn, n *atomic.Int64) {
 		defer wg.Done()
 		buf := make([]byte, 32<<10)
 		for {
-			_ = rc.SetReadDeadline(time.Now().Add(s.idle()))
+			_ = rc.SetReadDeadline(time.Unix(0, last.Load()).Add(s.idle()))
 			k, err := r.Read(buf)
 			if k > 0 {
 				if s.pol.MaxBytes > 0 && s.moved.Add(int64(k)) > s.pol.MaxBytes {
@@ -347,11 +353,18 @@ func (s *Served) pipe(client net.Conn, clientR io.Reader, dst net.Conn, e *Event
 					dst.Close()
 					return
 				}
+				last.Store(time.Now().UnixNano())
 				_ = w.SetWriteDeadline(time.Now().Add(s.idle()))
 				if _, werr := w.Write(buf[:k]); werr != nil {
 					break
 				}
 				n.Add(int64(k))
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				if time.Since(time.Unix(0, last.Load())) < s.idle() {
+					continue // the other way moved meanwhile
+				}
+				idled.Store(true)
 			}
 			if err != nil {
 				break
@@ -370,8 +383,11 @@ func (s *Served) pipe(client net.Conn, clientR io.Reader, dst net.Conn, e *Event
 	go copyDir(client, dst, dst, &down)
 	wg.Wait()
 	e.BytesUp, e.BytesDown, e.Duration = up.Load(), down.Load(), time.Since(start)
-	if capped.Load() {
+	switch {
+	case capped.Load():
 		e.Error = fmt.Sprintf("closed at the byte cap (max_bytes %d, all connections of the call)", s.pol.MaxBytes)
+	case idled.Load():
+		e.Error = fmt.Sprintf("closed after %v with nothing moved either way (idle_timeout)", s.idle())
 	}
 }
 
