@@ -112,7 +112,7 @@ func TestRunProgressCountsOutput(t *testing.T) {
 // approved by ApproveAll.
 func runFixture(t *testing.T) *fixture {
 	t.Helper()
-	progs, err := tools.ResolvePrograms([]string{"sh"}, os.Getenv("PATH"))
+	progs, err := tools.ResolvePrograms([]string{"sh"}, os.Getenv("PATH"), tools.RunView{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/surface"
 	"github.com/b10x/harness/tools"
@@ -272,7 +273,11 @@ func TestListVerbs(t *testing.T) {
 }
 
 func TestAnnotationsRun(t *testing.T) {
-	run := tools.RunTool(tools.RunConfig{Programs: tools.Programs{"true": "/bin/true"}})
+	truePath, err := spawn.PinProgram("/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := tools.RunTool(tools.RunConfig{Programs: tools.Programs{"true": truePath}})
 	for _, network := range []bool{false, true} {
 		f := newFixture(t, surface.Flat, ApproveDeny, gate.Config{Tools: []tools.Tool{run}, Host: gate.Host{ConfinedExecution: true, Programs: 1}}, Config{Network: network})
 		an := f.srv.annotations("run")

@@ -39,9 +39,10 @@ func openTTY() (*os.File, error) {
 func (s *Session) note(n string) { s.notes = append(s.notes, n) }
 
 // resolvePrograms resolves the allow_program declarations through the
-// harness's PATH.
-func resolvePrograms(decl []string) (tools.Programs, error) {
-	progs, err := tools.ResolvePrograms(decl, os.Getenv("PATH"))
+// harness's PATH and pins them; links planted in view's writable areas are
+// refused.
+func resolvePrograms(decl []string, view tools.RunView) (tools.Programs, error) {
+	progs, err := tools.ResolvePrograms(decl, os.Getenv("PATH"), view)
 	if err != nil {
 		return nil, &Error{Err: err, Usage: true}
 	}

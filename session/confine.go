@@ -114,7 +114,7 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 		if len(p.Programs) > 0 {
 			// Checked all the same: a wrong declaration is wrong whatever
 			// the mode, and says so before anything runs.
-			if _, err := resolvePrograms(p.Programs); err != nil {
+			if _, err := resolvePrograms(p.Programs, view); err != nil {
 				return nil, err
 			}
 			if err := p.checkRequired(nil, "confine off publishes no run tool"); err != nil {
@@ -208,7 +208,7 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 		}
 	}
 
-	progs, err := resolvePrograms(p.Programs)
+	progs, err := resolvePrograms(p.Programs, view)
 	if err != nil {
 		return nil, err
 	}
@@ -470,7 +470,11 @@ func ProbeRunHere(rep confine.Report, ws string) error {
 	}
 	// With the proxy's listener: a call with net proxy gets that too, and
 	// net none the same namespace without it.
-	cfg := tools.RunConfig{Programs: tools.Programs{"probe": exe}, Runner: spawn.NewDirect(spawn.Options{}), View: view, Egress: &egress.Policy{}}
+	prog, err := spawn.PinProgram(exe)
+	if err != nil {
+		return err
+	}
+	cfg := tools.RunConfig{Programs: tools.Programs{"probe": prog}, Runner: spawn.NewDirect(spawn.Options{}), View: view, Egress: &egress.Policy{}}
 	if err := tools.ProbeRun(context.Background(), cfg); err != nil {
 		return fmt.Errorf(RunStartHere+"%w%s", err, containerHint(err))
 	}

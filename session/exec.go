@@ -98,7 +98,7 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 		}
 		prog = abs
 	}
-	progs, err := tools.ResolvePrograms([]string{prog}, os.Getenv("PATH"))
+	progs, err := tools.ResolvePrograms([]string{prog}, os.Getenv("PATH"), view)
 	if err != nil {
 		var se *setting.Error
 		if errors.As(err, &se) {
@@ -135,7 +135,7 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	}
 	x.Runner = spawn.NewDirect(spawn.Options{Cgroup: mgr, Require: Requirements(p.Confine, enclosing)})
 	x.Spec = spawn.Spec{
-		Path: progs[prog], Argv: argv, Env: ChildEnv(p.Run.PassEnv), Dir: dir, Workspace: view.Workspace,
+		Program: progs[prog], Argv: argv, Env: ChildEnv(p.Run.PassEnv), Dir: dir, Workspace: view.Workspace,
 		ReadPaths: view.Read, WritePaths: view.Write, Net: p.Run.NetMode() == "host", Limits: lim, Timeout: timeout,
 		TmpSize: p.Run.TmpSize,
 	}

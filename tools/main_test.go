@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/internal/reexec"
 )
 
@@ -21,6 +23,11 @@ func TestMain(m *testing.M) {
 	// fail the package on a leak (runtime-internal epoll and eventfd
 	// descriptors aside).
 	if code == 0 {
+		// spawn.Pin holds its descriptors for the life of the process, by
+		// design (ResolvePrograms pins each program).
+		for _, fd := range spawn.PinnedDescriptors() {
+			before[strconv.Itoa(fd)] = "pinned"
+		}
 		for fd, target := range openFds() {
 			if _, had := before[fd]; !had && !strings.HasPrefix(target, "anon_inode:") {
 				fmt.Fprintf(os.Stderr, "tools tests: descriptor %s (%s) leaked\n", fd, target)

@@ -23,15 +23,29 @@ import (
 )
 
 // Programs maps each allow_program declaration (a name or an absolute path,
-// exactly as declared) to the canonical absolute file it resolved to at start.
-// A call's argv[0] must equal a key; the value is what is executed, so a file
-// planted later in the workspace or on PATH is never run.
-type Programs map[string]string
+// exactly as declared) to the file it resolved to at start, pinned (see
+// spawn.PinProgram): its canonical path and the identity of the file found
+// there, held open for the life of the process. A call's argv[0] must equal
+// a key; the value is what is executed, by descriptor, so neither a file
+// planted later in the workspace or on PATH nor a link swapped in at the
+// pinned path is ever run (docs/decisions/0071-programs-pinned.md).
+type Programs map[string]spawn.Pinned
 
 // ResolvePrograms resolves declarations once, through path (the harness's
-// PATH) for names, to canonical absolute paths of regular executable files.
-// A declaration that does not resolve is an error naming it.
-func ResolvePrograms(decls []string, path string) (Programs, error) {
+// PATH) for names, to canonical absolute paths of regular executable files,
+// and pins each. A symbolic link met while resolving, that lies in the
+// workspace or beneath an allow_write path of view (where a run child of an
+// earlier process may have planted it), is refused as PinRunView refuses
+// one; a zero view has no such areas. A declaration that does not resolve
+// is an error naming it.
+func ResolvePrograms(decls []string, path string, view RunView) (Programs, error) {
+	var areas []string
+	if view.Workspace.Path != "" {
+		areas = append(areas, view.Workspace.Path)
+	}
+	for _, w := range view.Write {
+		areas = append(areas, w.Path)
+	}
 	p := Programs{}
 	for _, d := range decls {
 		if d == "" || strings.ContainsRune(d, 0) {
@@ -50,7 +64,7 @@ func ResolvePrograms(decls []string, path string) (Programs, error) {
 			}
 			file = f
 		}
-		canon, err := filepath.EvalSymlinks(file)
+		canon, err := resolveUnplanted(file, areas)
 		if err != nil {
 			return nil, setting.Errorf(setting.AllowProgram, d, "%v", err)
 		}
@@ -58,7 +72,14 @@ func ResolvePrograms(decls []string, path string) (Programs, error) {
 		if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
 			return nil, setting.Errorf(setting.AllowProgram, d, "%s is not an executable file", canon)
 		}
-		p[d] = canon
+		pinned, err := spawn.PinProgram(canon)
+		if err != nil {
+			return nil, setting.Errorf(setting.AllowProgram, d, "%s", strings.TrimPrefix(err.Error(), "spawn: "))
+		}
+		if pinned.Path != canon {
+			return nil, setting.Errorf(setting.AllowProgram, d, "changed while it was resolved (%s, then %s)", canon, pinned.Path)
+		}
+		p[d] = pinned
 	}
 	return p, nil
 }
@@ -320,9 +341,14 @@ func (t *runTool) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) 
 			return nil, Errorf(ReasonInvalidArgument, nil, "argv[%d] holds a NUL byte", i)
 		}
 	}
-	path, ok := t.cfg.Programs[a.Argv[0]]
+	prog, ok := t.cfg.Programs[a.Argv[0]]
 	if !ok {
 		return nil, Errorf(ReasonProgramNotAllowed, nil, "program %q is not allowed; allowed: %s", a.Argv[0], strings.Join(t.cfg.Programs.Names(), ", "))
+	}
+	if err := prog.Current(); err != nil {
+		// Checked again, in the view, at the moment it is executed; this
+		// says it early, as a refusal.
+		return nil, Errorf(ReasonProgramNotAllowed, err, "program %q is no longer the file allowed at start: it was moved, replaced or made a link since (allowed programs are pinned when the harness starts; restart it to allow what is there now)", a.Argv[0])
 	}
 	if len(a.Stdin) > t.cfg.MaxStdin {
 		return nil, Errorf(ReasonInvalidArgument, nil, "stdin is %d bytes, above the %d-byte limit", len(a.Stdin), t.cfg.MaxStdin)
@@ -349,15 +375,15 @@ func (t *runTool) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) 
 	if t.cfg.View.Workspace.Path != ws.Dir() {
 		return nil, Errorf(ReasonToolError, nil, "bug: the run tool was configured for workspace %q, called for %q", t.cfg.View.Workspace.Path, ws.Dir())
 	}
-	return &runCall{t: t, args: a, spec: t.cfg.spec(path, a.Argv, dir, timeout), cwd: cwd}, nil
+	return &runCall{t: t, args: a, spec: t.cfg.spec(prog, a.Argv, dir, timeout), cwd: cwd}, nil
 }
 
 // spec is the Spec of one call of the tool cfg describes. The program
 // needs no entry of its own: spawn shows it to the child read-only when no
 // directory of the view holds it.
-func (cfg RunConfig) spec(path string, argv []string, dir string, timeout time.Duration) spawn.Spec {
+func (cfg RunConfig) spec(prog spawn.Pinned, argv []string, dir string, timeout time.Duration) spawn.Spec {
 	s := spawn.Spec{
-		Path: path, Argv: argv, Env: cfg.Env, Dir: dir, Workspace: cfg.View.Workspace,
+		Program: prog, Argv: argv, Env: cfg.Env, Dir: dir, Workspace: cfg.View.Workspace,
 		ReadPaths: cfg.View.Read, WritePaths: cfg.View.Write, Net: cfg.Net, Limits: cfg.Limits, Timeout: timeout,
 		TmpSize: cfg.TmpSize,
 	}
@@ -377,7 +403,7 @@ type runCall struct {
 
 // Preview implements Previewer: the program's resolved path and the
 // working directory.
-func (c *runCall) Preview() Preview { return Preview{Program: c.spec.Path, Dir: c.cwd} }
+func (c *runCall) Preview() Preview { return Preview{Program: c.spec.Program.Path, Dir: c.cwd} }
 
 func (c *runCall) Args() any { return c.args }
 
@@ -411,6 +437,11 @@ func (c *runCall) Execute(ctx context.Context) (Result, error) {
 			if spawn.ProcRefused(err) {
 				// The host's fault, not the call's: say what to change.
 				return Result{Meta: meta}, Errorf(ReasonToolError, err, "the sandbox could not be set up (step %s); the program did not run: %s", se.Step, spawn.ProcHint)
+			}
+			if strings.HasPrefix(se.Step, "program ") {
+				// The sandbox found the program's path no longer the
+				// file pinned (swapped after Prepare checked it).
+				return Result{Meta: meta}, Errorf(ReasonProgramNotAllowed, err, "program %q is no longer the file allowed at start: it was moved, replaced or made a link since; the program did not run (allowed programs are pinned when the harness starts; restart it to allow what is there now)", c.args.Argv[0])
 			}
 			return Result{Meta: meta}, Errorf(ReasonToolError, err, "the sandbox could not be set up (step %s); the program did not run", se.Step)
 		}

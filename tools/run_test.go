@@ -3,8 +3,10 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -43,7 +45,7 @@ func TestRunConfigReachesSpec(t *testing.T) {
 	ws, view := specWorkspace(t)
 	for _, size := range []int64{0, 3 << 20} {
 		r := &specRunner{}
-		tool := RunTool(RunConfig{Programs: Programs{"true": "/bin/true"}, Runner: r, TmpSize: size, Net: true, View: view})
+		tool := RunTool(RunConfig{Programs: Programs{"true": pinTrue(t)}, Runner: r, TmpSize: size, Net: true, View: view})
 		p, err := tool.Prepare(ws, json.RawMessage(`{"argv":["true"]}`))
 		if err != nil {
 			t.Fatal(err)
@@ -51,7 +53,7 @@ func TestRunConfigReachesSpec(t *testing.T) {
 		if _, err := p.Execute(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if len(r.specs) != 1 || r.specs[0].TmpSize != size || !r.specs[0].Net || r.specs[0].Path != "/bin/true" {
+		if len(r.specs) != 1 || r.specs[0].TmpSize != size || !r.specs[0].Net || r.specs[0].Program != pinTrue(t) {
 			t.Fatalf("TmpSize %d: the runner got %+v", size, r.specs)
 		}
 	}
@@ -76,7 +78,7 @@ func TestModelTimeoutOnlyLowers(t *testing.T) {
 	}
 	for _, c := range cases {
 		r := &specRunner{}
-		tool := RunTool(RunConfig{Programs: Programs{"true": "/bin/true"}, Runner: r, Timeout: c.limit, View: view})
+		tool := RunTool(RunConfig{Programs: Programs{"true": pinTrue(t)}, Runner: r, Timeout: c.limit, View: view})
 		p, err := tool.Prepare(ws, json.RawMessage(c.args))
 		if err != nil {
 			t.Fatalf("limit %s, %s: %v", c.limit, c.args, err)
@@ -111,20 +113,90 @@ func TestResolveProgramsOddPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, path := range []string{"", ":", ".", "./", "bin", "./bin", "sub/bin", "bin:.", "::bin:sub/bin", "../" + filepath.Base(cwd) + "/bin", ":/nonexistent:bin"} {
-		if p, err := ResolvePrograms([]string{"planted"}, path); err == nil {
+		if p, err := ResolvePrograms([]string{"planted"}, path, RunView{}); err == nil {
 			t.Errorf("PATH %q: planted resolved to %v, want not found", path, p)
 		}
 	}
 	for _, path := range []string{good, "bin:" + good, ".:" + good, ":" + good, good + ":bin"} {
-		p, err := ResolvePrograms([]string{"tool"}, path)
-		if err != nil || p["tool"] != filepath.Join(good, "tool") {
+		p, err := ResolvePrograms([]string{"tool"}, path, RunView{})
+		if err != nil || p["tool"].Path != filepath.Join(good, "tool") {
 			t.Errorf("PATH %q: tool resolved to %v, %v; want %s", path, p, err, filepath.Join(good, "tool"))
 		}
 	}
 	// Names with a slash are refused: neither a path nor a name.
 	for _, d := range []string{"bin/planted", "./planted", "../planted"} {
-		if _, err := ResolvePrograms([]string{d}, good); err == nil {
+		if _, err := ResolvePrograms([]string{d}, good, RunView{}); err == nil {
 			t.Errorf("--allow-program %q was accepted", d)
 		}
+	}
+}
+
+// pinTrue is /bin/true, pinned.
+func pinTrue(t testing.TB) spawn.Pinned {
+	t.Helper()
+	p, err := spawn.PinProgram("/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestProgramReplacedRefused: a program pinned at start and replaced since
+// (a file_write renames a new file over it; a run child may make it a
+// link) is refused when a call is prepared, with program_not_allowed,
+// before any sandbox is built; the runner never sees the call.
+func TestProgramReplacedRefused(t *testing.T) {
+	ws, view := specWorkspace(t)
+	tool := filepath.Join(ws.Dir(), "tool")
+	must(t, os.WriteFile(tool, []byte("#!/bin/sh\necho pinned\n"), 0o755))
+	progs, err := ResolvePrograms([]string{tool}, "", view)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &specRunner{}
+	run := RunTool(RunConfig{Programs: progs, Runner: r, View: view})
+	if _, err := run.Prepare(ws, json.RawMessage(`{"argv":["`+tool+`"]}`)); err != nil {
+		t.Fatalf("the pinned program: %v", err)
+	}
+	for _, swap := range []func(){
+		func() { // replaced by rename, as file_write does
+			must(t, os.WriteFile(tool+".new", []byte("#!/bin/sh\necho other\n"), 0o755))
+			must(t, os.Rename(tool+".new", tool))
+		},
+		func() { // made a link to another program
+			must(t, os.Symlink("/bin/sh", tool))
+		},
+	} {
+		swap()
+		_, err := run.Prepare(ws, json.RawMessage(`{"argv":["`+tool+`"]}`))
+		var te *Error
+		if !errors.As(err, &te) || te.Reason != ReasonProgramNotAllowed || !strings.Contains(te.Public, "no longer the file allowed at start") {
+			t.Errorf("replaced program: %v, want program_not_allowed naming the replacement", err)
+		}
+		must(t, os.Remove(tool))
+	}
+	if len(r.specs) != 0 {
+		t.Errorf("the runner got %d calls", len(r.specs))
+	}
+}
+
+// TestResolveProgramsPlantedLink: a declared program reached through a
+// symbolic link inside the workspace (where a run child of an earlier
+// process may have planted it) is refused at start, naming the link; a
+// program outside every writable area is pinned through its links.
+func TestResolveProgramsPlantedLink(t *testing.T) {
+	ws, view := specWorkspace(t)
+	outside := t.TempDir()
+	script := filepath.Join(outside, "script.sh")
+	must(t, os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755))
+	must(t, os.Symlink(script, filepath.Join(ws.Dir(), "tool")))
+	_, err := ResolvePrograms([]string{filepath.Join(ws.Dir(), "tool")}, "", view)
+	if err == nil || !strings.Contains(err.Error(), "planted") {
+		t.Errorf("a program through a link in the workspace: %v, want refused", err)
+	}
+	must(t, os.Symlink(script, filepath.Join(outside, "link")))
+	p, err := ResolvePrograms([]string{filepath.Join(outside, "link")}, "", view)
+	if canon, _ := filepath.EvalSymlinks(script); err != nil || p[filepath.Join(outside, "link")].Path != canon {
+		t.Errorf("a program through a link outside: %v, %v; want pinned at %s", p, err, canon)
 	}
 }

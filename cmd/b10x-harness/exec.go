@@ -127,7 +127,7 @@ func (c *execCmd) Run(e *env) error {
 	for _, err := range termErrs {
 		fmt.Fprintf(e.stderr, "b10x-harness: the terminal could not be restored after the command: %v\n", err)
 	}
-	rep := execReport{Argv: argv, Program: spec.Path, ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut,
+	rep := execReport{Argv: argv, Program: spec.Program.Path, ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut,
 		OOMKilled: res.OOMKilled, DurationMS: res.Duration.Milliseconds(), MemoryPeak: res.MemoryPeak, PidsPeak: res.PidsPeak, Layers: res.Layers,
 		Connections: connections}
 	rep.Missing = x.Missing(res.Layers)

@@ -59,7 +59,7 @@ func BenchmarkRunTruePrestarted(b *testing.B) {
 	d.pre = &prestarter{}
 	defer d.closePrestart()
 	ws := workspace(b)
-	s := Spec{Path: lookPath(b, "true"), Argv: []string{"true"}, Dir: ws, Workspace: pin(b, ws)}
+	s := Spec{Program: pin(b, lookPath(b, "true")), Argv: []string{"true"}, Dir: ws, Workspace: pin(b, ws)}
 	if _, err := d.Run(context.Background(), s, Stdio{}); err != nil {
 		b.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func BenchmarkBwrapTrue(b *testing.B) {
 
 func benchRun(b *testing.B, r Runner) {
 	ws := workspace(b)
-	s := Spec{Path: lookPath(b, "true"), Argv: []string{"true"}, Dir: ws, Workspace: pin(b, ws)}
+	s := Spec{Program: pin(b, lookPath(b, "true")), Argv: []string{"true"}, Dir: ws, Workspace: pin(b, ws)}
 	if _, err := r.Run(context.Background(), s, Stdio{}); err != nil {
 		b.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func benchRun(b *testing.B, r Runner) {
 func BenchmarkRunTrueHeld(b *testing.B) {
 	requireSpawn(b)
 	ws := workspace(b)
-	s := Spec{Path: lookPath(b, "true"), Argv: []string{"true"}, Dir: ws, Workspace: pin(b, ws)}
+	s := Spec{Program: pin(b, lookPath(b, "true")), Argv: []string{"true"}, Dir: ws, Workspace: pin(b, ws)}
 	for _, rel := range []string{".git/config", "keys/k0.pem", "keys/k1.pem", "keys/k2.pem", "keys/k3.pem", "keys/k4.pem",
 		"src/a/k5.pem", "src/a/k6.pem", "src/a/k7.pem", "src/a/k8.pem", "src/a/k9.pem"} {
 		p := filepath.Join(ws, rel)

@@ -229,7 +229,7 @@ func (d *direct) prepare(s Spec) (*prepared, error) {
 		return nil, &SetupError{Step: "identity", Err: errors.New("bug: an idmapped workspace without a user namespace")}
 	}
 	pl := &helper.Plan{
-		Path: s.Path, Argv: s.Argv, Env: s.Env, Dir: s.Dir,
+		Path: s.Program.Path, ProgDev: s.Program.Dev, ProgIno: s.Program.Ino, Argv: s.Argv, Env: s.Env, Dir: s.Dir,
 		Hostname: "sandbox",
 		Mounts:   mounts,
 		Loopback: !s.Net,

@@ -203,7 +203,7 @@ func TestViewLockedByKernel(t *testing.T) {
 
 	ws := workspace(t)
 	sleep := uniqueSleep()
-	s := Spec{Path: lookPath(t, "sleep"), Argv: []string{"sleep", sleep}, Dir: ws, Workspace: pin(t, ws), Timeout: time.Minute}
+	s := Spec{Program: pin(t, lookPath(t, "sleep")), Argv: []string{"sleep", sleep}, Dir: ws, Workspace: pin(t, ws), Timeout: time.Minute}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { _, err := NewDirect(testOptions()).Run(ctx, s, Stdio{}); done <- err }()
@@ -291,7 +291,7 @@ func parentOf(t *testing.T, pid int) int {
 // childGetsUserns reports whether a call here gets a user namespace.
 func childGetsUserns(t *testing.T) bool {
 	ws := workspace(t)
-	res, _, err := run(t, NewDirect(testOptions()), Spec{Path: lookPath(t, "true"), Argv: []string{"true"}, Dir: ws, Workspace: pin(t, ws)})
+	res, _, err := run(t, NewDirect(testOptions()), Spec{Program: pin(t, lookPath(t, "true")), Argv: []string{"true"}, Dir: ws, Workspace: pin(t, ws)})
 	return err == nil && slices.Contains(res.Layers, confine.LayerUserNS)
 }
 

@@ -241,7 +241,7 @@ func TestMemoryBombOOMKilled(t *testing.T) {
 	opts.Cgroup = m
 	opts.Require.Layers = []string{confine.LayerCgroupLeaf, confine.LayerMemoryLimit}
 	ws := workspace(t)
-	s := Spec{Path: selfExe(t), Argv: []string{"b10x-reexec:" + allocEntry, "256"}, Dir: ws, Workspace: pin(t, ws), Timeout: time.Minute}
+	s := Spec{Program: pin(t, selfExe(t)), Argv: []string{"b10x-reexec:" + allocEntry, "256"}, Dir: ws, Workspace: pin(t, ws), Timeout: time.Minute}
 	s.Limits.MemoryMax = 32 << 20
 	res, out, err := run(t, NewDirect(opts), s)
 	if err != nil {

@@ -199,7 +199,7 @@ func TestSequentialRunsLeaveNothing(t *testing.T) {
 	defer b.Close()
 	runners := map[string]Runner{"direct": NewDirect(opts), "broker": b}
 	ws := workspace(t)
-	s := Spec{Path: lookPath(t, "true"), Argv: []string{"true"}, Dir: ws, Workspace: pin(t, ws)}
+	s := Spec{Program: pin(t, lookPath(t, "true")), Argv: []string{"true"}, Dir: ws, Workspace: pin(t, ws)}
 	// 300 calls per runner here; the VM shapes emulate the CPU (TCG, about
 	// 20 times slower), where 30 calls per runner keep the suite within
 	// its deadline and still show a leak (it grows with every call).

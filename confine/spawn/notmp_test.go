@@ -69,7 +69,7 @@ func noTmpMain() {
 	if !step("pin", err) {
 		return
 	}
-	sh, err := filepath.EvalSymlinks("/bin/sh")
+	sh, err := PinProgram("/bin/sh")
 	if !step("sh", err) {
 		return
 	}
@@ -77,7 +77,7 @@ func noTmpMain() {
 	if !step("out", werr) {
 		return
 	}
-	r, err := NewDirect(testOptions()).Run(context.Background(), Spec{Path: sh, Argv: []string{"sh", "-c", "echo ran in $(pwd)"},
+	r, err := NewDirect(testOptions()).Run(context.Background(), Spec{Program: sh, Argv: []string{"sh", "-c", "echo ran in $(pwd)"},
 		Env: []string{"PATH=/usr/bin:/bin"}, Dir: "/work", Workspace: ws}, Stdio{Stdout: w})
 	w.Close()
 	b, _ := os.ReadFile(w.Name())

@@ -150,3 +150,46 @@ func (p Pinned) stat() (unix.Stat_t, error) {
 	}
 	return st, err
 }
+
+// PinProgram pins path as Pin does, and checks that the file pinned is a
+// regular file with an execute bit: what Spec.Program wants. The error
+// names the path.
+func PinProgram(path string) (Pinned, error) {
+	p, err := Pin(path)
+	if err != nil {
+		return Pinned{}, err
+	}
+	st, err := p.stat()
+	if err != nil {
+		return Pinned{}, fmt.Errorf("spawn: program %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 {
+		return Pinned{}, fmt.Errorf("spawn: program %s: %s is not an executable file", path, p.Path)
+	}
+	return p, nil
+}
+
+// Current reports whether p's path still reaches, without following any
+// symbolic link, the file pinned: nil, or an error saying it was moved or
+// replaced (or cannot be opened) since. It is a check of this instant
+// only; the helper checks again at the moment it binds or executes.
+func (p Pinned) Current() error {
+	if err := p.check("pinned path"); err != nil {
+		return err
+	}
+	_, err := p.stat()
+	return err
+}
+
+// PinnedDescriptors lists the descriptors Pin holds for the life of the
+// process, one per file pinned: what a leak check of a test binary must
+// not count as leaked.
+func PinnedDescriptors() []int {
+	pins.Lock()
+	defer pins.Unlock()
+	fds := make([]int, 0, len(pins.held))
+	for _, f := range pins.held {
+		fds = append(fds, int(f.Fd()))
+	}
+	return fds
+}

@@ -67,7 +67,7 @@ type prestarter struct {
 // it.
 func warmKey(p *prepared) string {
 	pl := *p.plan
-	pl.Path, pl.Argv, pl.Env, pl.Dir, pl.Probe, pl.GoFD = "", nil, nil, "", false, 0
+	pl.Path, pl.ProgDev, pl.ProgIno, pl.Argv, pl.Env, pl.Dir, pl.Probe, pl.GoFD = "", 0, 0, nil, nil, "", false, 0
 	if pl.ProxyFD > 0 {
 		pl.ProxyFD = 1
 	}
@@ -202,7 +202,7 @@ func (d *direct) prestart(s Spec) *warm {
 		extra = append(extra, proxyChild)
 		p.plan.ProxyFD = p.plan.GoFD + 1
 	}
-	p.plan.Path, p.plan.Argv, p.plan.Env, p.plan.Dir = "", nil, nil, ""
+	p.plan.Path, p.plan.ProgDev, p.plan.ProgIno, p.plan.Argv, p.plan.Env, p.plan.Dir = "", 0, 0, nil, nil, ""
 	if w.l, err = d.launch(p, Stdio{}, extra); err != nil {
 		w.closeSockets()
 		return nil
@@ -313,7 +313,7 @@ func (d *direct) runWarm(ctx context.Context, s Spec, w *warm, stdio Stdio) (Res
 			return d.finish(ctx, s, w.l, time.Now())
 		}
 	}
-	g := helper.Go{Path: s.Path, Argv: s.Argv, Env: s.Env, Dir: s.Dir}
+	g := helper.Go{Path: s.Program.Path, Dev: s.Program.Dev, Ino: s.Program.Ino, Argv: s.Argv, Env: s.Env, Dir: s.Dir}
 	var fds []int
 	for i, f := range []*os.File{stdio.Stdin, stdio.Stdout, stdio.Stderr} {
 		if f == nil {

@@ -64,7 +64,7 @@ func TestPrestartedCall(t *testing.T) {
 		t.Fatal("the first call took a pre-started sandbox that did not exist")
 	}
 	waitWarm(t, d)
-	second := Spec{Path: lookPath(t, "sh"), Argv: []string{"sh", "-c", `echo "two $X $(pwd)"; readlink /proc/self/ns/pid; cat /tmp/mark 2>/dev/null || echo no-mark; echo err >&2`},
+	second := Spec{Program: pin(t, lookPath(t, "sh")), Argv: []string{"sh", "-c", `echo "two $X $(pwd)"; readlink /proc/self/ns/pid; cat /tmp/mark 2>/dev/null || echo no-mark; echo err >&2`},
 		Env: []string{"X=second"}, Dir: filepath.Join(ws, "sub"), Workspace: first.Workspace}
 	res2, out2, err := run(t, d, second)
 	if err != nil || res2.ExitCode != 0 {

@@ -413,7 +413,7 @@ func TestSetupErrorTargetNeverRuns(t *testing.T) {
 			}, testOptions(), "chdir " + filepath.Join(ws, "missing")},
 			{"program not executable", func() Spec {
 				s := shSpec(t, ws, script)
-				s.Path = noexec
+				s.Program = pin(t, noexec)
 				s.WritePaths = []Pinned{pin(t, markDir)}
 				return s
 			}, testOptions(), "exec " + noexec},
@@ -469,7 +469,7 @@ func TestBadInput(t *testing.T) {
 	r := NewDirect(testOptions())
 	good := shSpec(t, ws, "true")
 	cases := map[string]func(Spec) Spec{
-		"relative path":      func(s Spec) Spec { s.Path = "sh"; return s },
+		"relative program":   func(s Spec) Spec { s.Program.Path = "sh"; return s },
 		"empty argv":         func(s Spec) Spec { s.Argv = nil; return s },
 		"NUL in argv":        func(s Spec) Spec { s.Argv = []string{"sh", "a\x00b"}; return s },
 		"NUL in env":         func(s Spec) Spec { s.Env = []string{"A=\x00"}; return s },
@@ -600,7 +600,7 @@ grep -E ' /(tmp|dev/shm) tmpfs ' /proc/mounts`
 			t.Errorf("%s: with TmpSize 0, want /tmp and /dev/shm capped at DefaultTmpSize (%s), %d are\n%s", name, want, n, out)
 		}
 	}
-	if _, err := NewDirect(testOptions()).Run(context.Background(), Spec{Path: "/bin/true", Argv: []string{"true"}, Dir: "/", Workspace: pin(t, workspace(t)), TmpSize: -1}, Stdio{}); err == nil || !strings.Contains(err.Error(), "TmpSize") {
+	if _, err := NewDirect(testOptions()).Run(context.Background(), Spec{Program: pin(t, "/bin/true"), Argv: []string{"true"}, Dir: "/", Workspace: pin(t, workspace(t)), TmpSize: -1}, Stdio{}); err == nil || !strings.Contains(err.Error(), "TmpSize") {
 		t.Errorf("a negative TmpSize: want an error naming it, got %v", err)
 	}
 }

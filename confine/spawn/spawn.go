@@ -24,11 +24,25 @@ import (
 // passes anything through a shell: Argv reaches execve(2) byte for byte.
 // The zero value is not runnable (Path and Workspace are required).
 type Spec struct {
-	// Path is the absolute, resolved program to execute. The caller resolved
-	// it once, at start; Run executes exactly this file. When it lies outside
-	// every directory of the child's view, that one file is added to the view
-	// read-only (so a declared program always exists for the child).
-	Path string
+	// Program is the file to execute, pinned once, at start (see Pin), as
+	// the workspace is: Run executes exactly that inode or nothing. When it
+	// lies outside every directory of the child's view, that one file is
+	// bound into the view read-only at Program.Path (only while it is still
+	// the file pinned); either way the program's stage opens Program.Path
+	// in the view without following any link, checks it is the pinned file
+	// and executes it by descriptor (execveat with AT_EMPTY_PATH). A call
+	// whose program was moved or replaced since it was pinned fails at its
+	// "program <path>" step, before anything runs.
+	//
+	// What it does not protect against: the content of the pinned file
+	// itself (a child that may write it can change what runs, inside the
+	// same view and domain), and a "#!" script's text, which its
+	// interpreter opens by name after the check (the kernel can only pass
+	// a script's interpreter a name); a child of another call that replaces
+	// the script in that instant has its own file of the view interpreted,
+	// never a file outside the view. See
+	// docs/decisions/0071-programs-pinned.md.
+	Program Pinned
 	// Argv is the argument vector as given; Argv[0] is the name the caller
 	// matched. It must not be empty. No element may hold a NUL byte.
 	Argv []string
@@ -301,8 +315,11 @@ func (r Requirements) required(s Spec, root bool) []string {
 
 // validate checks a Spec for bad input: one clear error, never a panic.
 func (s Spec) validate() error {
-	if s.Path == "" || !isAbs(s.Path) {
-		return fmt.Errorf("spawn: Spec.Path %q: want an absolute path", s.Path)
+	if err := s.Program.check("Spec.Program"); err != nil {
+		return err
+	}
+	if s.Program.Dir {
+		return fmt.Errorf("spawn: Spec.Program %q: a directory, not a program", s.Program.Path)
 	}
 	if len(s.Argv) == 0 {
 		return errors.New("spawn: Spec.Argv is empty: want at least argv[0]")
@@ -331,7 +348,7 @@ func (s Spec) validate() error {
 		}
 		return nil
 	}
-	for _, f := range []struct{ what, v string }{{"Spec.Path", s.Path}, {"Spec.Dir", s.Dir}} {
+	for _, f := range []struct{ what, v string }{{"Spec.Dir", s.Dir}} {
 		if err := check(f.what, f.v); err != nil {
 			return err
 		}

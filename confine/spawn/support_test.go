@@ -78,6 +78,8 @@ func rawErr(e syscall.Errno) error {
 
 func probe(name, operand string) string {
 	switch name {
+	case "execfn":
+		return execFn()
 	case "argv":
 		var b strings.Builder
 		for _, a := range os.Args {
@@ -409,7 +411,7 @@ func harnessMain() {
 		r = b
 	}
 	script := fmt.Sprintf("setsid sleep %s & sleep %s & echo started; wait", uniq, uniq)
-	s := Spec{Path: sh, Argv: []string{"sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: ws, Workspace: pinOrExit(ws)}
+	s := Spec{Program: pinOrExit(sh), Argv: []string{"sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: ws, Workspace: pinOrExit(ws)}
 	_, err := r.Run(context.Background(), s, Stdio{Stdout: os.Stdout, Stderr: os.Stderr})
 	fmt.Fprintln(os.Stderr, "harness: run returned:", err)
 	os.Exit(4)
@@ -510,11 +512,11 @@ func pinOrExit(p string) Pinned {
 }
 
 func shSpec(t testing.TB, ws, script string) Spec {
-	return Spec{Path: lookPath(t, "sh"), Argv: []string{"sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin", "HOME=" + ws}, Dir: ws, Workspace: pin(t, ws)}
+	return Spec{Program: pin(t, lookPath(t, "sh")), Argv: []string{"sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin", "HOME=" + ws}, Dir: ws, Workspace: pin(t, ws)}
 }
 
 func probeSpec(t testing.TB, ws string, probes ...string) Spec {
-	return Spec{Path: selfExe(t), Argv: append([]string{"b10x-reexec:" + probeEntry}, probes...), Env: []string{"PATH=/usr/bin:/bin"}, Dir: ws, Workspace: pin(t, ws)}
+	return Spec{Program: pin(t, selfExe(t)), Argv: append([]string{"b10x-reexec:" + probeEntry}, probes...), Env: []string{"PATH=/usr/bin:/bin"}, Dir: ws, Workspace: pin(t, ws)}
 }
 
 // output is what a run wrote, captured through pipes.
@@ -590,7 +592,7 @@ func requireSpawn(t testing.TB) {
 			return
 		}
 		defer os.RemoveAll(ws)
-		s := Spec{Path: lookPath(t, "true"), Argv: []string{"true"}, Dir: ws, Workspace: pinOrExit(ws)}
+		s := Spec{Program: pin(t, lookPath(t, "true")), Argv: []string{"true"}, Dir: ws, Workspace: pinOrExit(ws)}
 		_, spawnable.err = NewDirect(testOptions()).Run(context.Background(), s, Stdio{})
 	})
 	what := "a confined call"

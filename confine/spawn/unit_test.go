@@ -25,7 +25,7 @@ import (
 )
 
 func TestWireRoundTrip(t *testing.T) {
-	s := Spec{Path: "/p", Argv: []string{"", "a b"}, Env: []string{"X=y"}, Dir: "/d", Workspace: Pinned{Path: "/w", Dev: 1, Ino: 2, Dir: true}, ReadPaths: []Pinned{{Path: "/r", Dev: 3, Ino: 1 << 40}}, WritePaths: []Pinned{{Path: "/x", Dev: 4, Ino: 5, Dir: true}, {Path: "/y", Ino: 6}}, Net: true, Timeout: 3 * time.Second, TmpSize: 8, ReadOnly: []string{"/w/.git", "/w/h"}, Anchored: []string{"/w/a"}}
+	s := Spec{Program: Pinned{Path: "/p", Dev: 7, Ino: 8}, Argv: []string{"", "a b"}, Env: []string{"X=y"}, Dir: "/d", Workspace: Pinned{Path: "/w", Dev: 1, Ino: 2, Dir: true}, ReadPaths: []Pinned{{Path: "/r", Dev: 3, Ino: 1 << 40}}, WritePaths: []Pinned{{Path: "/x", Dev: 4, Ino: 5, Dir: true}, {Path: "/y", Ino: 6}}, Net: true, Timeout: 3 * time.Second, TmpSize: 8, ReadOnly: []string{"/w/.git", "/w/h"}, Anchored: []string{"/w/a"}}
 	s.Limits.PidsMax, s.Limits.MemoryMax, s.Limits.CPUQuota, s.Limits.CPUPeriod = 5, 6, time.Millisecond, time.Second
 	var e helper.Encoder
 	encodeSpec(&e, s)
@@ -181,7 +181,7 @@ func TestBuildView(t *testing.T) {
 	if err := os.Symlink("w", link); err != nil {
 		t.Fatal(err)
 	}
-	s := Spec{Path: prog, Argv: []string{"p"}, Dir: ws, Workspace: pin(t, ws), ReadPaths: []Pinned{pin(t, link), pin(t, ws)}, WritePaths: []Pinned{pin(t, wdir)}}
+	s := Spec{Program: pin(t, prog), Argv: []string{"p"}, Dir: ws, Workspace: pin(t, ws), ReadPaths: []Pinned{pin(t, link), pin(t, ws)}, WritePaths: []Pinned{pin(t, wdir)}}
 	ops, rules, err := buildView(s, []string{"/etc/shadow", "/etc/ssl/private/", filepath.Join(wdir, "masked")})
 	if err != nil {
 		t.Fatal(err)
@@ -373,7 +373,7 @@ func TestBuildViewResolvConf(t *testing.T) {
 	resolvConf = link
 	defer func() { resolvConf = old }()
 	ws := workspace(t)
-	s := Spec{Path: lookPath(t, "true"), Argv: []string{"true"}, Dir: ws, Workspace: pin(t, ws)}
+	s := Spec{Program: pin(t, lookPath(t, "true")), Argv: []string{"true"}, Dir: ws, Workspace: pin(t, ws)}
 	for _, net := range []bool{false, true} {
 		s.Net = net
 		ops, _, err := buildView(s, nil)

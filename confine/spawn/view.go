@@ -206,26 +206,22 @@ func dedupeView(entries []viewEntry) []viewEntry {
 }
 
 // withProgram makes the program visible: it is when a directory of the
-// view holds it; otherwise that one file is added read-only.
+// view holds it; otherwise that one file is bound read-only, from the file
+// pinned at start (the helper refuses the bind unless it is still that
+// file). Its path is never resolved again here: a link a child put there
+// since start is not followed (docs/decisions/0071-programs-pinned.md).
 func withProgram(kept []viewEntry, s Spec) ([]viewEntry, error) {
-	prog, err := canonical(s.Path)
-	if err != nil {
-		return nil, &SetupError{Step: "program", Err: fmt.Errorf("%s: %w", s.Path, err)}
-	}
-	covered := false
+	prog := s.Program
 	for _, e := range kept {
-		if e.op.Kind == helper.Bind && (e.op.Dst == prog || !e.op.File && within(prog, e.op.Dst)) {
-			covered = true
-			break
+		if e.op.Kind == helper.Bind && (e.op.Dst == prog.Path || !e.op.File && within(prog.Path, e.op.Dst)) {
+			return kept, nil
 		}
 	}
-	if !covered {
-		if err := viewable("program", prog); err != nil {
-			return nil, err
-		}
-		kept = append(kept, viewEntry{op: helper.Mount{Kind: helper.Bind, Src: prog, Dst: prog, RO: true, File: true}, user: true, rule: llRead})
+	if err := viewable("program", prog.Path); err != nil {
+		return nil, err
 	}
-	return kept, nil
+	return append(kept, viewEntry{op: helper.Mount{Kind: helper.Bind, Src: prog.Path, Dst: prog.Path, RO: true, File: true,
+		Pinned: true, PinDev: prog.Dev, PinIno: prog.Ino}, user: true, rule: llRead}), nil
 }
 
 // withMasks adds the masks: none at or beneath a path the Spec named (the

@@ -9,7 +9,7 @@ import (
 // The harness–broker messages, in the wire format of package helper.
 
 func encodeSpec(e *helper.Encoder, s Spec) {
-	e.Str(s.Path)
+	encodePinned(e, []Pinned{s.Program})
 	e.Strs(s.Argv)
 	e.Strs(s.Env)
 	e.Str(s.Dir)
@@ -31,7 +31,11 @@ func encodeSpec(e *helper.Encoder, s Spec) {
 
 func decodeSpec(d *helper.Decoder) Spec {
 	var s Spec
-	s.Path = d.Str()
+	if prog := decodePinned(d); len(prog) == 1 {
+		s.Program = prog[0]
+	} else {
+		d.Failf("program")
+	}
 	s.Argv = d.Strs()
 	s.Env = d.Strs()
 	s.Dir = d.Str()

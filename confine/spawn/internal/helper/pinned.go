@@ -20,6 +20,7 @@ import (
 // pinned at start.
 type pinMismatch struct {
 	path                             string
+	program                          bool // the program to execute, not a bind source
 	wantDev, wantIno, gotDev, gotIno uint64
 	wantDir, gotDir                  bool
 }
@@ -30,6 +31,11 @@ func (e *pinMismatch) Error() string {
 			return "directory"
 		}
 		return "file"
+	}
+	if e.program {
+		return e.path + " is no longer the program pinned at start (device " + strconv.FormatUint(e.wantDev, 10) +
+			" inode " + strconv.FormatUint(e.wantIno, 10) + ", now device " + strconv.FormatUint(e.gotDev, 10) + " inode " +
+			strconv.FormatUint(e.gotIno, 10) + "): it was moved, replaced or linked elsewhere since; refusing to run what is there now"
 	}
 	if e.wantDev == e.gotDev && e.wantIno == e.gotIno {
 		return e.path + " is now a " + kind(e.gotDir) + ", not the " + kind(e.wantDir) + " pinned at start"

@@ -108,13 +108,18 @@ type Rule struct {
 // Plan is everything the helper does, computed by the parent: the helper
 // only executes it, in order, and reports the first failure.
 type Plan struct {
-	Path     string
-	Argv     []string
-	Env      []string
-	Dir      string
-	Hostname string
-	Mounts   []Mount
-	Loopback bool // bring lo up (a fresh network namespace)
+	// Path is the program, as the view shows it; ProgDev and ProgIno are
+	// the st_dev and st_ino of the file pinned there at start. The second
+	// stage opens Path without following any link and executes it by
+	// descriptor only when it is that file (see execProgram).
+	Path             string
+	ProgDev, ProgIno uint64
+	Argv             []string
+	Env              []string
+	Dir              string
+	Hostname         string
+	Mounts           []Mount
+	Loopback         bool // bring lo up (a fresh network namespace)
 	// NestUser runs the program in a user namespace nested in the
 	// helper's, so every mount of the view is locked (made in a more
 	// privileged namespace than the program's). It needs the helper to
@@ -156,17 +161,20 @@ const GoReady = 'r'
 // Dir would have said, and which of the program's standard streams are
 // sent with it (bit i for descriptor i; the others stay /dev/null).
 type Go struct {
-	Path  string
-	Argv  []string
-	Env   []string
-	Dir   string
-	Stdio uint8
+	Path     string
+	Dev, Ino uint64 // the program's pinned identity (Plan.ProgDev, ProgIno)
+	Argv     []string
+	Env      []string
+	Dir      string
+	Stdio    uint8
 }
 
 // Encode appends the call to e, behind its length.
 func (g *Go) Encode(e *Encoder) {
 	var body Encoder
 	body.Str(g.Path)
+	body.U64(g.Dev)
+	body.U64(g.Ino)
 	body.Strs(g.Argv)
 	body.Strs(g.Env)
 	body.Str(g.Dir)
@@ -178,9 +186,9 @@ func (g *Go) Encode(e *Encoder) {
 // DecodeGo reads a call (without its length); d.Err says whether it was
 // well formed.
 func DecodeGo(d *Decoder) *Go {
-	g := &Go{Path: d.Str(), Argv: d.Strs(), Env: d.Strs(), Dir: d.Str(), Stdio: d.U8()}
-	if d.Err == nil && (len(g.Argv) == 0 || g.Path == "" || g.Stdio > 7) {
-		d.Err = errors.New("spawn: malformed call: empty argv or path, or unknown streams")
+	g := &Go{Path: d.Str(), Dev: d.U64(), Ino: d.U64(), Argv: d.Strs(), Env: d.Strs(), Dir: d.Str(), Stdio: d.U8()}
+	if d.Err == nil && (len(g.Argv) == 0 || g.Path == "" || g.Ino == 0 || g.Stdio > 7) {
+		d.Err = errors.New("spawn: malformed call: empty argv or path, no program identity, or unknown streams")
 	}
 	return g
 }
@@ -188,6 +196,8 @@ func DecodeGo(d *Decoder) *Go {
 // Encode appends the plan to e.
 func (p *Plan) Encode(e *Encoder) {
 	e.Str(p.Path)
+	e.U64(p.ProgDev)
+	e.U64(p.ProgIno)
 	e.Strs(p.Argv)
 	e.Strs(p.Env)
 	e.Str(p.Dir)
@@ -228,6 +238,8 @@ func (p *Plan) Encode(e *Encoder) {
 func DecodePlan(d *Decoder) *Plan {
 	p := &Plan{}
 	p.Path = d.Str()
+	p.ProgDev = d.U64()
+	p.ProgIno = d.U64()
 	p.Argv = d.Strs()
 	p.Env = d.Strs()
 	p.Dir = d.Str()
@@ -273,8 +285,8 @@ func DecodePlan(d *Decoder) *Plan {
 		p.ProxyPort = uint16(port)
 	}
 	p.GoFD = int(d.U32())
-	if d.Err == nil && len(p.Argv) == 0 && p.GoFD == 0 {
-		d.Err = errors.New("spawn: malformed plan: empty argv")
+	if d.Err == nil && (len(p.Argv) == 0 || p.ProgIno == 0) && p.GoFD == 0 {
+		d.Err = errors.New("spawn: malformed plan: empty argv or no program identity")
 	}
 	return p
 }

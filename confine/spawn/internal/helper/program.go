@@ -141,6 +141,14 @@ func programMain() {
 	if err != nil {
 		fail(step, err)
 	}
+	prog := -1
+	if p.GoFD == 0 {
+		// A cold call (or a probe) knows its program now: it must be
+		// the file pinned before the stage says it is ready.
+		if prog, err = openProgram(p.Path, p.ProgDev, p.ProgIno); err != nil {
+			fail("program "+p.Path, err)
+		}
+	}
 	var e Encoder
 	e.U8(StatusReady)
 	e.U32(layers)
@@ -152,9 +160,11 @@ func programMain() {
 	}
 	if p.GoFD > 0 {
 		awaitCall(p)
+		if prog, err = openProgram(p.Path, p.ProgDev, p.ProgIno); err != nil {
+			fail("program "+p.Path, err)
+		}
 	}
-	err = syscall.Exec(p.Path, p.Argv, p.Env)
-	fail("exec "+p.Path, err)
+	execProgram(p, prog)
 }
 
 // confineProgram performs the second stage's steps before execve, in
@@ -383,5 +393,5 @@ func awaitCall(p *Plan) {
 	if err := sysChdir(g.Dir); err != nil {
 		fail("chdir "+g.Dir, err)
 	}
-	p.Path, p.Argv, p.Env, p.Dir = g.Path, g.Argv, g.Env, g.Dir
+	p.Path, p.ProgDev, p.ProgIno, p.Argv, p.Env, p.Dir = g.Path, g.Dev, g.Ino, g.Argv, g.Env, g.Dir
 }

@@ -234,3 +234,16 @@ func sysLandlockRestrict(ruleset int) error {
 
 // atFDCWD is AT_FDCWD (-100) as a system call argument.
 var atFDCWD = func() uintptr { fd := atFDCWDInt; return uintptr(fd) }()
+
+// sysOpenat opens name relative to the directory descriptor dir.
+func sysOpenat(dir int, name string, flags int) (int, error) {
+	p, err := ptr(name)
+	if err != nil {
+		return -1, err
+	}
+	fd, _, e := syscall.RawSyscall6(syscall.SYS_OPENAT, uintptr(dir), uintptr(unsafe.Pointer(p)), uintptr(flags), 0, 0, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(fd), nil
+}

@@ -1,6 +1,7 @@
 package helper
 
 const (
-	sysFstatat = 262 // newfstatat
-	sysSeccomp = 317
+	sysFstatat  = 262 // newfstatat
+	sysExecveat = 322 // execveat
+	sysSeccomp  = 317
 )

@@ -3,6 +3,7 @@ package helper
 import "syscall"
 
 const (
-	sysFstatat = syscall.SYS_FSTATAT
-	sysSeccomp = syscall.SYS_SECCOMP
+	sysFstatat  = syscall.SYS_FSTATAT
+	sysExecveat = syscall.SYS_EXECVEAT
+	sysSeccomp  = syscall.SYS_SECCOMP
 )

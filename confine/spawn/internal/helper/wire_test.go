@@ -12,7 +12,7 @@ import (
 
 func samplePlan() *Plan {
 	return &Plan{
-		Path: "/usr/bin/sh", Argv: []string{"sh", "-c", "echo ''; $(x)"}, Env: []string{"A=1", "B="}, Dir: "/w",
+		Path: "/usr/bin/sh", ProgDev: 3, ProgIno: 1 << 40, Argv: []string{"sh", "-c", "echo ''; $(x)"}, Env: []string{"A=1", "B="}, Dir: "/w",
 		Hostname: "sandbox",
 		Mounts: []Mount{
 			{Kind: Bind, Src: "/usr", Dst: "/usr", RO: true},
@@ -111,7 +111,7 @@ func TestRemoteErrorKeepsSentinel(t *testing.T) {
 // re-encodes to the same bytes.
 func FuzzDecodeGo(f *testing.F) {
 	var e Encoder
-	(&Go{Path: "/bin/sh", Argv: []string{"sh", "-c", "x"}, Env: []string{"A=1"}, Dir: "/w", Stdio: 6}).Encode(&e)
+	(&Go{Path: "/bin/sh", Dev: 9, Ino: 10, Argv: []string{"sh", "-c", "x"}, Env: []string{"A=1"}, Dir: "/w", Stdio: 6}).Encode(&e)
 	f.Add(e.B[4:])
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
