@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -11,10 +12,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/egress"
 	"github.com/b10x/harness/internal/reexec"
+	"github.com/b10x/harness/internal/testenv"
 	"github.com/b10x/harness/session"
 )
 
@@ -127,12 +130,61 @@ func runHarnessCmd(t *testing.T, cmd *exec.Cmd, stdin string) result {
 	return runHarnessReading(t, cmd)
 }
 
-// runHarnessReading is runHarnessCmd with the stdin cmd already has.
+// runHarnessReading is runHarnessCmd with the stdin cmd already has, and
+// harnessDeadline to finish.
 func runHarnessReading(t *testing.T, cmd *exec.Cmd) result {
 	t.Helper()
+	return runHarnessWithin(t, cmd, harnessDeadline())
+}
+
+// harnessDeadline is how long one harness subprocess may take before
+// runHarnessReading kills it. Measured on the development host (the whole
+// package, load average about 7 on two cores): 363 calls, median 0.05 s,
+// longest 2.2 s (TestProxyDiesWithTheCall); the longest a test allows is
+// the enclosing fork bomb's --timeout 60s. A guest under TCG is several
+// times slower.
+func harnessDeadline() time.Duration {
+	if testenv.InVM() {
+		return 6 * time.Minute
+	}
+	return 2 * time.Minute
+}
+
+// deadlineMargin is what a harness deadline leaves of the test binary's
+// own -timeout, so that the test fails naming its case before go test
+// panics naming only the test.
+const deadlineMargin = 15 * time.Second
+
+// runHarnessWithin runs a prepared harness command and kills it when it
+// has not exited within d (or by the test binary's deadline less
+// deadlineMargin, if that is sooner): a call that should end but hangs
+// (a --listen that wrongly serves) fails the test naming the case and the
+// command, instead of holding the package until go test's -timeout.
+func runHarnessWithin(t *testing.T, cmd *exec.Cmd, d time.Duration) result {
+	t.Helper()
+	if end, ok := t.Deadline(); ok {
+		d = min(d, time.Until(end)-deadlineMargin)
+	}
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
-	err := cmd.Run()
+	if cmd.WaitDelay == 0 {
+		// A killed harness's children may hold its stdout and stderr open.
+		cmd.WaitDelay = 10 * time.Second
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting harness: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
+	err := cmd.Wait()
+	if !stop() {
+		t.Fatalf("%s: the harness did not exit within %s and was killed: %q\nstdout:\n%s\nstderr:\n%s", t.Name(), d.Round(time.Millisecond), cmd.Args[1:], so.String(), se.String())
+	}
+	if took := time.Since(start); took > d/2 {
+		t.Logf("%s: the harness took %s of its %s deadline: %q", t.Name(), took.Round(time.Millisecond), d, cmd.Args[1:])
+	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()

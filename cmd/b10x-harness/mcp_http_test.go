@@ -327,10 +327,22 @@ func TestMCPHTTPElicitation(t *testing.T) {
 	}
 }
 
+// refusalDeadline bounds one refused start of TestMCPHTTPRefusals. A
+// refusal is decided before anything is served: each of the cases took
+// 10 to 32 ms on the development host.
+func refusalDeadline() time.Duration {
+	if testenv.InVM() {
+		return time.Minute
+	}
+	return 15 * time.Second
+}
+
 // TestMCPHTTPRefusals: what --listen refuses at start, before serving or
 // recording anything: non-loopback addresses without TLS, bad token
 // files, an existing path that is not a socket, and the HTTP flags
-// without --listen. Each is exit 2 with one line naming what is wrong.
+// without --listen. Each is exit 2 with one line naming what is wrong,
+// within refusalDeadline: a start that wrongly serves is killed then and
+// fails its case.
 func TestMCPHTTPRefusals(t *testing.T) {
 	ws, _ := sampleWorkspace(t)
 	good := tokenFile(t, httpToken, 0o600)
@@ -362,7 +374,10 @@ func TestMCPHTTPRefusals(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			rec := filepath.Join(t.TempDir(), "rec.jsonl")
-			r := harness(t, initLine+"\n", append([]string{"mcp", "--workspace", ws, "--record", rec}, c.args...)...)
+			cmd := harnessCommand(append([]string{"mcp", "--workspace", ws, "--record", rec}, c.args...)...)
+			cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1")
+			cmd.Stdin = strings.NewReader(initLine + "\n")
+			r := runHarnessWithin(t, cmd, refusalDeadline())
 			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
 			if r.code != exitUsage || r.stdout != "" || len(lines) != 1 || !strings.Contains(r.stderr, c.want) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", r.code, r.stdout, r.stderr, c.want)
