@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"unicode/utf8"
 )
@@ -112,5 +113,32 @@ func TestOpenRepairsATornTail(t *testing.T) {
 	var nr *NotRegularError
 	if _, _, err := Open("/dev/null"); !errors.As(err, &nr) || nr.Kind != "a character device" {
 		t.Errorf("/dev/null: %v", err)
+	}
+}
+
+// TestOpenCreatesPrivate: a record Open creates is mode 0600 on disk (the
+// record holds the arguments of every call), whatever the umask, a
+// permissive one included. Not parallel: the umask is the process's.
+func TestOpenCreatesPrivate(t *testing.T) {
+	for _, umask := range []int{0o022, 0, 0o002, 0o077} {
+		old := syscall.Umask(umask)
+		p := t.TempDir() + "/r.jsonl"
+		f, _, err := Open(p)
+		syscall.Umask(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != 0o600 || st.Mode&0o7777 != 0o600 {
+			t.Errorf("umask %#o: the record was created %v (st_mode %#o), want -rw------- (0600)", umask, fi.Mode(), st.Mode&0o7777)
+		}
 	}
 }
