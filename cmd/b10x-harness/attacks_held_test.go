@@ -110,10 +110,7 @@ func sameTree(t *testing.T, what string, before, after map[string]string) {
 }
 
 func TestAttackRunHeldProtected(t *testing.T) {
-	if !execution() {
-		t.Logf("shape %s: run is not published", testenv.Shape())
-		return
-	}
+	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
 	h := newHeldWS(t, true)
 	giveWorkspace([]string{"--workspace", h.ws})
 	must(t, os.WriteFile(h.rec, nil, 0o600))
@@ -164,10 +161,7 @@ func TestAttackRunHeldProtected(t *testing.T) {
 // cannot be bound; what the child creates there is removed after the call,
 // which fails with protected_path naming it, in the outcome and the record.
 func TestAttackRunHeldProtectedCreated(t *testing.T) {
-	if !execution() {
-		t.Logf("shape %s: run is not published", testenv.Shape())
-		return
-	}
+	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
 	h := newHeldWS(t, false)
 	must(t, os.WriteFile(h.rec, nil, 0o600))
 	for _, c := range []struct{ what, script, path string }{
@@ -191,10 +185,7 @@ func TestAttackRunHeldProtectedCreated(t *testing.T) {
 }
 
 func TestAttackRunHeldScope(t *testing.T) {
-	if !execution() {
-		t.Logf("shape %s: run is not published", testenv.Shape())
-		return
-	}
+	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
 	h := newHeldWS(t, false)
 	must(t, os.MkdirAll(filepath.Join(h.ws, "keys"), 0o755))
 	must(t, os.WriteFile(filepath.Join(h.ws, "keys", "k.pem"), []byte("KEY\n"), 0o600))

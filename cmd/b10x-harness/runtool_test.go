@@ -44,9 +44,8 @@ func TestRunProgramMatching(t *testing.T) {
 			t.Errorf("argv %s: %v", c.argv, o)
 		}
 	}
-	if !execution() {
-		return
-	}
+	// Where run is not published, the refusals above are all there is to see.
+	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
 	// The declared name runs the file resolved at start, never the planted one,
 	// and argv reaches execve as bytes: no shell interprets it.
 	r := harness(t, "", append(base, "run", `{"argv":["sh","-c","echo \"$1|$2\"","x","a;b && $(id) `+"`id`"+` > f"],"cwd":"sub"}`)...)
@@ -69,10 +68,8 @@ func TestRunProgramMatching(t *testing.T) {
 }
 
 func TestRunConfinesTheChild(t *testing.T) {
-	if !execution() {
-		t.Logf("shape %s: run is not published (asserted by TestRunProgramMatching)", testenv.Shape())
-		return
-	}
+	// TestRunProgramMatching asserts that run is not published where it is absent.
+	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
 	ws, outside := sampleWorkspace(t)
 	rec := filepath.Join(t.TempDir(), "rec.jsonl")
 	script := `cat ../data-archived/x; cat ` + outside + `/x; cat /proc/1/environ | tr '\0' '\n' | grep -c B10X_FAKE_KEY; echo env:; env; echo written > inside.txt; echo nope > ` + outside + `/planted; echo end`
@@ -113,8 +110,8 @@ func TestExec(t *testing.T) {
 		if r.code != 125 || !strings.Contains(r.stderr, "did not run") || r.stdout != "" {
 			t.Fatalf("exit %d %s", r.code, r.stderr)
 		}
-		return
 	}
+	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
 	if r.code != 7 || r.stdout != "out\n" || !strings.Contains(r.stderr, "err\n") {
 		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
