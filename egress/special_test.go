@@ -84,8 +84,11 @@ func TestSpecialTable(t *testing.T) {
 
 // TestSpecialExceptions: the registries' globally reachable blocks inside
 // blocks that are not are admitted, their neighbours refused by the
-// covering row (the most specific row decides), and the blocks that
-// IsGlobalUnicast admits are refused by name.
+// covering row (the most specific row decides), and an address of each
+// block that is not globally reachable, those IsGlobalUnicast admits
+// among them, is refused by name. The addresses and rows are written here
+// from the registries, apart from the table (TestSpecialTable only checks
+// the lookup against the table's own values).
 func TestSpecialExceptions(t *testing.T) {
 	p := &Policy{}
 	for _, a := range []string{"192.0.0.9", "192.0.0.10", "2001:1::1", "2001:1::2", "2001:1::3", "2001:3::1", "2001:4:112::1",
@@ -96,6 +99,30 @@ func TestSpecialExceptions(t *testing.T) {
 		}
 	}
 	for a, row := range map[string]string{
+		"0.1.2.3":          `0.0.0.0/8 ("This network", RFC 791)`,
+		"0.0.0.0":          `0.0.0.0/32 ("This host on this network", RFC 1122)`,
+		"10.1.2.3":         "10.0.0.0/8 (Private-Use, RFC 1918)",
+		"100.64.0.1":       "100.64.0.0/10 (Shared Address Space, RFC 6598)",
+		"127.0.0.1":        "127.0.0.0/8 (Loopback, RFC 1122)",
+		"169.254.169.254":  "169.254.0.0/16 (Link Local, RFC 3927)",
+		"172.31.255.255":   "172.16.0.0/12 (Private-Use, RFC 1918)",
+		"192.168.1.1":      "192.168.0.0/16 (Private-Use, RFC 1918)",
+		"192.0.0.170":      "192.0.0.170/32 (NAT64/DNS64 Discovery, RFC 8880)",
+		"192.0.0.171":      "192.0.0.171/32 (NAT64/DNS64 Discovery, RFC 8880)",
+		"192.0.2.1":        "192.0.2.0/24 (Documentation (TEST-NET-1), RFC 5737)",
+		"198.51.100.1":     "198.51.100.0/24 (Documentation (TEST-NET-2), RFC 5737)",
+		"203.0.113.80":     "203.0.113.0/24 (Documentation (TEST-NET-3), RFC 5737)",
+		"192.88.99.1":      "192.88.99.0/24 (Deprecated (6to4 Relay Anycast), RFC 7526)",
+		"198.19.0.1":       "198.18.0.0/15 (Benchmarking, RFC 2544)",
+		"240.0.0.1":        "240.0.0.0/4 (Reserved, RFC 1112)",
+		"255.255.255.255":  "255.255.255.255/32 (Limited Broadcast, RFC 919)",
+		"224.0.0.1":        "224.0.0.0/4 (Multicast, RFC 5771)",
+		"::1":              "::1/128 (Loopback Address, RFC 4291)",
+		"::":               "::/128 (Unspecified Address, RFC 4291)",
+		"100::1":           "100::/64 (Discard-Only Address Block, RFC 6666)",
+		"fd00::1":          "fc00::/7 (Unique-Local, RFC 4193)",
+		"fe80::1":          "fe80::/10 (Link-Local Unicast, RFC 4291)",
+		"fe00::1":          "fe00::/9 (Reserved by IETF, RFC 4291)",
 		"192.0.0.8":        "192.0.0.8/32 (IPv4 dummy address, RFC 7600)",
 		"192.0.0.11":       "192.0.0.0/24 (IETF Protocol Assignments, RFC 6890)",
 		"192.0.0.1":        "192.0.0.0/29 (IPv4 Service Continuity Prefix, RFC 7335)",
