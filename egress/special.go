@@ -50,8 +50,8 @@ func (r *special) String() string {
 }
 
 // specials is the table: the IANA IPv4 and IPv6 Special-Purpose Address
-// Registries in full (as of 2026: IPv4 registry updated 2024, IPv6 registry
-// updated 2025-10-09), with the blocks of the IPv4 Multicast and IPv6
+// Registries in full (as read in 2026; the IPv6 registry's last update
+// was then 2025-10-09), with the blocks of the IPv4 Multicast and IPv6
 // Address Space registries that are not global unicast (multicast, the
 // blocks reserved by the IETF, the deprecated site-local fec0::/10) and
 // 2000::/3, the only IPv6 block from which global unicast addresses are
