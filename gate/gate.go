@@ -718,7 +718,8 @@ func (g *Gate) capResult(entry Entry, res tools.Result, rec *CallRecord) Outcome
 }
 
 func (g *Gate) checkScope(w tools.Write, rec *CallRecord) (Outcome, bool) {
-	v := matchScope(g.cfg.WriteScope, w.Path)
+	sc := newScope(g.cfg.WriteScope)
+	v := sc.match(w.Path)
 	refuse := func(msg string) (Outcome, bool) {
 		sv := StepVerdict{Step: "scope", Verdict: "refuse", Detail: msg}
 		if v.Rule >= 0 {
@@ -728,24 +729,34 @@ func (g *Gate) checkScope(w tools.Write, rec *CallRecord) (Outcome, bool) {
 		rec.Steps = append(rec.Steps, sv)
 		return Outcome{Status: Refused, Reason: tools.ReasonDeniedPath, Message: msg}, true
 	}
-	if p, ok := protection(w.Path, g.cfg.Protected); ok {
-		if v.Rule < 0 || v.Access == Denied || !explicitFor(g.cfg.WriteScope[v.Rule].Glob, p) {
+	if p, exact, ok := protection(w.Path, g.cfg.Protected); ok {
+		// Only the exact spelling can be admitted, by a rule that matches
+		// it byte for byte and names p (a folded match never admits).
+		b := sc.matchBytes(w.Path)
+		switch {
+		case !exact:
+			return refuse(fmt.Sprintf("%s is protected (%s): on a case-insensitive directory it names %s, so it is refused on every filesystem; only the exact spelling %s can be admitted, by a write_scope rule naming it", w.Path, p, p, p))
+		case b.Rule < 0 || v.Access == Denied || !explicitFor(g.cfg.WriteScope[b.Rule].Glob, p):
 			return refuse(fmt.Sprintf("%s is protected (%s): the harness or later programs depend on it; only a write_scope rule naming %s explicitly can admit it", w.Path, p, p))
 		}
 	}
+	folded := ""
+	if v.Folded {
+		folded = ", matched with case folded (a case-insensitive directory takes the path for one the rule names)"
+	}
 	switch v.Access {
 	case Denied:
-		return refuse(fmt.Sprintf("writing %s is denied by write-scope rule %d (%s)", w.Path, v.Rule+1, v.Text))
+		return refuse(fmt.Sprintf("writing %s is denied by write-scope rule %d (%s)%s", w.Path, v.Rule+1, v.Text, folded))
 	case PartialOnly:
 		if w.Whole {
-			return refuse(fmt.Sprintf("%s admits exact edits only (write-scope rule %d: %s); use file_edit", w.Path, v.Rule+1, v.Text))
+			return refuse(fmt.Sprintf("%s admits exact edits only (write-scope rule %d: %s%s); use file_edit", w.Path, v.Rule+1, v.Text, folded))
 		}
 	}
 	sv := StepVerdict{Step: "scope", Verdict: "pass", Detail: w.Path + ": unrestricted"}
 	if v.Rule >= 0 {
 		i := v.Rule
 		sv.Rule = &i
-		sv.Detail = w.Path + ": " + v.Text
+		sv.Detail = w.Path + ": " + v.Text + folded
 	}
 	rec.Steps = append(rec.Steps, sv)
 	return Outcome{}, false

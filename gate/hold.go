@@ -23,6 +23,12 @@ import (
 // and now does is removed (never following a link), and every change is
 // reported in the outcome (failed, protected_path or denied_path) and the
 // record, naming the path and the rule, with whether it was undone.
+//
+// Case-insensitive directories (fold.go): a protected path is read and
+// held by its own name, which the kernel looks up as the filesystem does,
+// so whatever spelling a program gives .git on a directory that folds case
+// is the path read and held; the walk sees names as stored and matches
+// the restricting rules against them with case folded too.
 
 // RunHeldSummary says in one paragraph what a run child is held to, for
 // doctor and the run tool's description.
@@ -77,6 +83,7 @@ type holdEntry struct {
 type runHold struct {
 	ws       *tools.Workspace
 	rules    []ScopeRule
+	match    scope // rules, with their folded globs
 	prot     []*holdEntry
 	scope    map[string]*holdEntry
 	walked   bool
@@ -94,8 +101,9 @@ func restricting(a Access) bool { return a == Denied || a == PartialOnly }
 // explicitly and allows.
 func (g *Gate) runProtected() []string {
 	var out []string
+	sc := newScope(g.cfg.WriteScope)
 	for _, p := range append(protectedPrefixes[:len(protectedPrefixes):len(protectedPrefixes)], g.cfg.Protected...) {
-		v := matchScope(g.cfg.WriteScope, p)
+		v := sc.match(p)
 		if v.Access == Allowed && explicitFor(g.cfg.WriteScope[v.Rule].Glob, p) {
 			continue
 		}
@@ -121,7 +129,7 @@ func coveredBy(rel, p string) bool { return rel == p || strings.HasPrefix(rel, p
 // holdBefore reads what the call must not change and decides what the
 // child gets held.
 func (g *Gate) holdBefore() (*runHold, error) {
-	h := &runHold{ws: g.cfg.Workspace, rules: g.cfg.WriteScope, scope: map[string]*holdEntry{}}
+	h := &runHold{ws: g.cfg.Workspace, rules: g.cfg.WriteScope, match: newScope(g.cfg.WriteScope), scope: map[string]*holdEntry{}}
 	for _, p := range g.runProtected() {
 		st, err := h.ws.Lstat(p)
 		e := &holdEntry{rel: p, why: "protected (" + p + ")", prot: true, before: st, err: err}
@@ -144,7 +152,7 @@ func (g *Gate) holdBefore() (*runHold, error) {
 		if h.protectedCovers(rel) {
 			return false
 		}
-		v := matchScope(h.rules, rel)
+		v := h.match.match(rel)
 		if !restricting(v.Access) {
 			return typ == unix.DT_DIR
 		}
@@ -210,7 +218,8 @@ func wholeDir(rules []ScopeRule, i int, rel string) bool {
 
 // mayMatchBeneath reports whether glob could match a path strictly beneath
 // the path whose segments are rel, judged by its literal leading segments:
-// conservative (true when unsure).
+// conservative (true when unsure; a literal segment agrees with rel's when
+// they are equal with case folded, as on a case-insensitive directory).
 func mayMatchBeneath(glob string, rel []string) bool {
 	segs := strings.Split(glob, "/")
 	for k, s := range segs {
@@ -222,7 +231,7 @@ func mayMatchBeneath(glob string, rel []string) bool {
 		if k >= len(rel) {
 			return true // literal and longer than rel, and agreeing so far
 		}
-		if s != rel[k] {
+		if s != rel[k] && foldKey(s) != foldKey(rel[k]) {
 			return false
 		}
 	}
@@ -300,7 +309,7 @@ func (h *runHold) after() []Violation {
 			}
 			return false
 		}
-		v := matchScope(h.rules, rel)
+		v := h.match.match(rel)
 		if !restricting(v.Access) {
 			return typ == unix.DT_DIR
 		}

@@ -84,11 +84,41 @@ type ScopeVerdict struct {
 	Rule   int    // index of the first matching rule; -1 when none matched
 	Text   string // the rule as written, or the protection that applied
 	Access Access // 0 when no rule matched (unrestricted)
+	// Folded is true when the verdict is the folded match's (a restricting
+	// rule matches the path only with case folded, see fold.go), stricter
+	// than the byte-for-byte one; false for a byte-for-byte verdict.
+	Folded bool
 }
 
-// matchScope returns the first matching rule for a canonical relative path.
-func matchScope(rules []ScopeRule, rel string) ScopeVerdict {
+// strictness orders accesses for writing: no rule and Allowed admit
+// everything, PartialOnly less, Denied nothing.
+func strictness(a Access) int {
+	switch a {
+	case PartialOnly:
+		return 1
+	case Denied:
+		return 2
+	}
+	return 0
+}
+
+// scope is the write-scope rules with each glob's folded form.
+type scope struct {
+	rules  []ScopeRule
+	folded []string // foldPattern of each rule's glob
+}
+
+func newScope(rules []ScopeRule) scope {
+	s := scope{rules: rules, folded: make([]string, len(rules))}
 	for i, r := range rules {
+		s.folded[i] = foldPattern(r.Glob)
+	}
+	return s
+}
+
+// matchBytes returns the first rule matching rel byte for byte.
+func (s scope) matchBytes(rel string) ScopeVerdict {
+	for i, r := range s.rules {
 		if ok, _ := doublestar.Match(r.Glob, rel); ok {
 			return ScopeVerdict{Rule: i, Text: r.String(), Access: r.Access}
 		}
@@ -96,22 +126,61 @@ func matchScope(rules []ScopeRule, rel string) ScopeVerdict {
 	return ScopeVerdict{Rule: -1}
 }
 
+// match returns the verdict of the rules on a canonical relative path: the
+// first rule matching it byte for byte, unless the first rule matching it
+// with case folded (its foldKey against each folded glob) is stricter, in
+// which case that one (Folded). An allow rule thus admits only the
+// spelling it names, and a restricting rule holds for every spelling a
+// case-insensitive directory takes for the same name.
+func (s scope) match(rel string) ScopeVerdict {
+	v := s.matchBytes(rel)
+	if v.Access == Denied {
+		return v
+	}
+	k := foldKey(rel)
+	for i, r := range s.rules {
+		if ok, _ := doublestar.Match(s.folded[i], k); ok {
+			if strictness(r.Access) > strictness(v.Access) {
+				return ScopeVerdict{Rule: i, Text: r.String(), Access: r.Access, Folded: true}
+			}
+			break
+		}
+	}
+	return v
+}
+
+// matchScope returns the verdict of rules on a canonical relative path
+// (scope.match).
+func matchScope(rules []ScopeRule, rel string) ScopeVerdict { return newScope(rules).match(rel) }
+
 // protectedPrefixes are workspace paths the harness itself depends on, or
 // that make a later program execute code (git hooks and config). A write tool
-// may change them only when the first matching rule names them explicitly
-// (its glob starts with the protected name) and admits the write.
+// may change them only when the path spells the protected name byte for
+// byte and the first rule matching it byte for byte names them explicitly
+// (its glob starts with the protected name) and admits the write. Every
+// other spelling a case-insensitive directory takes for them is refused
+// (fold.go).
 var protectedPrefixes = []string{".git", ".b10x"}
 
 // protection reports whether rel is protected, and by what. extra holds
 // further protected relative paths (the record file, hook programs, agent
-// files when they live in the workspace).
-func protection(rel string, extra []string) (string, bool) {
-	for _, p := range append(protectedPrefixes[:len(protectedPrefixes):len(protectedPrefixes)], extra...) {
-		if rel == p || strings.HasPrefix(rel, p+"/") {
-			return p, true
+// files when they live in the workspace). exact is true when rel spells
+// the protected path p byte for byte; false when it reaches p only with
+// case folded (foldKey, or an 8.3 short name of a built-in name).
+func protection(rel string, extra []string) (p string, exact, ok bool) {
+	all := append(protectedPrefixes[:len(protectedPrefixes):len(protectedPrefixes)], extra...)
+	for _, p := range all {
+		if coveredBy(rel, p) {
+			return p, true, true
 		}
 	}
-	return "", false
+	k := foldKey(rel)
+	for _, p := range all {
+		if foldCovers(k, p) {
+			return p, false, true
+		}
+	}
+	return "", false, false
 }
 
 // explicitFor reports whether a rule's glob names the protected path p

@@ -52,11 +52,16 @@ func FuzzScopeRule(f *testing.F) {
 		if !doublestar.ValidatePattern(r.Glob) || r.Access < Allowed || r.Access > Denied {
 			t.Fatalf("accepted invalid rule %q -> %+v", rule, r)
 		}
-		// Matching never panics, and agrees with doublestar.
-		v := matchScope([]ScopeRule{r}, path)
+		// Matching never panics; byte for byte it agrees with doublestar,
+		// and with case folded it matches at least as much.
+		sc := newScope([]ScopeRule{r})
+		v := sc.matchBytes(path)
 		ok, _ := doublestar.Match(r.Glob, path)
 		if ok != (v.Rule == 0) {
 			t.Fatalf("rule %q path %q: matched=%v, doublestar says %v", rule, path, v.Rule == 0, ok)
+		}
+		if ok && sc.match(path).Rule != 0 {
+			t.Fatalf("rule %q path %q: matched byte for byte, not by match", rule, path)
 		}
 	})
 }
