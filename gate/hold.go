@@ -266,7 +266,9 @@ func (h *runHold) after() []Violation {
 		v := Violation{Path: e.rel, Rule: e.why}
 		switch {
 		case e.err != nil || err != nil:
-			if (e.err == nil) != (err == nil) || (err == nil && !e.before.Same(st)) {
+			// Read before and not after, or the reverse: changed. (Not
+			// read either time: nothing to compare.)
+			if (e.err == nil) != (err == nil) {
 				v.Change = "changed"
 				if err != nil {
 					v.Error = err.Error()
