@@ -207,6 +207,9 @@ func TestCaseFoldedWrites(t *testing.T) {
 		if o.Status != Refused || o.Reason != tools.ReasonDeniedPath {
 			t.Errorf("file_write %+q: %+v, want refused (denied_path)", p, o)
 		}
+		if p == ".GIT/config" && !strings.Contains(o.Message, "on a case-insensitive directory it names .git") {
+			t.Errorf("file_write %+q: %q, want the reason: another spelling of .git", p, o.Message)
+		}
 	}
 	ents, err := os.ReadDir(dir)
 	must(t, err)
