@@ -19,7 +19,8 @@ import (
 // never starts its sandbox.
 //
 // What it bounds is a call's Execute, from before its sandbox is taken or
-// started to after its whole tree is gone: the gate's steps before it
+// started to after its whole tree is gone; the wait is part of Execute,
+// so it counts toward the call's deadline. The gate's steps before it
 // (arguments, paths, hooks, approval, the hold) and the file tools are not
 // bounded, and neither is the one sandbox the broker keeps pre-started,
 // which runs no program until a call holding a slot takes it.
