@@ -52,6 +52,7 @@ type File struct {
 	MaxResult      string   `toml:"max_result" format:"size" help:"Largest tool result returned to the model."`
 	AllowProgram   []string `toml:"allow_program" help:"Programs the run tool may start as argv[0] (a name resolved through PATH at start, or an absolute path)."`
 	Timeout        string   `toml:"timeout" format:"duration" help:"Wall-clock limit of each tool call (default 2m), and of exec's command (default 10m)."`
+	Grace          string   `toml:"grace" format:"duration" help:"How long a program has to end after SIGTERM (a run call cancelled, a signal to exec, which forwards it) before its whole process tree is killed; 0: at once."`
 	MemoryMax      string   `toml:"memory_max" format:"size" help:"memory.max of each run call's cgroup; given here, it must be enforceable or the harness refuses to start."`
 	TmpSize        string   `toml:"tmp_size" format:"size" help:"Size cap of each of a run call's private /tmp and /dev/shm."`
 	PidsMax        int64    `toml:"pids_max" help:"pids.max of each run call's cgroup; given here, it must be enforceable or the harness refuses to start."`
@@ -301,6 +302,8 @@ func applyKey(p *Policy, f *File, key string) error {
 		if f.NetMaxConns < 0 {
 			err = errors.New("must not be negative")
 		}
+	case "grace":
+		p.Run.Grace, err = parseDuration(f.Grace)
 	case "net_idle_timeout":
 		p.Run.NetIdleTimeout, err = parseDuration(f.NetIdleTimeout)
 	case "net_max_bytes":
@@ -489,7 +492,7 @@ func (p Policy) Effective() []KeyValue {
 		"workspace": p.Workspace, "record": p.Record, "confine": p.Confine.String(), "approve_up_to": p.ApproveUpTo.String(),
 		"approve": p.Approve, "write_scope": nonNil(p.WriteScope), "scope_announce": p.ScopeAnnounce, "hook": nonNil(p.Hooks),
 		"hook_timeout": p.HookTimeout.String(), "max_calls": p.MaxCalls, "max_parallel": p.MaxParallel, "max_result": sizeString(p.MaxResult), "allow_program": nonNil(p.Programs),
-		"timeout": p.Run.Timeout.String(), "memory_max": sizeString(p.Run.MemoryMax), "tmp_size": sizeString(p.Run.TmpSize), "pids_max": p.Run.PidsMax,
+		"timeout": p.Run.Timeout.String(), "grace": p.Run.Grace.String(), "memory_max": sizeString(p.Run.MemoryMax), "tmp_size": sizeString(p.Run.TmpSize), "pids_max": p.Run.PidsMax,
 		"cpu_max": p.Run.CPUMax, "net": p.Run.NetMode(), "allow_domain": nonNil(p.Run.AllowDomain), "deny_domain": nonNil(p.Run.DenyDomain),
 		"allow_cidr": nonNil(p.Run.AllowCIDR), "net_max_conns": p.Run.NetMaxConns, "limits_from": p.Run.LimitsFrom, "net_idle_timeout": p.Run.NetIdleTimeout.String(),
 		"net_max_bytes": sizeString(p.Run.NetMaxBytes), "allow_read": nonNil(p.Run.AllowRead), "allow_write": nonNil(p.Run.AllowWrite),

@@ -89,12 +89,16 @@ type Policy struct {
 
 // RunPolicy is what bounds each run call (and exec's command).
 type RunPolicy struct {
-	Timeout   time.Duration // timeout: of each tool call (0: DefaultCallTimeout; exec: 10m)
-	MemoryMax int64         // memory_max: memory.max of each call's cgroup (0: none)
-	TmpSize   int64         // tmp_size: cap of each call's /tmp and /dev/shm
-	PidsMax   int64         // pids_max (0: none)
-	CPUMax    float64       // cpu_max: CPUs (0: unlimited)
-	Net       string        // net: none, host or proxy (any AllowDomain implies proxy)
+	Timeout time.Duration // timeout: of each tool call (0: DefaultCallTimeout; exec: 10m)
+	// Grace (grace) is how long a program has to end after it was sent
+	// SIGTERM (a call cancelled, a signal to exec) before its whole tree
+	// is killed; 0 kills at once.
+	Grace     time.Duration
+	MemoryMax int64   // memory_max: memory.max of each call's cgroup (0: none)
+	TmpSize   int64   // tmp_size: cap of each call's /tmp and /dev/shm
+	PidsMax   int64   // pids_max (0: none)
+	CPUMax    float64 // cpu_max: CPUs (0: unlimited)
+	Net       string  // net: none, host or proxy (any AllowDomain implies proxy)
 	// The proxy's rules (net proxy): allow_domain, deny_domain (exact
 	// names or *.suffix) and allow_cidr (addresses that may be reached as
 	// literals, or that a name may resolve to though not global).
@@ -140,6 +144,7 @@ func Defaults() Policy {
 		MaxParallel:   DefaultMaxParallel(),
 		Surface:       surface.Flat,
 		Run: RunPolicy{
+			Grace:      DefaultGrace,
 			MemoryMax:  2 << 30,
 			TmpSize:    spawn.DefaultTmpSize,
 			PidsMax:    512,
@@ -149,6 +154,10 @@ func Defaults() Policy {
 		},
 	}
 }
+
+// DefaultGrace is grace's default: about what a CI runner waits between
+// its SIGTERM and its SIGKILL (GitHub Actions 7.5 s, Kubernetes 30 s).
+const DefaultGrace = 10 * time.Second
 
 // DefaultMaxParallel is max_parallel's default: the CPUs this process may
 // run on (runtime.NumCPU), and at least 2, so that one long run call
@@ -189,6 +198,9 @@ func (p *Policy) Validate() error {
 	}
 	if p.MaxResult <= 0 {
 		return policyErr("max_result", "", "must be positive")
+	}
+	if p.Run.Grace < 0 {
+		return policyErr("grace", p.Run.Grace.String(), "must not be negative (0 kills at once)")
 	}
 	if p.MaxParallel < 1 {
 		return policyErr("max_parallel", strconv.Itoa(p.MaxParallel), "%s", maxParallelWant)

@@ -49,6 +49,7 @@ type policyFlags struct {
 // limitFlags are shared by the run tool and exec.
 type limitFlags struct {
 	Timeout        time.Duration `help:"Wall-clock limit of each tool call, for every tool (default 2m), and of exec's command (default 10m). A call past it is stopped and reported as timeout."`
+	Grace          time.Duration `default:"10s" help:"How long a program has to end after SIGTERM (a run call cancelled; exec forwards the signals it gets, SIGINT and SIGTERM among them) before its whole process tree is killed; 0: at once."`
 	MemoryMax      byteSize      `default:"2GiB" help:"memory.max of each run call's cgroup. The default degrades with a note where the host has no memory controller; a value given here refuses to start there."`
 	TmpSize        byteSize      `default:"${tmp_size_default}" help:"Size cap of each of a run call's private /tmp and /dev/shm (tmpfs, held in memory); a write past it fails with ENOSPC. A cap above the host's memory is accepted and bounds nothing."`
 	PidsMax        int64         `default:"512" help:"pids.max of each run call's cgroup. The default degrades with a note where the host has no pids controller; a value given here refuses to start there."`
@@ -105,7 +106,7 @@ func (p *policyFlags) policy(e *env, surf string) (session.Policy, error) {
 
 // run is the limit flags as a session.RunPolicy.
 func (l *limitFlags) run() session.RunPolicy {
-	return session.RunPolicy{Timeout: l.Timeout, MemoryMax: int64(l.MemoryMax), TmpSize: int64(l.TmpSize), PidsMax: l.PidsMax,
+	return session.RunPolicy{Timeout: l.Timeout, Grace: l.Grace, MemoryMax: int64(l.MemoryMax), TmpSize: int64(l.TmpSize), PidsMax: l.PidsMax,
 		CPUMax: l.CPUMax, Net: l.Net, AllowRead: l.AllowRead, AllowWrite: l.AllowWrite, PassEnv: l.PassEnv, MaxOutput: 64 << 10,
 		AllowDomain: l.AllowDomain, DenyDomain: l.DenyDomain, AllowCIDR: l.AllowCIDR, NetMaxConns: l.NetMaxConns, LimitsFrom: l.LimitsFrom,
 		NetIdleTimeout: l.NetIdleTimeout, NetMaxBytes: int64(l.NetMaxBytes)}
