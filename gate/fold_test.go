@@ -239,6 +239,12 @@ func TestCaseFoldedWrites(t *testing.T) {
 	if !strings.Contains(detail, "denied by write-scope rule 3") || !strings.Contains(detail, "case folded") {
 		t.Errorf("record of KEY.PEM: scope step %q, want the rule and that case was folded", detail)
 	}
+	// Another spelling of .git is refused by the protection, not a rule.
+	for _, s := range r[0].Steps {
+		if s.Step == "scope" && (s.Verdict != "refuse" || s.Rule != nil) {
+			t.Errorf("record of .GIT/config: scope step %+v, want refused with no rule named", s)
+		}
+	}
 }
 
 // TestFoldedRuleNeverAdmitsProtected: a rule that names a protected path

@@ -719,7 +719,8 @@ func (g *Gate) capResult(entry Entry, res tools.Result, rec *CallRecord) Outcome
 
 func (g *Gate) checkScope(w tools.Write, rec *CallRecord) (Outcome, bool) {
 	sc := newScope(g.cfg.WriteScope)
-	v := sc.match(w.Path)
+	b := sc.matchBytes(w.Path)
+	v := sc.stricter(b, w.Path)
 	refuse := func(msg string) (Outcome, bool) {
 		sv := StepVerdict{Step: "scope", Verdict: "refuse", Detail: msg}
 		if v.Rule >= 0 {
@@ -732,7 +733,11 @@ func (g *Gate) checkScope(w tools.Write, rec *CallRecord) (Outcome, bool) {
 	if p, exact, ok := protection(w.Path, g.cfg.Protected); ok {
 		// Only the exact spelling can be admitted, by a rule that matches
 		// it byte for byte and names p (a folded match never admits).
-		b := sc.matchBytes(w.Path)
+		// Another spelling is refused by the protection alone: the record
+		// names no rule as deciding it.
+		if !exact {
+			v.Rule = -1
+		}
 		switch {
 		case !exact:
 			return refuse(fmt.Sprintf("%s is protected (%s): on a case-insensitive directory it names %s, so it is refused on every filesystem; only the exact spelling %s can be admitted, by a write_scope rule naming it", w.Path, p, p, p))

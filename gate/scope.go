@@ -132,8 +132,11 @@ func (s scope) matchBytes(rel string) ScopeVerdict {
 // which case that one (Folded). An allow rule thus admits only the
 // spelling it names, and a restricting rule holds for every spelling a
 // case-insensitive directory takes for the same name.
-func (s scope) match(rel string) ScopeVerdict {
-	v := s.matchBytes(rel)
+func (s scope) match(rel string) ScopeVerdict { return s.stricter(s.matchBytes(rel), rel) }
+
+// stricter returns v, the byte-for-byte verdict on rel (matchBytes), or
+// the folded match's when it is stricter (see match).
+func (s scope) stricter(v ScopeVerdict, rel string) ScopeVerdict {
 	if v.Access == Denied {
 		return v
 	}
