@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/b10x/harness/internal/dirent"
+	"github.com/b10x/harness/record"
 )
 
 // Casing is what DetectCase found out about how a directory looks names
@@ -44,6 +45,11 @@ type CaseReport struct {
 	// it can be opened: a second spelling the gate matches for .git and
 	// .b10x only.
 	ShortNames bool
+}
+
+// Record is r as run_start records it (record.RunStart.WorkspaceCase).
+func (r CaseReport) Record() *record.WorkspaceCase {
+	return &record.WorkspaceCase{Casing: r.Casing.String(), FS: r.FS, Why: r.Why, ShortNames: r.ShortNames}
 }
 
 // fsCasefoldFL is FS_CASEFOLD_FL, the casefold inode attribute (chattr +F)

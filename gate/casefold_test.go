@@ -84,6 +84,9 @@ func TestDetectCaseHere(t *testing.T) {
 	if r.Casing != want || r.Why == "" || r.Dir != dir || r.FS == "" {
 		t.Fatalf("with a file Probe: %+v, want %s", r, want)
 	}
+	if rc := r.Record(); rc.Casing != want.String() || rc.FS != r.FS || rc.Why != r.Why {
+		t.Fatalf("as recorded: %+v", rc)
+	}
 
 	// The lookup itself, wherever the attribute would answer first.
 	lookupIn := func(names ...string) (Casing, string) {

@@ -210,6 +210,19 @@ type RunStart struct {
 	// TornBytes is the length of the torn line the record ended in before
 	// this run (Open appended a newline after it); 0: none.
 	TornBytes int64 `json:"torn_line_bytes,omitempty"`
+	// WorkspaceCase is what the harness found out at start about how the
+	// workspace directory looks names up; nil when it did not look. An
+	// optional field, absent from earlier records of the same version.
+	WorkspaceCase *WorkspaceCase `json:"workspace_case,omitempty"`
+}
+
+// WorkspaceCase is run_start's account of whether the workspace directory
+// folds case (gate.DetectCase; docs/decisions/0073). A plain value.
+type WorkspaceCase struct {
+	Casing     string `json:"casing"` // "case-sensitive", "case-insensitive" or "unknown"
+	FS         string `json:"fs"`     // the filesystem ("ext4", "vfat", ... or its magic number)
+	Why        string `json:"why"`    // the evidence
+	ShortNames bool   `json:"short_names,omitempty"`
 }
 
 // Published is one published catalogue entry in run_start.
