@@ -2,6 +2,7 @@ package spawn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/cgroup"
+	"github.com/b10x/harness/internal/testenv"
 )
 
 // waitWarm waits until d holds a pre-started sandbox whose stage is ready.
@@ -99,6 +103,13 @@ func TestPrestartedCall(t *testing.T) {
 // TestPrestartedDeadlineCountsFromCall: a sandbox that waited longer
 // than the call's timeout still gives the call its whole timeout, and the
 // timeout still kills the call's tree.
+//
+// No margin here is a guess at how fast this machine is: the sandbox's
+// wait is measured from its own start until it exceeds the timeout, and
+// the program within the timeout only echoes a line, which takes a few
+// milliseconds on a loaded 2-core host and under a second in a TCG guest,
+// against a timeout of 2 s (6 s in a guest). Counted from the sandbox's
+// start instead, the deadline has passed before the call begins.
 func TestPrestartedDeadlineCountsFromCall(t *testing.T) {
 	d := prestarting(t)
 	ws := workspace(t)
@@ -106,13 +117,22 @@ func TestPrestartedDeadlineCountsFromCall(t *testing.T) {
 	if _, _, err := run(t, d, s); err != nil {
 		t.Fatal(err)
 	}
-	waitWarm(t, d)
-	time.Sleep(700 * time.Millisecond)
-	s = shSpec(t, ws, "sleep 0.2; echo done")
-	s.Timeout = 600 * time.Millisecond
+	timeout := 2 * time.Second
+	if testenv.InVM() {
+		timeout = 6 * time.Second
+	}
+	w := waitWarm(t, d)
+	for waited := time.Since(w.l.started); waited <= timeout; waited = time.Since(w.l.started) {
+		time.Sleep(timeout - waited + 10*time.Millisecond)
+	}
+	s = shSpec(t, ws, "echo done")
+	s.Timeout = timeout
 	res, out, err := run(t, d, s)
-	if err != nil || res.TimedOut || !strings.Contains(string(out.stdout.Bytes()), "done") {
-		t.Fatalf("a call whose sandbox waited 0.7s was cut at 0.6s: %v %+v %q", err, res, out)
+	if err != nil || res.TimedOut || string(out.stdout.Bytes()) != "done\n" {
+		t.Fatalf("a call whose sandbox waited %v was cut short of its %v timeout: %v %+v %q", time.Since(w.l.started), timeout, err, res, out)
+	}
+	if !res.Prestarted || res.Duration >= timeout {
+		t.Fatalf("the call did not run in the sandbox that waited, or its duration counts the wait: %+v", res)
 	}
 	waitWarm(t, d)
 	sleep := uniqueSleep()
@@ -177,22 +197,71 @@ func TestPrestartedStaleView(t *testing.T) {
 	}
 }
 
-// TestPrestartClosed: closing leaves no sandbox process and no leaf, and
-// later calls still run (cold).
+// TestPrestartClosed: closing leaves no sandbox process, alive or a
+// zombie (each process of the sandbox found through /proc before close
+// must be gone after, or be another process by its start time), and no
+// leaf (its directory and any call-* beside it), and later calls still
+// run (cold). It runs in a re-run child: the cgroup manager may move the
+// process it runs in.
 func TestPrestartClosed(t *testing.T) {
-	d := prestarting(t)
+	requireSpawn(t)
+	if !inChildCgroup(t, true) {
+		return
+	}
+	opts := testOptions()
+	m := leafManager(t)
+	if m != nil {
+		opts.Cgroup = m
+	}
+	d := newDirect(opts)
+	d.pre = &prestarter{}
+	t.Cleanup(d.closePrestart)
 	ws := workspace(t)
 	if _, _, err := run(t, d, shSpec(t, ws, "true")); err != nil {
 		t.Fatal(err)
 	}
 	w := waitWarm(t, d)
-	pid := w.l.cmd.Process.Pid
+	procs := sandboxProcesses(os.Getpid())
+	initPid, stage, ok := oneSandbox(procs)
+	if !ok || initPid != w.l.cmd.Process.Pid {
+		t.Fatalf("the pre-started sandbox's processes: %v, want its init %d and its waiting stage", procs, w.l.cmd.Process.Pid)
+	}
+	before := map[int]procState{}
+	for _, pid := range []int{initPid, stage} {
+		st, ok, err := readProcState(pid)
+		if err != nil || !ok {
+			t.Fatalf("process %d of the sandbox: %v (exists %v)", pid, err, ok)
+		}
+		before[pid] = st
+	}
+	var leaf string
+	if m != nil {
+		if w.l.leaf == nil {
+			t.Fatal("the pre-started sandbox has no leaf under a cgroup manager")
+		}
+		leaf = w.l.leaf.Path()
+		if _, err := os.Stat(leaf); err != nil {
+			t.Fatalf("the pre-started sandbox's leaf: %v", err)
+		}
+	}
 	d.closePrestart()
-	if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err == nil {
-		t.Errorf("the pre-started sandbox's helper %d is alive after close", pid)
+	requireGone(t, "after close", before)
+	if leaf != "" {
+		if _, err := os.Stat(leaf); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the pre-started sandbox's leaf %s after close: %v, want it removed", leaf, err)
+		}
+		ents, err := os.ReadDir(m.Parent())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if e.IsDir() && strings.HasPrefix(e.Name(), "call-") {
+				t.Errorf("leaf left behind after close: %s", filepath.Join(m.Parent(), e.Name()))
+			}
+		}
 	}
 	res, _, err := run(t, d, shSpec(t, ws, "true"))
-	if err != nil || res.ExitCode != 0 {
+	if err != nil || res.ExitCode != 0 || res.Prestarted {
 		t.Fatalf("call after close: %v %+v", err, res)
 	}
 	d.pre.mu.Lock()
@@ -200,6 +269,31 @@ func TestPrestartClosed(t *testing.T) {
 	if d.pre.slot != nil || d.pre.building != nil {
 		t.Error("a sandbox was pre-started after close")
 	}
+}
+
+// leafManager opens a cgroup manager whose leaves need no controller,
+// closed in t.Cleanup; nil in the cgroup-v1 shape, which has no cgroup v2
+// (declared absent there).
+func leafManager(t *testing.T) *cgroup.Manager {
+	t.Helper()
+	m, err := cgroup.Open(cgroup.Options{Name: "b10x-spawn-test"})
+	switch {
+	case err == nil:
+		t.Cleanup(func() {
+			if err := m.Close(); err != nil {
+				t.Errorf("cgroup manager Close: %v", err)
+			}
+		})
+		return m
+	case errors.Is(err, cgroup.ErrNotSupported) && testenv.Shape() == testenv.ShapeCgroupV1:
+		t.Logf("no cgroup v2 (%v): the sandbox has no leaf", err)
+		return nil
+	case errors.Is(err, cgroup.ErrNotSupported):
+		testenv.Require(t, false, "cgroup v2 ("+err.Error()+")", testenv.ShapeCgroupV1)
+	default:
+		t.Fatalf("cgroup.Open: %v", err)
+	}
+	return nil
 }
 
 // TestBrokerPrestart: a broker started with Prestart runs its second call
@@ -213,6 +307,7 @@ func TestBrokerPrestart(t *testing.T) {
 	ws := workspace(t)
 	sleep := uniqueSleep()
 	s := shSpec(t, ws, "echo ok")
+	bpid := b.cmd.Process.Pid
 	var got []bool
 	for i := 0; i < 3; i++ {
 		res, out, err := run(t, b, s)
@@ -220,7 +315,9 @@ func TestBrokerPrestart(t *testing.T) {
 			t.Fatalf("call %d: %v %+v %s", i, err, res, out)
 		}
 		got = append(got, res.Prestarted)
-		time.Sleep(300 * time.Millisecond) // the model's turn
+		// The model's turn: until the broker's next sandbox is confined
+		// and waiting.
+		brokerSandbox(t, bpid)
 	}
 	if got[0] || !got[1] || !got[2] {
 		t.Errorf("pre-started: %v, want [false true true]", got)
@@ -230,24 +327,41 @@ func TestBrokerPrestart(t *testing.T) {
 	if _, _, err := run(t, b, shSpec(t, ws, "(setsid sleep "+sleep+" &)")); err != nil {
 		t.Fatal(err)
 	}
-	bpid := b.cmd.Process.Pid
-	time.Sleep(300 * time.Millisecond)
-	helpers := processesWhere(func(pid int, argv []string) bool {
-		return strings.HasPrefix(argv[0], "b10x-reexec:spawn-") && ancestor(pid, bpid)
-	})
-	if len(helpers) == 0 {
-		t.Fatal("no pre-started sandbox under the broker: the test would prove nothing")
+	before := map[int]procState{}
+	for _, pid := range append(brokerSandbox(t, bpid), bpid) {
+		st, ok, err := readProcState(pid)
+		if err != nil || !ok {
+			t.Fatalf("process %d (the broker or its sandbox's): %v (exists %v)", pid, err, ok)
+		}
+		before[pid] = st
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, pid := range append(helpers, bpid) {
-		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err == nil {
-			t.Errorf("process %d (the broker or one of its sandbox's) alive after Close", pid)
-		}
-	}
+	requireGone(t, "after Close", before)
 	if left := processesWith(sleep); len(left) > 0 {
 		t.Errorf("processes left after Close: %v", left)
+	}
+}
+
+// brokerSandbox waits (at most a minute) until the broker bpid holds a
+// pre-started sandbox whose stage is confined (its seccomp filter
+// installed, as /proc says: it is about to say GoReady or has), and
+// returns the sandbox's init and stage.
+func brokerSandbox(t *testing.T, bpid int) []int {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		procs := sandboxProcesses(bpid)
+		if initPid, stage, ok := oneSandbox(procs); ok {
+			if status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(stage), "status")); err == nil && strings.Contains(string(status), "\nSeccomp:\t2\n") {
+				return []int{initPid, stage}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no confined pre-started sandbox under the broker %d within a minute: %v", bpid, procs)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
