@@ -285,6 +285,7 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 		Runner:    broker,
 		Env:       ChildEnv(p.Run.PassEnv),
 		Timeout:   timeout,
+		Grace:     p.Run.Grace,
 		Limits:    lim,
 		TmpSize:   p.Run.TmpSize,
 		Net:       p.Run.NetMode() == "host",

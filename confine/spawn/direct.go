@@ -321,6 +321,7 @@ func (d *direct) start(ctx context.Context, s Spec, p *prepared, stdio Stdio) (R
 	if err != nil {
 		return Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}, err
 	}
+	l.signals = stdio.Signals
 	return d.finish(ctx, s, l, l.started)
 }
 
@@ -336,6 +337,9 @@ type launched struct {
 	// then its error.
 	exited  chan struct{}
 	waitErr error
+	// signals are sent to the helper (the sandbox's init) while the call
+	// runs (Stdio.Signals).
+	signals <-chan os.Signal
 }
 
 // launch creates the call's leaf and starts its helper. extra are the
@@ -428,16 +432,37 @@ func (d *direct) finish(ctx context.Context, s Spec, l *launched, started time.T
 		timer = t.C
 	}
 	var ctxErr error
-	select {
-	case <-l.exited:
-	case <-timer:
-		res.TimedOut = true
-		l.kill()
-		<-l.exited
-	case <-ctx.Done():
-		ctxErr = ctx.Err()
-		l.kill()
-		<-l.exited
+	done := ctx.Done()
+	var grace <-chan time.Time
+wait:
+	for {
+		select {
+		case <-l.exited:
+			break wait
+		case <-timer:
+			res.TimedOut = true
+			l.kill()
+			<-l.exited
+			break wait
+		case sig := <-l.signals:
+			_ = l.cmd.Process.Signal(sig)
+		case <-done:
+			ctxErr, done = ctx.Err(), nil
+			// SIGTERM first, when there is a grace: the init forwards it
+			// to the program, which may clean up and exit.
+			if s.Grace <= 0 || l.cmd.Process.Signal(syscall.SIGTERM) != nil {
+				l.kill()
+				<-l.exited
+				break wait
+			}
+			g := time.NewTimer(s.Grace)
+			defer g.Stop()
+			grace = g.C
+		case <-grace:
+			l.kill()
+			<-l.exited
+			break wait
+		}
 	}
 	st := <-l.statusC
 	res.Duration = time.Since(started)

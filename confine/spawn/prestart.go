@@ -329,6 +329,7 @@ func (d *direct) runWarm(ctx context.Context, s Spec, w *warm, stdio Stdio) (Res
 	var e helper.Encoder
 	g.Encode(&e)
 	started := time.Now()
+	w.l.signals = stdio.Signals
 	if err := sendAll(w.goSock, e.B, unix.UnixRights(fds...)); err != nil {
 		// The stage is gone: its status says why.
 		w.l.kill()

@@ -114,6 +114,14 @@ type Spec struct {
 	// call is killed and Result.TimedOut is true. 0 means no deadline (the
 	// context still applies).
 	Timeout time.Duration
+	// Grace is how long the program has to end after its call's context
+	// ends before the whole tree is killed: the sandbox's init is sent
+	// SIGTERM, which it forwards to the program, and the tree is killed
+	// Grace later if it has not ended by then (it is killed at once at
+	// Timeout, whatever Grace says). The zero value kills at once, as a
+	// negative one does. The Result is then the program's own, and the
+	// error still says the context ended it.
+	Grace time.Duration
 	// TmpSize caps, in bytes, each of the child's private /tmp and /dev/shm
 	// (two tmpfs mounts, so the child may hold up to twice TmpSize there). A
 	// write past the cap fails with ENOSPC. The zero value means
@@ -168,6 +176,13 @@ type Stdio struct {
 	// starts. The caller serves it (package egress); the program holds
 	// neither descriptor.
 	Proxy *os.File
+	// Signals, when not nil, carries signals to the program while the call
+	// runs: each is sent to the sandbox's init, which forwards SIGTERM,
+	// SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH to the
+	// program (others are not forwarded). It is how a supervisor such as
+	// exec passes on what it is sent; the Runner never closes it. A
+	// broker's calls do not carry it (Spec.Grace does cross).
+	Signals <-chan os.Signal
 }
 
 // Result is how one call ended. It is a plain value.
