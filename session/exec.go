@@ -2,6 +2,7 @@ package session
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,10 +18,6 @@ import (
 	"github.com/b10x/harness/tools"
 )
 
-// DefaultExecTimeout is the wall-clock limit of exec's command when the
-// policy sets none.
-const DefaultExecTimeout = 10 * time.Minute
-
 // Execution is one command prepared under a policy's confinement (exec,
 // for a CI step): the runner and the spec it will run. It holds the
 // workspace and the cgroup parent until Close.
@@ -32,7 +29,13 @@ type Execution struct {
 	// whose Child is the spawn's Stdio.Proxy.
 	Egress *egress.Policy
 	// Notes are said once before the command starts.
-	Notes     []string
+	Notes []string
+	// Grace is how long the command has to end after the caller forwarded
+	// it a terminating signal (the policy's grace) before the caller ends
+	// the run's context, which kills its whole tree at once: Spec.Grace is
+	// 0, since exec forwards the signals it gets itself (Stdio.Signals)
+	// rather than have the runner send SIGTERM.
+	Grace     time.Duration
 	limits    cgroup.Limits
 	enclosing bool
 	cleanup   cleanup
@@ -57,7 +60,7 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &Execution{limits: lim}
+	x := &Execution{limits: lim, Grace: p.Run.Grace}
 	ok := false
 	defer func() {
 		if !ok {
@@ -104,12 +107,15 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 		if errors.As(err, &se) {
 			return nil, &Error{Key: "program", Value: strconv.Quote(se.Value), Err: se.Err, Usage: true}
 		}
+		if errors.Is(err, tools.ErrProgramNotFound) {
+			// Said of the program, not of a flag exec's user never gave.
+			return nil, &Error{Key: "program", Value: strconv.Quote(prog), Err: fmt.Errorf("%w in PATH", tools.ErrProgramNotFound), Usage: true}
+		}
 		return nil, &Error{Key: "program", Err: err, Usage: true}
 	}
+	// No deadline unless the policy gives one: a CI job has its own, and
+	// a build may take as long as it takes.
 	timeout := p.Run.Timeout
-	if timeout == 0 {
-		timeout = DefaultExecTimeout
-	}
 	cwd, err := os.Getwd()
 	if err != nil {
 		return nil, err

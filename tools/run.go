@@ -31,6 +31,24 @@ import (
 // pinned path is ever run (docs/decisions/0071-programs-pinned.md).
 type Programs map[string]spawn.Pinned
 
+// ErrProgramNotFound and ErrProgramNotExecutable are what ResolvePrograms
+// errors match (errors.Is) when a declaration names no file, or a file that
+// is not a regular executable one: a command line maps them to 127 and 126,
+// as env(1) and docker do.
+var (
+	ErrProgramNotFound      = errors.New("not found")
+	ErrProgramNotExecutable = errors.New("not an executable file")
+)
+
+// programErr is an error worded as msg that matches kind.
+type programErr struct {
+	msg  string
+	kind error
+}
+
+func (e programErr) Error() string        { return e.msg }
+func (e programErr) Is(target error) bool { return target == e.kind }
+
 // ResolvePrograms resolves declarations once, through path (the harness's
 // PATH) for names, to canonical absolute paths of regular executable files,
 // and pins each. A symbolic link met while resolving, that lies in the
@@ -60,17 +78,21 @@ func ResolvePrograms(decls []string, path string, view RunView) (Programs, error
 		default:
 			f, err := lookPath(d, path)
 			if err != nil {
-				return nil, fmt.Errorf("%s %q: not found in PATH", setting.Flag(setting.AllowProgram), d) // worded as the flag: a command line's test asserts it
+				// Worded as the flag: a command line's test asserts it.
+				return nil, programErr{fmt.Sprintf("%s %q: not found in PATH", setting.Flag(setting.AllowProgram), d), ErrProgramNotFound}
 			}
 			file = f
 		}
 		canon, err := resolveUnplanted(file, areas)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, &setting.Error{Key: setting.AllowProgram, Value: d, Err: programErr{err.Error(), ErrProgramNotFound}}
+		}
 		if err != nil {
 			return nil, setting.Errorf(setting.AllowProgram, d, "%v", err)
 		}
 		st, err := os.Stat(canon)
 		if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
-			return nil, setting.Errorf(setting.AllowProgram, d, "%s is not an executable file", canon)
+			return nil, &setting.Error{Key: setting.AllowProgram, Value: d, Err: programErr{canon + " is not an executable file", ErrProgramNotExecutable}}
 		}
 		pinned, err := spawn.PinProgram(canon)
 		if err != nil {
@@ -270,9 +292,12 @@ type RunConfig struct {
 	Runner   spawn.Runner
 	Env      []string      // the complete environment of every child (already scrubbed)
 	Timeout  time.Duration // per call; the model's timeout_s may only lower it; 0: 2 minutes
-	Limits   cgroup.Limits
-	TmpSize  int64 // cap of each of the child's /tmp and /dev/shm; 0: spawn.DefaultTmpSize
-	Net      bool
+	// Grace is how long a cancelled call's program has after SIGTERM
+	// before its tree is killed (spawn.Spec.Grace); 0: killed at once.
+	Grace   time.Duration
+	Limits  cgroup.Limits
+	TmpSize int64 // cap of each of the child's /tmp and /dev/shm; 0: spawn.DefaultTmpSize
+	Net     bool
 	// Egress, when not nil, gives each call a proxy that reaches what it
 	// admits (package egress): the call's network namespace is empty but
 	// for the proxy's listener at 127.0.0.1:egress.Port, and the child's
@@ -384,7 +409,7 @@ func (t *runTool) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) 
 func (cfg RunConfig) spec(prog spawn.Pinned, argv []string, dir string, timeout time.Duration) spawn.Spec {
 	s := spawn.Spec{
 		Program: prog, Argv: argv, Env: cfg.Env, Dir: dir, Workspace: cfg.View.Workspace,
-		ReadPaths: cfg.View.Read, WritePaths: cfg.View.Write, Net: cfg.Net, Limits: cfg.Limits, Timeout: timeout,
+		ReadPaths: cfg.View.Read, WritePaths: cfg.View.Write, Net: cfg.Net, Limits: cfg.Limits, Timeout: timeout, Grace: cfg.Grace,
 		TmpSize: cfg.TmpSize,
 	}
 	if cfg.Egress != nil {

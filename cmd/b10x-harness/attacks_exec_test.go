@@ -121,7 +121,7 @@ func (a *atkWS) execPrepare(t *testing.T, env []string, args ...string) *atkExec
 // cgroup leaf and every limit, with nothing missing.
 func (e *atkExecCall) check(t *testing.T, r atkRun) {
 	t.Helper()
-	if atkIsStrict(e.flags) && r.code == exitUsage && r.stdout == "" {
+	if atkIsStrict(e.flags) && r.code == exitSetupError && r.stdout == "" {
 		t.Fatalf("exec --confine strict refused to start in shape %s:\n%s", testenv.Shape(), r.stderr)
 	}
 	b, err := os.ReadFile(e.report)
@@ -583,7 +583,7 @@ func TestAttackExecForkBomb(t *testing.T) {
 			{"exec", "--workspace", a.ws, "--pids-max=64", "--", "/bin/sh", "-c", "echo started > started"},
 		} {
 			r := atkHarness(t, nil, "", args...)
-			if r.code != exitUsage || r.stdout != "" || !strings.Contains(r.stderr, "--pids-max was given but cannot be enforced") || !strings.Contains(r.stderr, "pids") {
+			if r.code != usageStatus(args) || r.stdout != "" || !strings.Contains(r.stderr, "--pids-max was given but cannot be enforced") || !strings.Contains(r.stderr, "pids") {
 				t.Fatalf("%s: exit %d stdout %q stderr %s", args[0], r.code, r.stdout, r.stderr)
 			}
 			if _, err := os.Stat(filepath.Join(a.ws, "started")); err == nil {
@@ -706,9 +706,9 @@ func TestAttackExecStrictWhereAvailable(t *testing.T) {
 	if testenv.Shape() == testenv.ShapeHost {
 		missing, known = hostStrictMissing(t), true
 	}
-	refused := func(t *testing.T, r atkRun) {
+	refused := func(t *testing.T, r atkRun, want int) {
 		t.Helper()
-		if r.code != exitUsage || r.stdout != "" {
+		if r.code != want || r.stdout != "" {
 			t.Fatalf("strict started in shape %s (exit %d)\nstdout %s\nstderr %s", testenv.Shape(), r.code, r.stdout, r.stderr)
 		}
 		var named []string
@@ -739,13 +739,13 @@ func TestAttackExecStrictWhereAvailable(t *testing.T) {
 		argvCall := slices.Concat([]string{"call", "--workspace", a.ws}, flags, progFlags("sh"), []string{"run", runArgs(t, argv, nil)})
 		r, err := atkStartIn(atkAloneCgroup(t), nil, "", argvCall...)
 		must(t, err)
-		refused(t, r)
+		refused(t, r, exitUsage)
 	})
 	t.Run("exec", func(t *testing.T) {
 		t.Parallel()
 		r, err := atkStartIn(atkAloneCgroup(t), nil, "", slices.Concat([]string{"exec", "--workspace", a.ws}, flags, []string{"--"}, argv)...)
 		must(t, err)
-		refused(t, r)
+		refused(t, r, exitSetupError)
 	})
 }
 

@@ -77,8 +77,8 @@ func TestAttackExecPinnedInsideWorkspace(t *testing.T) {
 		{"--allow-read", a.ws},
 	} {
 		r, _ := a.execOnce(t, c.flag, c.path, "--", "sh", "-c", swap)
-		if r.code != exitUsage || strings.Contains(r.stdout, "swapped") || !strings.Contains(r.stderr, c.flag+" "+c.path+": inside the workspace") {
-			t.Errorf("exec %s %s: exit %d, stdout %q, stderr %q; want exit %d naming the flag and the path", c.flag, c.path, r.code, r.stdout, r.stderr, exitUsage)
+		if r.code != exitSetupError || strings.Contains(r.stdout, "swapped") || !strings.Contains(r.stderr, c.flag+" "+c.path+": inside the workspace") {
+			t.Errorf("exec %s %s: exit %d, stdout %q, stderr %q; want exit %d naming the flag and the path", c.flag, c.path, r.code, r.stdout, r.stderr, exitSetupError)
 		}
 		r = atkHarnessFlags(t, runFlags("sh"), slices.Concat([]string{"call", "--workspace", a.ws}, runFlags("sh"), []string{c.flag, c.path, "run", runArgs(t, []string{"sh", "-c", swap}, nil)})...)
 		if r.code != exitUsage || strings.Contains(r.stdout, "swapped") || !strings.Contains(r.stderr, c.flag+" "+c.path+": inside the workspace") {
@@ -94,7 +94,7 @@ func TestAttackExecPinnedInsideWorkspace(t *testing.T) {
 	} {
 		want := bad[len(bad)-1]
 		r, _ := a.execOnce(t, append(bad[:len(bad)-1:len(bad)-1], "--", "true")...)
-		if r.code != exitUsage || !strings.Contains(r.stderr, want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		if r.code != exitSetupError || !strings.Contains(r.stderr, want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
 			t.Errorf("exec %v: exit %d, stderr %q; want one line saying %q", bad, r.code, r.stderr, want)
 		}
 	}
@@ -152,8 +152,12 @@ func TestAttackExecPinnedSwap(t *testing.T) {
 				// planted link.
 				refusedAtStart := func(r atkRun) {
 					t.Helper()
-					if r.code != exitUsage || !strings.Contains(r.stderr, v.flag+" "+victim+": resolves through the symbolic link "+victim) {
-						t.Fatalf("second process: exit %d, stderr %q; want exit %d naming %s %s and the link", r.code, r.stderr, exitUsage, v.flag, victim)
+					want := exitUsage
+					if via == "exec" {
+						want = exitSetupError
+					}
+					if r.code != want || !strings.Contains(r.stderr, v.flag+" "+victim+": resolves through the symbolic link "+victim) {
+						t.Fatalf("second process: exit %d, stderr %q; want exit %d naming %s %s and the link", r.code, r.stderr, want, v.flag, victim)
 					}
 					check(r.stdout + r.stderr)
 					t.Logf("second process refused: %s", strings.TrimSpace(r.stderr))

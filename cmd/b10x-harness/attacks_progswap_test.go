@@ -114,6 +114,11 @@ func TestAttackProgramSwapMCP(t *testing.T) {
 					// instant after the check (decision 0071): in the
 					// view, and it could not read the secret (above).
 					kind = "own script"
+				case mcpReason(o) == "executed" && strings.Contains(res, "cannot open "+f.tool):
+					// The script's interpreter, opening it by name after
+					// the check, found the link the swapper had put there
+					// since: its target lies outside the view.
+					kind = "interpreter found a link"
 				case mcpReason(o) == "program_not_allowed" && o["status"] == "refused":
 					kind = "refused"
 				case mcpReason(o) == "program_not_allowed" && o["status"] == "failed":

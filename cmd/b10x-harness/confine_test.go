@@ -184,7 +184,7 @@ func TestDoctor(t *testing.T) {
 func TestExecHasNoMaxOutput(t *testing.T) {
 	ws := t.TempDir()
 	r := harness(t, "", "exec", "--workspace", ws, "--max-output", "1KiB", "--", "/bin/echo", "ran")
-	if r.code != exitUsage || strings.Contains(r.stdout, "ran") || !strings.Contains(r.stderr, "no --max-output") {
+	if r.code != exitSetupError || strings.Contains(r.stdout, "ran") || !strings.Contains(r.stderr, "no --max-output") {
 		t.Fatalf("exec --max-output: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
@@ -232,7 +232,7 @@ func TestExecRelativeScript(t *testing.T) {
 	}
 	for _, prog := range []string{"../../data-archived/evil.sh", "./out.sh"} {
 		r := run(prog)
-		if r.code != exitUsage || strings.Contains(r.stdout, "evil-ran") || !strings.Contains(r.stderr, "outside the workspace") {
+		if r.code != exitSetupError || strings.Contains(r.stdout, "evil-ran") || !strings.Contains(r.stderr, "outside the workspace") {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q; want a refusal naming where it leads", prog, r.code, r.stdout, r.stderr)
 		}
 	}

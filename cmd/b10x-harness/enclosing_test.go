@@ -24,12 +24,12 @@ func TestStrictEnclosingLimits(t *testing.T) {
 	// naming what is unset.
 	if enc, err := cgroup.EnclosingLimits(); err == nil && enc.PidsMax < 0 && enc.MemoryMax < 0 && enc.CPUMax == "" {
 		r := harness(t, "", "exec", "--confine", "strict", "--limits-from", "enclosing", "--workspace", ws, "--", "/bin/true")
-		if r.code != exitUsage || !strings.Contains(r.stderr, "set no pids.max, memory.max, cpu.max") {
+		if r.code != exitSetupError || !strings.Contains(r.stderr, "set no pids.max, memory.max, cpu.max") {
 			t.Errorf("strict with unbounded enclosing limits: exit %d, %s", r.code, r.stderr)
 		}
 	}
 	r := harness(t, "", "exec", "--limits-from", "enclosing", "--pids-max", "10", "--workspace", ws, "--", "/bin/true")
-	if r.code != exitUsage || !strings.Contains(r.stderr, "--pids-max: given with limits_from enclosing") {
+	if r.code != exitSetupError || !strings.Contains(r.stderr, "--pids-max: given with limits_from enclosing") {
 		t.Errorf("a per-call limit with limits_from enclosing: exit %d, %s", r.code, r.stderr)
 	}
 

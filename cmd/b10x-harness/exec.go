@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +24,7 @@ import (
 	"github.com/b10x/harness/internal/termsafe"
 	"github.com/b10x/harness/record"
 	"github.com/b10x/harness/session"
+	"github.com/b10x/harness/tools"
 )
 
 type execCmd struct {
@@ -33,11 +36,34 @@ type execCmd struct {
 	Command []string `arg:"" passthrough:"" help:"The program and its arguments (after --). The program is a name looked up in PATH, an absolute path, or a path with a slash relative to the working directory that resolves inside the workspace (./build.sh)."`
 }
 
-// Exit statuses of exec besides the command's own.
+// Exit statuses of exec besides the command's own, as timeout(1), env(1)
+// and docker use them: a command's own status never means the harness
+// failed.
 const (
-	exitTimeout    = 124 // as coreutils timeout(1)
-	exitSetupError = 125 // a confinement step failed: the command never ran
+	exitTimeout    = 124 // the command was killed at its time limit
+	exitSetupError = 125 // the harness failed, or refused before the command ran (a bad flag or policy, strict, a confinement step)
+	exitCannotRun  = 126 // the program was found but is not an executable file
+	exitNotFound   = 127 // the program was not found
 )
+
+// execNotRun reports err, which kept the command from running, and
+// returns exec's status for it: 127 or 126 for a program not found or not
+// executable, else 125.
+func execNotRun(e *env, err error) error {
+	fmt.Fprintf(e.stderr, "b10x-harness: %s\n", termsafe.Message(renderError(err, e.sources)))
+	switch {
+	case errors.Is(err, tools.ErrProgramNotFound) || errors.Is(err, fs.ErrNotExist):
+		return exitError{exitNotFound}
+	case errors.Is(err, tools.ErrProgramNotExecutable):
+		return exitError{exitCannotRun}
+	}
+	return exitError{exitSetupError}
+}
+
+// terminating are the signals exec forwards that end a command that does
+// not handle them: the first starts the grace, after which the whole tree
+// is killed.
+var terminating = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
 // execReport is the --report file.
 type execReport struct {
@@ -64,7 +90,7 @@ func (c *execCmd) Run(e *env) error {
 		argv = argv[1:]
 	}
 	if len(argv) == 0 {
-		return usagef("exec: no command given (b10x-harness exec [flags] -- PROGRAM ARGS...)")
+		return execNotRun(e, usagef("exec: no command given (b10x-harness exec [flags] -- PROGRAM ARGS...)"))
 	}
 	if strings.HasPrefix(argv[0], "-") {
 		// Kong hands an unknown flag to the passthrough command.
@@ -72,11 +98,11 @@ func (c *execCmd) Run(e *env) error {
 		if argv[0] == "--max-output" || strings.HasPrefix(argv[0], "--max-output=") {
 			hint = "; exec does not capture output (the program writes to the harness's own stdout and stderr), so it has no --max-output"
 		}
-		return usagef("exec: %s is not a flag of exec (the program and its arguments come after --)%s", argv[0], hint)
+		return execNotRun(e, usagef("exec: %s is not a flag of exec (the program and its arguments come after --)%s", argv[0], hint))
 	}
 	x, err := c.prepare(e, argv)
 	if err != nil {
-		return err
+		return execNotRun(e, err)
 	}
 	defer x.Close()
 	for _, n := range x.Notes {
@@ -85,7 +111,7 @@ func (c *execCmd) Run(e *env) error {
 	runner, spec, timeout := x.Runner, x.Spec, x.Spec.Timeout
 	rec, closeRec, err := c.openRecord(argv)
 	if err != nil {
-		return err
+		return execNotRun(e, err)
 	}
 	defer closeRec()
 	var netMu sync.Mutex
@@ -101,19 +127,63 @@ func (c *execCmd) Run(e *env) error {
 			_ = rec.Write(n)
 		}})
 		if err != nil {
-			return err
+			return execNotRun(e, err)
 		}
 		stdio.Proxy = ch.Child()
 	}
 	// The child gets the user's terminal itself (spawn passes the
 	// descriptors): its state is saved now and restored after the call,
-	// whatever ended it. The signals that end a call are caught until then,
-	// so the restore also runs after SIGINT, SIGTERM, SIGHUP and SIGQUIT
-	// (a child can make any key send the last one: stty quit ^M).
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	defer stop()
+	// whatever ended it. The signals a supervisor passes on are caught
+	// until then and forwarded to the command (through its sandbox's
+	// init), as a CI runner's SIGTERM or a Ctrl-C expects: the command
+	// may clean up and exit with a status of its own. The first that
+	// ends a command starts the grace; past it the whole tree is killed.
+	// (A child can make any key send SIGQUIT: stty quit ^M; the restore
+	// runs all the same.)
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, append(slices.Clone(terminating), syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH)...)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	forward := make(chan os.Signal, 8)
+	stdio.Signals = forward
+	var firstMu sync.Mutex
+	var first os.Signal // the first terminating signal received
+	var graceTimer *time.Timer
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case sig := <-sigs:
+				select {
+				case forward <- sig:
+				default: // the command is not reading them fast enough: drop
+				}
+				if !slices.Contains(terminating, sig) {
+					continue
+				}
+				firstMu.Lock()
+				if first == nil {
+					first = sig
+					if x.Grace <= 0 {
+						cancel()
+					} else {
+						graceTimer = time.AfterFunc(x.Grace, cancel)
+					}
+				}
+				firstMu.Unlock()
+			}
+		}
+	}()
 	terms := saveTerminals(os.Stdin, os.Stdout, os.Stderr)
 	res, runErr := runner.Run(ctx, spec, stdio)
+	firstMu.Lock()
+	if graceTimer != nil {
+		graceTimer.Stop()
+	}
+	endedBySignal := first
+	firstMu.Unlock()
 	termErrs := restoreTerminals(terms)
 	if ch != nil {
 		// Every connection of the command ends with it.
@@ -141,10 +211,18 @@ func (c *execCmd) Run(e *env) error {
 		rep.Status = exitSetupError
 		fmt.Fprintf(e.stderr, "b10x-harness: %v\n", se)
 	case runErr != nil && ctx.Err() != nil:
-		rep.Status = 128 + int(syscall.SIGTERM)
-		fmt.Fprintln(e.stderr, "b10x-harness: interrupted; the command's whole process tree was killed")
+		sig, _ := endedBySignal.(syscall.Signal)
+		if sig == 0 {
+			sig = syscall.SIGTERM
+		}
+		rep.Status = 128 + int(sig)
+		if x.Grace > 0 {
+			fmt.Fprintf(e.stderr, "b10x-harness: the command did not end within its grace (%s) after %s; its whole process tree was killed\n", x.Grace, unix.SignalName(sig))
+		} else {
+			fmt.Fprintf(e.stderr, "b10x-harness: interrupted (%s); the command's whole process tree was killed\n", unix.SignalName(sig))
+		}
 	case runErr != nil:
-		return runErr // exit 1
+		return execNotRun(e, runErr)
 	case res.TimedOut:
 		rep.Status = exitTimeout
 		fmt.Fprintf(e.stderr, "b10x-harness: the command was killed at its time limit (%s), with its whole process tree\n", timeout)

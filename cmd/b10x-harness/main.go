@@ -98,7 +98,7 @@ func realMain(args []string, e env) (code int) {
 	lf, err := loadPolicyFile(args)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "b10x-harness: %s\n", termsafe.Message(renderError(err, nil)))
-		return exitUsage
+		return usageStatus(args)
 	}
 	e.file = lf
 	// Kong turns invalid UTF-8 in an argument into U+FFFD, which could alias
@@ -108,7 +108,7 @@ func realMain(args []string, e env) (code int) {
 	for i, a := range args {
 		if !utf8.ValidString(a) && (len(args) == 0 || args[0] != "call" || i != len(args)-1) {
 			fmt.Fprintf(e.stderr, "b10x-harness: argument %d (%q) is not valid UTF-8\n", i+1, a)
-			return exitUsage
+			return usageStatus(args)
 		}
 	}
 	e.args = args
@@ -135,7 +135,7 @@ func realMain(args []string, e env) (code int) {
 	}
 	if perr != nil {
 		fmt.Fprintf(e.stderr, "b10x-harness: %s\n", termsafe.Message(perr.Error()))
-		return exitUsage
+		return usageStatus(args)
 	}
 	e.sources = sourcesOf(kctx, lf)
 	if err := kctx.Run(&e); err != nil {
@@ -152,6 +152,16 @@ func realMain(args []string, e env) (code int) {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// usageStatus is the exit status of a usage error in args: exec's is 125,
+// so that it never looks like its command's own 2 (make's failure); every
+// other command's is exitUsage.
+func usageStatus(args []string) int {
+	if len(args) > 0 && args[0] == "exec" {
+		return exitSetupError
+	}
+	return exitUsage
 }
 
 type kongExit struct{}

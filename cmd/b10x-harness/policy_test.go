@@ -62,8 +62,8 @@ func TestPolicyFileRefused(t *testing.T) {
 			{"exec", "--policy=" + pf, "--workspace", dir, "--", "true"},
 		} {
 			r := harness(t, "", args...)
-			if r.code != exitUsage || r.stdout != "" || !strings.Contains(r.stderr, pf+c.want) {
-				t.Errorf("%v with %q: exit %d, stdout %q, stderr %q; want exit 2 and %q", args[:2], c.content, r.code, r.stdout, r.stderr, pf+c.want)
+			if r.code != usageStatus(args) || r.stdout != "" || !strings.Contains(r.stderr, pf+c.want) {
+				t.Errorf("%v with %q: exit %d, stdout %q, stderr %q; want exit %d and %q", args[:2], c.content, r.code, r.stdout, r.stderr, usageStatus(args), pf+c.want)
 			}
 		}
 		if _, err := os.Stat(rec); err == nil {

@@ -39,8 +39,8 @@ func TestNegativeTimeoutsAreRefused(t *testing.T) {
 	} {
 		r := harness(t, "", args...)
 		flag, _, _ := strings.Cut(args[3], "=")
-		if r.code != 2 || !strings.Contains(r.stderr, flag+" -1s: must not be negative") || strings.Count(r.stderr, "\n") != 1 {
-			t.Errorf("%v: exit %d, stderr %q; want 2 and one line saying it must not be negative", args, r.code, r.stderr)
+		if r.code != usageStatus(args) || !strings.Contains(r.stderr, flag+" -1s: must not be negative") || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want %d and one line saying it must not be negative", args, r.code, r.stderr, usageStatus(args))
 		}
 	}
 }

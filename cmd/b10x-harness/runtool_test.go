@@ -133,7 +133,7 @@ func TestExec(t *testing.T) {
 	if ps, _ := exec.Command("pgrep", "-f", "sleep 1000.5152").Output(); len(ps) > 0 {
 		t.Fatalf("processes survived the call: %s", ps)
 	}
-	if r := harness(t, "", "exec", "--workspace", ws, "--", "no-such-program-here"); r.code != 2 {
+	if r := harness(t, "", "exec", "--workspace", ws, "--", "no-such-program-here"); r.code != exitNotFound {
 		t.Fatalf("missing program: exit %d %s", r.code, r.stderr)
 	}
 }

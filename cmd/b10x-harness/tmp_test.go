@@ -34,8 +34,8 @@ func TestTmpSizeFlag(t *testing.T) {
 			{"tools", "--workspace", ws, bad},
 		} {
 			r := harness(t, "", args...)
-			if r.code != exitUsage || !strings.Contains(r.stderr, "--tmp-size") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || r.stdout != "" {
-				t.Errorf("%q: want exit 2 and one line naming --tmp-size, got exit %d\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
+			if r.code != usageStatus(args) || !strings.Contains(r.stderr, "--tmp-size") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || r.stdout != "" {
+				t.Errorf("%q: want exit %d and one line naming --tmp-size, got exit %d\nstdout: %s\nstderr: %s", args, usageStatus(args), r.code, r.stdout, r.stderr)
 			}
 		}
 	}

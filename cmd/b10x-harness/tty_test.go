@@ -293,10 +293,12 @@ func TestExecRestoresTerminalOnSignal(t *testing.T) {
 		timeout string
 		code    int
 	}{
+		// Each is forwarded to the child, which dies of it (a Go
+		// program's SIGQUIT too, after its trace): 128 + its number.
 		{"SIGTERM", syscall.SIGTERM, "", 128 + int(syscall.SIGTERM)},
-		{"SIGINT", syscall.SIGINT, "", 128 + int(syscall.SIGTERM)},
-		{"SIGHUP", syscall.SIGHUP, "", 128 + int(syscall.SIGTERM)},
-		{"SIGQUIT", syscall.SIGQUIT, "", 128 + int(syscall.SIGTERM)},
+		{"SIGINT", syscall.SIGINT, "", 128 + int(syscall.SIGINT)},
+		{"SIGHUP", syscall.SIGHUP, "", 128 + int(syscall.SIGHUP)},
+		{"SIGQUIT", syscall.SIGQUIT, "", 128 + int(syscall.SIGQUIT)},
 		{"timeout", 0, "2s", exitTimeout},
 	} {
 		os.Remove(filepath.Join(ws, "hostile.out"))
