@@ -45,7 +45,9 @@ func startProgram(p *Plan) (int, error) {
 	p.Encode(&e)
 	p.Mounts = mounts
 
-	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// The program leads a process group of its own, so that the signals
+	// a terminal sends a foreground job reach all of it (see initLoop).
+	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if p.NestUser {
 		attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWCGROUP
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(p.ChildUID), Size: 1}}
@@ -105,7 +107,24 @@ func initLoop(pid int) {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH)
 	go func() {
 		for s := range sigs {
-			if sig, ok := s.(syscall.Signal); ok {
+			sig, ok := s.(syscall.Signal)
+			if !ok {
+				continue
+			}
+			switch sig {
+			case syscall.SIGINT, syscall.SIGQUIT, syscall.SIGWINCH:
+				// What a terminal sends a foreground job (Ctrl-C, Ctrl-\,
+				// a resize) goes to the program's whole process group, as
+				// the terminal would: a shell waiting for its foreground
+				// command ends with it. To the program alone when it has
+				// left its group (the group is gone).
+				if syscall.Kill(-pid, sig) != nil {
+					_ = syscall.Kill(pid, sig)
+				}
+			default:
+				// SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, as a supervisor sends
+				// them (docker, a kubelet): to the program, which may end
+				// its own children as it sees fit.
 				_ = syscall.Kill(pid, sig)
 			}
 		}

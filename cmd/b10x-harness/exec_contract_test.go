@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/b10x/harness/internal/testenv"
+)
+
+// What a CI job reads of exec (issue 29): its exit statuses, one by one,
+// and the signals it passes on to its command.
+
+// TestExecExitStatuses: the command's own status, or 124, 125, 126, 127
+// for what kept it from running (or ended it) — never a 2 of the harness's
+// that a job would take for make's.
+func TestExecExitStatuses(t *testing.T) {
+	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	ws, _ := sampleWorkspace(t)
+	must(t, os.WriteFile(filepath.Join(ws, "noexec.sh"), []byte("#!/bin/sh\necho ran\n"), 0o644))
+	for _, c := range []struct {
+		what   string
+		args   []string
+		status int
+		stderr string
+	}{
+		{"the command's own 2", []string{"--", "sh", "-c", "exit 2"}, 2, ""},
+		{"the command's own 0", []string{"--", "true"}, 0, ""},
+		{"killed by a signal of its own", []string{"--", "sh", "-c", "kill -USR1 $$"}, 128 + int(syscall.SIGUSR1), ""},
+		{"killed at the time limit", []string{"--timeout", "1s", "--", "sleep", "30"}, exitTimeout, "killed at its time limit"},
+		{"a flag exec does not have", []string{"--no-such-flag", "--", "true"}, exitSetupError, "--no-such-flag is not a flag of exec"},
+		{"a bad value", []string{"--grace=-1s", "--", "true"}, exitSetupError, "--grace -1s: must not be negative"},
+		{"a bad flag value", []string{"--grace", "soon", "--", "true"}, exitSetupError, "--grace"},
+		{"no command", []string{}, exitSetupError, ""},
+		{"not executable", []string{"--", "./noexec.sh"}, exitCannotRun, "not an executable file"},
+		{"not found in PATH", []string{"--", "no-such-program-9b2"}, exitNotFound, `"no-such-program-9b2": not found in PATH`},
+		{"no such path", []string{"--", "./missing.sh"}, exitNotFound, "no such file or directory"},
+	} {
+		cmd := harnessCommand(append([]string{"exec", "--workspace", ws}, c.args...)...)
+		cmd.Dir = ws
+		cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1")
+		r := runHarnessCmd(t, cmd, "")
+		if r.code != c.status || !strings.Contains(r.stderr, c.stderr) {
+			t.Errorf("%s: exit %d, want %d; stderr %q, want it to hold %q", c.what, r.code, c.status, r.stderr, c.stderr)
+		}
+		if strings.Contains(r.stderr, "--allow-program") || strings.Contains(r.stderr, "::") {
+			t.Errorf("%s: the message names what the user never gave: %q", c.what, r.stderr)
+		}
+	}
+}
+
+// startExec starts `exec` with args in ws, its output in buffers, and
+// waits until the command has written ws/ready.
+func startExec(t *testing.T, ws string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := harnessCommand(append([]string{"exec", "--workspace", ws}, args...)...)
+	cmd.Dir = ws
+	cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	must(t, cmd.Start())
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(ws, "ready")); err == nil {
+			return cmd, &out
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("the command never became ready:\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitStatus waits for cmd (at most a minute) and returns its exit status.
+func waitStatus(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		must(t, err)
+		return 0
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("exec did not end within a minute of the signal")
+		return -1
+	}
+}
+
+// TestExecForwardsSignals: without a terminal, as a CI runner sends them,
+// the signals exec gets reach its command, which cleans up and ends with a
+// status of its own; one that ignores them is killed --grace later, whole
+// tree; --grace 0 kills at once.
+func TestExecForwardsSignals(t *testing.T) {
+	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	t.Parallel()
+	trap := `trap 'echo got-$1 > got; exit 5' TERM INT HUP QUIT USR1; touch ready; sleep 60 & wait`
+	for _, c := range []struct {
+		what   string
+		args   []string
+		sig    syscall.Signal
+		status int
+		got    string // what the command's trap wrote, "" for nothing
+	}{
+		{"SIGTERM trapped", []string{"--", "sh", "-c", strings.ReplaceAll(trap, "$1", "TERM"), "sh"}, syscall.SIGTERM, 5, "got-TERM"},
+		{"SIGINT trapped", []string{"--", "sh", "-c", strings.ReplaceAll(trap, "$1", "INT"), "sh"}, syscall.SIGINT, 5, "got-INT"},
+		{"SIGUSR1 trapped", []string{"--", "sh", "-c", strings.ReplaceAll(trap, "$1", "USR1"), "sh"}, syscall.SIGUSR1, 5, "got-USR1"},
+		// A shell waiting for its foreground command: SIGINT reaches the
+		// whole job, as a terminal's Ctrl-C does, and the shell ends with
+		// it at once, not at the grace.
+		{"SIGINT untrapped", []string{"--", "sh", "-c", "touch ready; sleep 60"}, syscall.SIGINT, 128 + int(syscall.SIGINT), ""},
+		{"SIGTERM ignored past the grace", []string{"--grace", "500ms", "--", "sh", "-c", "trap '' TERM; touch ready; while :; do sleep 0.1; done"}, syscall.SIGTERM, 128 + int(syscall.SIGTERM), ""},
+		{"no grace", []string{"--grace", "0", "--", "sh", "-c", strings.ReplaceAll(trap, "$1", "TERM"), "sh"}, syscall.SIGTERM, 128 + int(syscall.SIGTERM), ""},
+	} {
+		ws, _ := sampleWorkspace(t)
+		cmd, out := startExec(t, ws, c.args...)
+		sent := time.Now()
+		must(t, cmd.Process.Signal(c.sig))
+		status := waitStatus(t, cmd)
+		took := time.Since(sent)
+		got, _ := os.ReadFile(filepath.Join(ws, "got"))
+		if status != c.status || strings.TrimSpace(string(got)) != c.got {
+			t.Errorf("%s: exit %d, trap wrote %q; want %d and %q\n%s", c.what, status, got, c.status, c.got, out)
+		}
+		if c.what == "SIGINT untrapped" && took > 5*time.Second {
+			t.Errorf("%s: ended %v after the signal: the job did not get it, the grace killed it", c.what, took)
+		}
+		if strings.Contains(c.what, "past the grace") {
+			if took < 500*time.Millisecond || !strings.Contains(out.String(), "did not end within its grace (500ms) after SIGTERM") {
+				t.Errorf("%s: ended %v after the signal, output %q; want the grace waited and said", c.what, took, out)
+			}
+		}
+		t.Logf("%s: exit %d after %v", c.what, status, took.Round(time.Millisecond))
+	}
+}
