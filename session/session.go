@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/record"
 	"github.com/b10x/harness/surface"
@@ -56,7 +57,8 @@ type Session struct {
 	notes    []string
 	approver gate.Approver
 	prestart bool
-	slots    *runSlots // the run calls' slots (max_parallel)
+	slots    *runSlots       // the run calls' slots (max_parallel)
+	wsCase   gate.CaseReport // whether the workspace folds case (decision 0073)
 }
 
 // cleanup undoes what Open did, last first.
@@ -105,6 +107,9 @@ func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 	}
 	s.ws = ws
 	s.cleanup.add(func() { ws.Close() })
+	if err := s.checkCase(p); err != nil {
+		return nil, err
+	}
 
 	approver := o.Approver
 	if approver == nil {
@@ -273,7 +278,30 @@ func (s *Session) runStart(o Options, torn int64) record.RunStart {
 		pub = append(pub, record.Published{Name: en.Name, Operation: en.Operation, Risk: en.Risk.String()})
 	}
 	return record.RunStart{Event: "run_start", RecordVersion: record.Version, TornBytes: torn, Time: s.start.UTC(), Version: o.Version, Command: o.Command,
-		Workspace: s.ws.Dir(), Surface: string(p.Surface), Confinement: s.conf.record, Published: pub, Unpublished: g.Unpublished(), Policy: pol}
+		Workspace: s.ws.Dir(), WorkspaceCase: s.wsCase.Record(), Surface: string(p.Surface), Confinement: s.conf.record, Published: pub, Unpublished: g.Unpublished(), Policy: pol}
+}
+
+// checkCase finds out whether the workspace looks names up without regard
+// to case. The gate matches protected paths and restricting write-scope
+// rules with case folded whatever the answer (decision 0073); what it
+// cannot match is a vfat-like filesystem's 8.3 short aliases beyond .git
+// and .b10x, so strict refuses such a workspace. The answer is said once
+// and recorded.
+func (s *Session) checkCase(p Policy) error {
+	cr, err := gate.DetectCase(s.ws.Dir())
+	if err != nil {
+		cr = gate.CaseReport{Dir: s.ws.Dir(), Casing: gate.CaseUnknown, Why: err.Error()}
+	}
+	s.wsCase = cr
+	switch {
+	case cr.Casing == gate.CaseInsensitive && cr.ShortNames && p.Confine == confine.Strict:
+		return policyErr("workspace", p.Workspace, "is on %s, which looks names up without regard to case and gives names 8.3 short aliases (%s): the gate refuses every other case spelling of protected and restricted paths, but not their short aliases beyond .git and .b10x, so confine strict refuses it; use a workspace on another filesystem, or confine auto", cr.FS, cr.Why)
+	case cr.Casing == gate.CaseInsensitive:
+		s.note(fmt.Sprintf("the workspace %s looks names up without regard to case (%s): protected paths and denied or partial-only write-scope rules are matched with case folded, allow rules only as written (decision 0073)", s.ws.Dir(), cr.Why))
+	case cr.Casing == gate.CaseUnknown:
+		s.note(fmt.Sprintf("could not tell whether the workspace %s folds case (%s); protected paths and denied or partial-only write-scope rules are matched with case folded either way", s.ws.Dir(), cr.Why))
+	}
+	return nil
 }
 
 // Gate is the session's gate: its publication, its configuration.

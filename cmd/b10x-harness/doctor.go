@@ -14,6 +14,7 @@ import (
 	"github.com/b10x/harness/egress"
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/internal/termsafe"
+	"github.com/b10x/harness/record"
 	"github.com/b10x/harness/session"
 )
 
@@ -58,6 +59,9 @@ type doctorReport struct {
 	UnixSockets       string `json:"run_unix_sockets"`
 	// Network is what each --net mode gives a run call here.
 	Network []netModeReport `json:"run_network"`
+	// WorkspaceCase is whether the workspace looks names up without regard
+	// to case (decision 0073).
+	WorkspaceCase *record.WorkspaceCase `json:"workspace_case,omitempty"`
 }
 
 // netModeReport is one --net mode: whether a run call can get it here and
@@ -136,6 +140,13 @@ func (c *doctorCmd) Run(e *env) error {
 	if !explicit {
 		c.Workspace = "."
 	}
+	if ws, err := filepath.Abs(c.Workspace); err == nil {
+		cr, err := gate.DetectCase(ws)
+		if err != nil {
+			cr = gate.CaseReport{Dir: ws, Casing: gate.CaseUnknown, Why: err.Error()}
+		}
+		d.WorkspaceCase = cr.Record()
+	}
 	if ws, err := filepath.Abs(c.Workspace); err != nil {
 		d.RunAsError = err.Error()
 	} else if id, err := spawn.ProbeIdentity(ws); err != nil {
@@ -213,6 +224,9 @@ func (c *doctorCmd) Run(e *env) error {
 			fmt.Fprintf(e.stdout, "run children of %s: cannot run: %s\n", termsafe.Line(c.Workspace), termsafe.Message(d.RunAsError))
 		}
 		fmt.Fprintf(e.stdout, "protected from run children: %s\n", d.Held)
+		if wc := d.WorkspaceCase; wc != nil {
+			fmt.Fprintf(e.stdout, "workspace case: %s (%s: %s)\n", wc.Casing, wc.FS, termsafe.Message(wc.Why))
+		}
 		fmt.Fprintf(e.stdout, "read by the harness itself: %s\n", d.SelfReads)
 		fmt.Fprintf(e.stdout, "unix sockets of run children: %s\n", d.UnixSockets)
 		for _, n := range d.Network {
