@@ -70,9 +70,13 @@ type Config struct {
 	Workspace   *tools.Workspace // required
 	Tools       []tools.Tool     // implementations; an entry without one is unpublished
 	Host        Host
-	ApproveUpTo Risk          // highest risk that runs unattended; zero value: Low
-	Approver    Approver      // decides above the ceiling; nil: DenyAll
-	WriteScope  []ScopeRule   // ordered, first match wins; none: unrestricted
+	ApproveUpTo Risk        // highest risk that runs unattended; zero value: Low
+	Approver    Approver    // decides above the ceiling; nil: DenyAll
+	WriteScope  []ScopeRule // ordered, first match wins; none: unrestricted
+	// ReadScope is read_scope's rules, DefaultReadScope included
+	// (ReadScopeRules): ordered, first match wins; none: every path's
+	// content may be shown (readscope.go).
+	ReadScope   []ScopeRule
 	Protected   []string      // extra protected workspace-relative paths (record file, hooks)
 	Hooks       []Hook        // pre-call programs, run in order
 	MaxResult   int           // result cap in bytes; 0: DefaultMaxResult
@@ -90,6 +94,7 @@ type Gate struct {
 	tools       map[string]tools.Tool
 	published   map[string]bool
 	unpublished map[string]string
+	reads       readScope
 
 	mu       sync.Mutex
 	seq      int64
@@ -133,7 +138,8 @@ func New(cfg Config) (*Gate, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	g := &Gate{cfg: cfg, tools: map[string]tools.Tool{}, published: map[string]bool{}, unpublished: map[string]string{}, standing: map[string]bool{}}
+	g := &Gate{cfg: cfg, tools: map[string]tools.Tool{}, published: map[string]bool{}, unpublished: map[string]string{}, standing: map[string]bool{},
+		reads: readScope{newScope(cfg.ReadScope)}}
 	for _, t := range cfg.Tools {
 		if _, ok := Lookup(t.Name()); !ok {
 			return nil, fmt.Errorf("gate: tool %q is not in the catalogue", t.Name())
@@ -424,6 +430,11 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 		defer r.Release()
 	}
 
+	// read scope
+	if o, refused := g.checkReads(prep, rec); refused {
+		return o
+	}
+
 	// write scope
 	writes := prep.Writes()
 	for _, w := range writes {
@@ -625,8 +636,16 @@ func (g *Gate) holdFor(prep tools.Prepared, rec *CallRecord) (*runHold, Outcome,
 		rec.Cause = herr.Error()
 		return nil, Outcome{Status: Failed, Reason: tools.ReasonToolError, Message: "the paths the call must not change could not be read; the program did not run"}, true
 	}
+	if hold.maskOverflow > 0 {
+		msg := fmt.Sprintf("read_scope denies %d files of the workspace, more than the %d a run call's view can mask; the program did not run (narrow read_scope, or allow what need not be hidden)", len(hold.hold.Masked)+hold.maskOverflow, MaxReadMasks)
+		rec.Steps = append(rec.Steps, StepVerdict{Step: "hold", Verdict: "fail", Detail: msg})
+		return nil, Outcome{Status: Failed, Reason: tools.ReasonDeniedPath, Message: msg}, true
+	}
 	h.Hold(hold.hold)
 	detail := fmt.Sprintf("%d paths held read-only, %d directories anchored", len(hold.hold.ReadOnly), len(hold.hold.Anchored))
+	if len(hold.hold.Masked) > 0 {
+		detail += fmt.Sprintf(", %d files masked (read_scope)", len(hold.hold.Masked))
+	}
 	if hold.capped > 0 {
 		detail += fmt.Sprintf(", %d matches beyond the cap of %d checked after the call only", hold.capped, MaxScopeHolds)
 	}

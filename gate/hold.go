@@ -39,6 +39,11 @@ const RunHeldSummary = "A run call's program cannot change what file_write and f
 	"What it creates there (a protected path that did not exist yet, a new file a denied rule matches) is removed after the call, " +
 	"and the call fails (protected_path or denied_path), naming each path and rule."
 
+// MaxReadMasks bounds the files a run call's view masks for the read
+// scope; a workspace with more fails the call (fail closed: the files
+// beyond could not be hidden).
+const MaxReadMasks = 1024
+
 // MaxScopeHolds bounds the write-scope paths one run call holds by a bind.
 // Matches beyond it are checked after the call only: a change to one of
 // them is reported, but it cannot be undone.
@@ -81,16 +86,19 @@ type holdEntry struct {
 // runHold is a run call's hold: what was read before, and what the child
 // got held.
 type runHold struct {
-	ws       *tools.Workspace
-	rules    []ScopeRule
-	match    scope // rules, with their folded globs
-	prot     []*holdEntry
-	scope    map[string]*holdEntry
-	walked   bool
-	skipped  int // directories the walk could not enter
-	capped   int // scope matches beyond MaxScopeHolds
-	hold     tools.Hold
-	heldList []string // scope paths held, for the note to the model
+	ws      *tools.Workspace
+	rules   []ScopeRule
+	match   scope // rules, with their folded globs
+	prot    []*holdEntry
+	scope   map[string]*holdEntry
+	walked  bool
+	skipped int // directories the walk could not enter
+	capped  int // scope matches beyond MaxScopeHolds
+	// maskOverflow counts the files the read scope denies beyond
+	// MaxReadMasks: the call is refused rather than show them.
+	maskOverflow int
+	hold         tools.Hold
+	heldList     []string // scope paths held, for the note to the model
 }
 
 // restricting reports whether a for run means "must not change".
@@ -143,14 +151,30 @@ func (g *Gate) holdBefore() (*runHold, error) {
 	for _, r := range h.rules {
 		any = any || restricting(r.Access)
 	}
-	if !any {
+	masking := false
+	for _, r := range g.reads.rules {
+		masking = masking || r.Access == Denied
+	}
+	if !any && !masking {
 		return h, nil
 	}
-	h.walked = true
+	h.walked = any
 	n := 0
 	skipped, err := h.ws.Walk(func(rel string, typ uint8, stat func() tools.EntryState) bool {
 		if h.protectedCovers(rel) {
 			return false
+		}
+		if masking && (typ == unix.DT_REG || typ == unix.DT_UNKNOWN) {
+			if _, denied := g.reads.verdict(rel); denied && (typ == unix.DT_REG || stat().IsRegular()) {
+				if len(h.hold.Masked) == MaxReadMasks {
+					h.maskOverflow++
+				} else {
+					h.hold.Masked = append(h.hold.Masked, rel)
+				}
+			}
+		}
+		if !any {
+			return typ == unix.DT_DIR
 		}
 		v := h.match.match(rel)
 		if !restricting(v.Access) {

@@ -66,13 +66,16 @@ func resolveOptional(ws *Workspace, p string) (string, error) {
 }
 
 type dirListCall struct {
-	ws   *Workspace
-	args DirListArgs
-	rel  string
+	ws     *Workspace
+	args   DirListArgs
+	rel    string
+	denied ReadVerdict
 }
 
-func (c *dirListCall) Args() any       { return c.args }
-func (c *dirListCall) Writes() []Write { return nil }
+func (c *dirListCall) Args() any                 { return c.args }
+func (c *dirListCall) Reads() []string           { return []string{c.rel} }
+func (c *dirListCall) FilterReads(v ReadVerdict) { c.denied = v }
+func (c *dirListCall) Writes() []Write           { return nil }
 
 func (c *dirListCall) Execute(ctx context.Context) (Result, error) {
 	var res Result
@@ -102,12 +105,24 @@ func (c *dirListCall) Execute(ctx context.Context) (Result, error) {
 				continue // vanished since it was listed
 			}
 			name := showName(e.Name)
+			rule, denied := "", false
+			if c.denied != nil {
+				rule, denied = c.denied(childRel(c.rel, e.Name))
+			}
 			switch st.Mode & unix.S_IFMT {
 			case unix.S_IFREG:
 				counts["file"]++
+				if denied {
+					fmt.Fprintf(&b, "file %s%s\n", name, deniedMark(rule))
+					continue
+				}
 				fmt.Fprintf(&b, "file %s (%d bytes)\n", name, st.Size)
 			case unix.S_IFDIR:
 				counts["dir"]++
+				if denied {
+					fmt.Fprintf(&b, "dir %s/%s\n", name, deniedMark(rule))
+					continue
+				}
 				fmt.Fprintf(&b, "dir %s/\n", name)
 			case unix.S_IFLNK:
 				counts["symlink"]++

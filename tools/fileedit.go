@@ -87,6 +87,7 @@ type fileEditCall struct {
 }
 
 func (c *fileEditCall) Args() any       { return c.args }
+func (c *fileEditCall) Reads() []string { return []string{c.rel} } // its diff and its matching show the content
 func (c *fileEditCall) Writes() []Write { return []Write{{Path: c.rel, Whole: false}} }
 
 // Preview implements Previewer: the diff the edit would make to the file

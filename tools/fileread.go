@@ -77,6 +77,7 @@ type fileReadCall struct {
 }
 
 func (c *fileReadCall) Args() any       { return c.args }
+func (c *fileReadCall) Reads() []string { return []string{c.rel} }
 func (c *fileReadCall) Writes() []Write { return nil }
 
 // Release implements Releaser: it closes the file Prepare opened.

@@ -85,10 +85,13 @@ type findCall struct {
 	max      int
 	glob     string // the pattern without a trailing '/'
 	dirsOnly bool   // the pattern ended with '/'
+	denied   ReadVerdict
 }
 
-func (c *findCall) Args() any       { return c.args }
-func (c *findCall) Writes() []Write { return nil }
+func (c *findCall) Args() any                 { return c.args }
+func (c *findCall) Reads() []string           { return []string{c.rel} }
+func (c *findCall) FilterReads(v ReadVerdict) { c.denied = v }
+func (c *findCall) Writes() []Write           { return nil }
 
 func (c *findCall) Execute(ctx context.Context) (Result, error) {
 	var res Result
@@ -113,6 +116,11 @@ func (c *findCall) Execute(ctx context.Context) (Result, error) {
 				b.WriteByte('/')
 			case unix.DT_LNK:
 				b.WriteString(" (symlink)")
+			}
+			if c.denied != nil {
+				if rule, denied := c.denied(e.rel); denied {
+					b.WriteString(deniedMark(rule))
+				}
 			}
 			b.WriteByte('\n')
 		}}

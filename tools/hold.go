@@ -17,9 +17,13 @@ import (
 // read-only over themselves in the child's view, Anchored are directories
 // bound over themselves read-write, so they cannot be renamed or removed
 // (spawn.Spec.ReadOnly and Anchored say what the kernel then holds).
+//
+// Masked are regular files whose content the model must not be shown (the
+// read scope): the child sees each as an empty file (spawn.Spec.Masked).
 type Hold struct {
 	ReadOnly []string
 	Anchored []string
+	Masked   []string
 }
 
 // Holder is implemented by a prepared call that runs a program (run): the

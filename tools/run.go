@@ -436,6 +436,7 @@ func (c *runCall) Args() any { return c.args }
 func (c *runCall) Hold(h Hold) {
 	c.spec.ReadOnly = holdPaths(c.spec.Workspace.Path, h.ReadOnly)
 	c.spec.Anchored = holdPaths(c.spec.Workspace.Path, h.Anchored)
+	c.spec.Masked = holdPaths(c.spec.Workspace.Path, h.Masked)
 }
 func (c *runCall) Writes() []Write { return nil }
 

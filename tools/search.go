@@ -405,14 +405,29 @@ func lineEnd(data []byte, at int) int {
 }
 
 type searchCall struct {
-	ws   *Workspace
-	args SearchArgs
-	rel  string
-	m    *matcher
-	max  int
+	ws     *Workspace
+	args   SearchArgs
+	rel    string
+	m      *matcher
+	max    int
+	denied ReadVerdict
 }
 
-func (c *searchCall) Args() any       { return c.args }
+func (c *searchCall) Args() any                 { return c.args }
+func (c *searchCall) Reads() []string           { return []string{c.rel} }
+func (c *searchCall) FilterReads(v ReadVerdict) { c.denied = v }
+
+// skipDenied reports whether rel's content is denied, noting it in nts.
+func (c *searchCall) skipDenied(rel string, nts *notes) bool {
+	if c.denied == nil {
+		return false
+	}
+	rule, denied := c.denied(rel)
+	if denied {
+		nts.add(rel, "content denied by read_scope "+rule+": not searched")
+	}
+	return denied
+}
 func (c *searchCall) Writes() []Write { return nil }
 
 // searchBatchSize is how many files go to a worker at once.
@@ -520,7 +535,7 @@ func (c *searchCall) produce(ctx context.Context, root int, st unix.Stat_t, stop
 		batch = searchBatch{seq: batch.seq + 1}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		if globMatch(c.args.Glob, c.rel) {
+		if globMatch(c.args.Glob, c.rel) && !c.skipDenied(c.rel, nts) {
 			batch.jobs = append(batch.jobs, searchJob{dir: newWalkDir(root, ".", false), name: c.rel, rel: c.rel})
 			flush()
 		}
@@ -528,7 +543,7 @@ func (c *searchCall) produce(ctx context.Context, root int, st unix.Stat_t, stop
 		return
 	}
 	wk := &walker{ctx: ctx, stopped: stopped, notes: nts, visit: func(e walkEntry) {
-		if e.typ != unix.DT_REG || !globMatch(c.args.Glob, e.rel) {
+		if e.typ != unix.DT_REG || !globMatch(c.args.Glob, e.rel) || c.skipDenied(e.rel, nts) {
 			return
 		}
 		e.dir.acquire()

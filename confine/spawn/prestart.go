@@ -81,8 +81,8 @@ func warmKey(p *prepared) string {
 func heldIdentities(pl *helper.Plan) ([]heldPath, error) {
 	var out []heldPath
 	for _, m := range pl.Mounts {
-		if m.Kind != helper.Rebind {
-			continue
+		if m.Kind != helper.Rebind && m.Kind != helper.MaskBeneath {
+			continue // a mask's file replaced since must be masked anew
 		}
 		fd, st, err := openNoFollow(m.Dst)
 		if err != nil {

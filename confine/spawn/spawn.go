@@ -93,6 +93,20 @@ type Spec struct {
 	// point cannot be renamed or removed (EBUSY). They must exist as
 	// ReadOnly paths must; the step is "hold in place <path>".
 	Anchored []string
+	// Masked are regular files strictly beneath Workspace.Path, canonical
+	// absolute paths, that the child sees as empty: /dev/null is bound
+	// over each, read-only, and (as every mount of the view) locked, so
+	// it cannot be unmounted, renamed or removed, nor linked elsewhere
+	// (EXDEV). Each must exist as a regular file reached from the
+	// workspace without any symbolic link when the call starts; otherwise
+	// the call fails at its "mask <path>" step and the program never runs.
+	// At most MaxHeld paths. (The caller's read scope: what the model must
+	// not be shown.)
+	//
+	// What it does not protect against: another name of the same file (a
+	// hard link that already exists elsewhere in the workspace), and a
+	// file created during the call.
+	Masked []string
 	// Net false (the default) gives the child a fresh network namespace that
 	// holds only a loopback interface: nothing outside the call is
 	// reachable. Net true leaves the host's network reachable; the Landlock
@@ -409,10 +423,13 @@ func (s Spec) checkHeld() error {
 	if n := len(s.ReadOnly) + len(s.Anchored); n > MaxHeld {
 		return fmt.Errorf("spawn: Spec.ReadOnly and Spec.Anchored hold %d paths, above MaxHeld (%d)", n, MaxHeld)
 	}
+	if n := len(s.Masked); n > MaxHeld {
+		return fmt.Errorf("spawn: Spec.Masked holds %d paths, above MaxHeld (%d)", n, MaxHeld)
+	}
 	for _, list := range []struct {
 		what  string
 		paths []string
-	}{{"Spec.ReadOnly", s.ReadOnly}, {"Spec.Anchored", s.Anchored}} {
+	}{{"Spec.ReadOnly", s.ReadOnly}, {"Spec.Anchored", s.Anchored}, {"Spec.Masked", s.Masked}} {
 		for i, p := range list.paths {
 			switch {
 			case strings.IndexByte(p, 0) >= 0:
@@ -425,6 +442,15 @@ func (s Spec) checkHeld() error {
 		}
 	}
 	return nil
+}
+
+// masks returns the mounts of the child's view for Spec.Masked, sorted.
+func (s Spec) masks() []helper.Mount {
+	out := make([]helper.Mount, 0, len(s.Masked))
+	for _, p := range slices.Sorted(slices.Values(s.Masked)) {
+		out = append(out, helper.Mount{Kind: helper.MaskBeneath, Src: s.Workspace.Path, Dst: p, RO: true, File: true})
+	}
+	return slices.CompactFunc(out, func(a, b helper.Mount) bool { return a.Dst == b.Dst })
 }
 
 // held returns the rebinds of the child's view for Spec.ReadOnly and

@@ -79,6 +79,11 @@ func buildView(s Spec, masks []string) ([]helper.Mount, []llRule, error) {
 	for _, m := range s.held() {
 		kept = append(kept, viewEntry{op: m})
 	}
+	// The masks of the read scope last: over the held binds they may lie
+	// in.
+	for _, m := range s.masks() {
+		kept = append(kept, viewEntry{op: m})
+	}
 
 	ops := make([]helper.Mount, 0, len(kept))
 	rules := []llRule{{Path: "/", Dir: true, Kind: llList}}

@@ -26,6 +26,7 @@ func encodeSpec(e *helper.Encoder, s Spec) {
 	e.I64(s.TmpSize)
 	e.Strs(s.ReadOnly)
 	e.Strs(s.Anchored)
+	e.Strs(s.Masked)
 	e.Bool(s.Probe)
 	e.I64(int64(s.ProxyPort))
 }
@@ -57,6 +58,7 @@ func decodeSpec(d *helper.Decoder) Spec {
 	s.TmpSize = d.I64()
 	s.ReadOnly = d.Strs()
 	s.Anchored = d.Strs()
+	s.Masked = d.Strs()
 	s.Probe = d.Bool()
 	s.ProxyPort = int(d.I64())
 	return s

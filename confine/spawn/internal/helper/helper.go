@@ -250,6 +250,8 @@ func buildRoot(p *Plan) (string, error) {
 			}
 		case Rebind:
 			err = rebind(base, m)
+		case MaskBeneath:
+			err = maskBeneath(base, m)
 		case MaskFile:
 			err = opErr("bind /dev/null", m.Dst, sysMount("/dev/null", dst, "", syscall.MS_BIND, ""))
 		case MaskDir:
@@ -316,7 +318,7 @@ func mountStep(m Mount) string {
 		return "symlink " + m.Dst
 	case Proc:
 		return "mount proc " + m.Dst
-	case MaskFile, MaskDir:
+	case MaskFile, MaskDir, MaskBeneath:
 		return "mask " + m.Dst
 	default:
 		return "mount tmpfs " + m.Dst

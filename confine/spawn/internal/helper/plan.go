@@ -74,6 +74,9 @@ const (
 	// any symbolic link; it must exist as a regular file or a directory.
 	// See rebind.go.
 	Rebind
+	// MaskBeneath hides the regular file Dst, resolved beneath Src as a
+	// Rebind's is, behind /dev/null, read-only. See rebind.go.
+	MaskBeneath
 	mountKindEnd
 )
 

@@ -16,38 +16,78 @@ import (
 // bind without following any symbolic link, and cloned from the descriptor
 // resolved, so a link planted in the workspace never redirects a rebind.
 
-// rebind binds m.Dst over itself in the view at base: resolved beneath
-// base+m.Src (an earlier bind's destination) with RESOLVE_BENEATH and
-// RESOLVE_NO_SYMLINKS, it must be a regular file or a directory.
-func rebind(base string, m Mount) error {
+// beneathSrc resolves m.Dst beneath base+m.Src without following any
+// symbolic link and returns its O_PATH descriptor and status.
+func beneathSrc(base string, m Mount, what, gone string) (int, syscall.Stat_t, error) {
+	var st syscall.Stat_t
 	if !strings.HasPrefix(m.Dst, m.Src+"/") {
-		return opErr("rebind", m.Dst, syscall.EINVAL)
+		return -1, st, opErr(what, m.Dst, syscall.EINVAL)
 	}
 	rel := m.Dst[len(m.Src)+1:]
 	root, err := sysOpenat2(atFDCWDInt, base+m.Src, oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, resolveNoSymlinks|resolveNoMagiclinks)
 	if err != nil {
-		return opErr("openat2", m.Src, err)
+		return -1, st, opErr("openat2", m.Src, err)
 	}
 	defer sysClose(root)
 	fd, err := sysOpenat2(root, rel, oPath|syscall.O_CLOEXEC, resolveBeneath|resolveNoSymlinks|resolveNoMagiclinks)
 	switch err {
 	case nil:
 	case syscall.ELOOP:
-		return opErr("openat2", m.Dst, &hintError{err, "a component is a symbolic link; a path held for the child is never followed through a link"})
+		return -1, st, opErr("openat2", m.Dst, &hintError{err, "a component is a symbolic link; a path held for the child is never followed through a link"})
 	case syscall.ENOENT:
-		return opErr("openat2", m.Dst, &hintError{err, "the path to hold was removed before the call started"})
+		return -1, st, opErr("openat2", m.Dst, &hintError{err, gone})
 	default:
-		return opErr("openat2", m.Dst, err)
+		return -1, st, opErr("openat2", m.Dst, err)
 	}
-	defer sysClose(fd)
-	var st syscall.Stat_t
 	empty, _ := ptr("")
 	if _, _, e := syscall.RawSyscall6(sysFstatat, uintptr(fd), uintptr(unsafe.Pointer(empty)), uintptr(unsafe.Pointer(&st)), atEmptyPath, 0, 0); e != 0 {
-		return opErr("fstat", m.Dst, e)
+		sysClose(fd)
+		return -1, st, opErr("fstat", m.Dst, e)
 	}
+	return fd, st, nil
+}
+
+// maskBeneath binds /dev/null, read-only, over the regular file m.Dst of
+// the view at base, resolved as a rebind's path is (beneathSrc): the child
+// reads it as empty. Its mount, like every other of the view, is locked in
+// the program's namespace: it cannot be unmounted, renamed or removed.
+func maskBeneath(base string, m Mount) error {
+	fd, st, err := beneathSrc(base, m, "mask", "the path to mask was removed before the call started")
+	if err != nil {
+		return err
+	}
+	defer sysClose(fd)
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return opErr("mask", m.Dst, &hintError{syscall.EINVAL, "only a regular file is masked; it was replaced before the call started"})
+	}
+	tree, err := sysOpenTree("/dev/null", openTreeClone|openTreeCloexec)
+	if err != nil {
+		return opErr("open_tree", "/dev/null", err)
+	}
+	defer sysClose(tree)
+	empty, _ := ptr("")
+	if err := sysMountSetattr(tree, "", atEmptyPath, mountAttrRdonly|mountAttrNosuid|mountAttrNoexec); err != nil {
+		return opErr("mount_setattr", m.Dst, err)
+	}
+	if _, _, e := syscall.RawSyscall6(sysMoveMountNr, uintptr(tree), uintptr(unsafe.Pointer(empty)), uintptr(fd), uintptr(unsafe.Pointer(empty)), moveMountFEmptyPath|moveMountTEmptyPath, 0); e != 0 {
+		return opErr("move_mount", m.Dst, e)
+	}
+	return nil
+}
+
+// rebind binds m.Dst over itself in the view at base: resolved beneath
+// base+m.Src (an earlier bind's destination) with RESOLVE_BENEATH and
+// RESOLVE_NO_SYMLINKS, it must be a regular file or a directory.
+func rebind(base string, m Mount) error {
+	fd, st, err := beneathSrc(base, m, "rebind", "the path to hold was removed before the call started")
+	if err != nil {
+		return err
+	}
+	defer sysClose(fd)
 	if t := st.Mode & syscall.S_IFMT; t != syscall.S_IFREG && t != syscall.S_IFDIR {
 		return opErr("rebind", m.Dst, &hintError{syscall.EINVAL, "only a regular file or a directory can be held"})
 	}
+	empty, _ := ptr("")
 	tfd, _, e := syscall.RawSyscall(sysOpenTreeNr, uintptr(fd), uintptr(unsafe.Pointer(empty)), openTreeClone|openTreeCloexec|atRecursive|atEmptyPath)
 	if e != 0 {
 		return opErr("open_tree", m.Dst, e)

@@ -46,6 +46,7 @@ const (
 	mountAttrRdonly = 0x1 // MOUNT_ATTR_RDONLY
 	mountAttrNosuid = 0x2 // MOUNT_ATTR_NOSUID
 	mountAttrNodev  = 0x4 // MOUNT_ATTR_NODEV
+	mountAttrNoexec = 0x8 // MOUNT_ATTR_NOEXEC
 
 	moveMountFEmptyPath = 0x4    // MOVE_MOUNT_F_EMPTY_PATH
 	moveMountTEmptyPath = 0x40   // MOVE_MOUNT_T_EMPTY_PATH
