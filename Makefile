@@ -14,7 +14,7 @@ HELPER_ARCH := $(shell $(GO) env GOARCH)
 HELPER := confine/spawn/internal/helperimage/bin/helper-$(HELPER_ARCH)
 HELPER_LDFLAGS = -X=github.com/b10x/harness/confine/spawn/internal/helperimage.stamp=$(shell sha256sum $(HELPER) | cut -d' ' -f1)
 
-.PHONY: all build build-debug helper helper-ldflags test hosttest lint vmtest vmtest-ci mutate demo demo-calls bench bench-spawn clean
+.PHONY: all build build-debug install helper helper-ldflags test hosttest lint vmtest vmtest-ci mutate demo demo-calls bench bench-spawn clean
 .PHONY: image containertest
 
 all: build
@@ -39,6 +39,12 @@ build: helper
 
 build-debug: helper
 	$(GO) build -ldflags='$(HELPER_LDFLAGS)' -o $(BIN) ./cmd/b10x-harness
+
+# install copies the release binary (with its embedded helper image) to
+# $(PREFIX)/bin, as root typically PREFIX=/usr/local.
+PREFIX ?= /usr/local
+install: build
+	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/b10x-harness
 
 lint:
 	$(GO) vet ./...

@@ -97,6 +97,10 @@ func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 		rule, _ := gate.ParseScopeRule(r) // checked by Validate
 		rules = append(rules, rule)
 	}
+	reads, err := gate.ReadScopeRules(nil) // the defaults; read_scope's own rules come with the setting
+	if err != nil {
+		return nil, &Error{Key: "read_scope", Err: err, Usage: true}
+	}
 	hooks, err := findHooks(p)
 	if err != nil {
 		return nil, err
@@ -190,9 +194,10 @@ func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 		Workspace:   ws,
 		Tools:       withSlots(conf.tools, s.slots),
 		Host:        conf.host,
-		ApproveUpTo: p.ApproveUpTo,
+		ApproveUpTo: p.risk(),
 		Approver:    approver,
 		WriteScope:  rules,
+		ReadScope:   reads,
 		Protected:   protected,
 		Hooks:       hooks,
 		MaxResult:   int(p.MaxResult),
@@ -205,7 +210,7 @@ func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 		return nil, err
 	}
 	s.gate = g
-	sf, err := surface.New(p.Surface, g, surface.Options{SilentScope: p.ScopeAnnounce == "silent"})
+	sf, err := surface.New(p.kind(), g, surface.Options{SilentScope: p.ScopeAnnounce == "silent"})
 	if err != nil {
 		return nil, &Error{Key: "surface", Err: err, Usage: true}
 	}
@@ -221,7 +226,7 @@ func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 	above := false
 	for _, en := range g.Published() {
 		if p.OnlyTool == "" || en.Name == p.OnlyTool {
-			above = above || en.Risk > p.ApproveUpTo
+			above = above || en.Risk > p.risk()
 		}
 	}
 	for _, n := range s.notes {
@@ -265,8 +270,8 @@ func findHooks(p Policy) ([]gate.Hook, error) {
 // runStart is the record's first line of this session.
 func (s *Session) runStart(o Options, torn int64) record.RunStart {
 	p, g := s.policy, s.gate
-	pol := record.Policy{ApproveUpTo: p.ApproveUpTo.String(), Approve: p.Approve, Approver: s.approver.Name(), WriteScope: p.WriteScope,
-		ScopeAnnounce: p.ScopeAnnounce, Hooks: p.Hooks, MaxResult: int(p.MaxResult), MaxCalls: p.MaxCalls, Programs: s.conf.programNames}
+	pol := record.Policy{ApproveUpTo: p.ApproveUpTo.String(), Approve: string(p.Approve), Approver: s.approver.Name(), WriteScope: p.WriteScope,
+		ScopeAnnounce: string(p.ScopeAnnounce), Hooks: p.Hooks, MaxResult: int(p.MaxResult), MaxCalls: p.MaxCalls, Programs: s.conf.programNames}
 	if eff, err := json.Marshal(p.Effective()); err == nil {
 		pol.Effective = eff
 	}
@@ -294,7 +299,7 @@ func (s *Session) checkCase(p Policy) error {
 	}
 	s.wsCase = cr
 	switch {
-	case cr.Casing == gate.CaseInsensitive && cr.ShortNames && p.Confine == confine.Strict:
+	case cr.Casing == gate.CaseInsensitive && cr.ShortNames && p.mode() == confine.Strict:
 		return policyErr("workspace", p.Workspace, "is on %s, which looks names up without regard to case and gives names 8.3 short aliases (%s): the gate refuses every other case spelling of protected and restricted paths, but not their short aliases beyond .git and .b10x, so confine strict refuses it; use a workspace on another filesystem, or confine auto", cr.FS, cr.Why)
 	case cr.Casing == gate.CaseInsensitive:
 		s.note(fmt.Sprintf("the workspace %s looks names up without regard to case (%s): protected paths and denied or partial-only write-scope rules are matched with case folded, allow rules only as written (decision 0073)", s.ws.Dir(), cr.Why))
