@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/policy"
 )
 
 // The session benchmarks time one run call of /bin/true as a model's
@@ -45,7 +46,7 @@ func init() {
 		defer os.RemoveAll(ws)
 		p := Defaults()
 		p.Workspace = ws
-		p.Approve, p.ApproveUpTo = ApproveAll, gate.High
+		p.Approve, p.ApproveUpTo = ApproveAll, policy.RiskHigh
 		p.Programs = []string{"true"}
 		s, err := Open(context.Background(), p, Options{Command: "bench", Version: "test", Prestart: os.Getenv("PRESTART") == "1"})
 		if err != nil {

@@ -95,7 +95,7 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 	if execution && p.OnlyTool != "" && p.OnlyTool != "run" && p.OnlyTool != "tool_invoke" {
 		execution, notProbed = false, "the call names "+p.OnlyTool+", so run is neither probed nor published"
 	}
-	m, rep, plan, err := planConfinement(p.Confine, execution, notProbed, p.Run.LimitsFrom == "enclosing")
+	m, rep, plan, err := planConfinement(p.mode(), execution, notProbed, p.Run.LimitsFrom == "enclosing")
 	if err != nil {
 		return nil, err
 	}
@@ -268,11 +268,11 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 		return c, nil
 	}
 	c.record.RunAs = id.String()
-	lim, err := p.Run.limits()
+	lim, err := p.limits()
 	if err != nil {
 		return nil, err
 	}
-	egressPolicy, err := p.Run.Egress()
+	egressPolicy, err := p.egress()
 	if err != nil {
 		return nil, err
 	}

@@ -50,13 +50,13 @@ type Execution struct {
 // and fails closed, naming the step. Confine off is refused: the command
 // never runs unconfined.
 func Prepare(p Policy, argv []string) (*Execution, error) {
-	if p.Confine == confine.Off {
+	if p.mode() == confine.Off {
 		return nil, policyErr("confine", "off", "exec never runs a command unconfined: use strict or auto")
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	lim, err := p.Run.limits()
+	lim, err := p.limits()
 	if err != nil {
 		return nil, err
 	}
@@ -73,8 +73,8 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	if enclosing {
 		plan.WholeTreeKill = "pid namespace"
 	}
-	if p.Confine == confine.Strict {
-		if _, _, plan, err = planConfinement(p.Confine, true, "", enclosing); err != nil {
+	if p.mode() == confine.Strict {
+		if _, _, plan, err = planConfinement(p.mode(), true, "", enclosing); err != nil {
 			return nil, err
 		}
 	}
@@ -129,17 +129,17 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 			x.Notes = append(x.Notes, "limits_from enclosing: the command gets no cgroup leaf of its own; the harness's own cgroup bounds it ("+enc.String()+") and its tree dies through its PID namespace")
 		}
 	}
-	if x.Egress, err = p.Run.Egress(); err != nil {
+	if x.Egress, err = p.egress(); err != nil {
 		return nil, err
 	}
-	mgr, err := openCgroup(p.Confine, plan, &x.cleanup, func(n string) { x.Notes = append(x.Notes, n) })
+	mgr, err := openCgroup(p.mode(), plan, &x.cleanup, func(n string) { x.Notes = append(x.Notes, n) })
 	if err != nil {
 		return nil, err
 	}
 	if err := p.checkRequired(mgr, ""); err != nil {
 		return nil, err
 	}
-	x.Runner = spawn.NewDirect(spawn.Options{Cgroup: mgr, Require: Requirements(p.Confine, enclosing)})
+	x.Runner = spawn.NewDirect(spawn.Options{Cgroup: mgr, Require: Requirements(p.mode(), enclosing)})
 	x.Spec = spawn.Spec{
 		Program: progs[prog], Argv: argv, Env: ChildEnv(p.Run.PassEnv), Dir: dir, Workspace: view.Workspace,
 		ReadPaths: view.Read, WritePaths: view.Write, Net: p.Run.NetMode() == "host", Limits: lim, Timeout: timeout,

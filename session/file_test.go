@@ -1,40 +1,29 @@
 package session
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine"
+	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/policy"
+	"github.com/b10x/harness/surface"
 )
 
+// TestParseFileRefuses: the values whose syntax the gate and the proxy
+// own are checked by their parsers (Checks), at the file's position.
 func TestParseFileRefuses(t *testing.T) {
 	for _, c := range []struct {
 		name, content, want string
 	}{
-		{"typo", "confine = \"auto\"\nconfne = \"strict\"\n", "p.toml:2:1: confne: unknown key (did you mean confine?)"},
-		{"unknown", "zzzzzzzz = 1\n", "p.toml:1:1: zzzzzzzz: unknown key"},
-		{"wrong type", "max_calls = \"ten\"\n", "p.toml:1:13: max_calls: want an integer, not a TOML string"},
-		{"size as integer", "memory_max = 1024\n", `p.toml:1:14: memory_max: want a size as a string, e.g. "2GiB"`},
-		{"list as string", "allow_program = \"sh\"\n", "p.toml:1:17: allow_program: want an array of strings"},
-		{"bad enum", "\n\nconfine = \"stricter\"\n", `p.toml:3:1: confine: invalid confine mode "stricter"`},
-		{"bad size", "max_result = \"lots\"\n", `p.toml:1:1: max_result: invalid size "lots"`},
-		{"zero size", "tmp_size = \"0\"\n", `p.toml:1:1: tmp_size: "0": must be a positive size`},
-		{"bad duration", "hook_timeout = \"soon\"\n", `p.toml:1:1: hook_timeout: "soon": want a duration`},
-		{"negative", "max_calls = -3\n", "p.toml:1:1: max_calls: must not be negative"},
-		{"no parallel run", "max_parallel = 0\n", "p.toml:1:1: max_parallel: must be at least 1 (run calls of the session at once; default: the number of CPUs, at least 2)"},
-		{"negative parallel", "\nmax_parallel = -1\n", "p.toml:2:1: max_parallel: must be at least 1"},
-		{"bad rule", "write_scope = [\"a=b\"]\n", "p.toml:1:1: write_scope:"},
-		{"bad env", "pass_env = [\"A=B\"]\n", `p.toml:1:1: pass_env: "A=B": not a variable name`},
-		{"table", "confine = \"auto\"\n[run]\ntimeout = \"1s\"\n", "p.toml:2:2: [run]: a policy file has no tables"},
-		{"syntax", "confine = \"auto\n", "p.toml:1:"},
-		{"duplicate", "confine = \"auto\"\nconfine = \"off\"\n", "p.toml:2:"},
+		{"bad rule", "write_scope = [\"a=b\"]\n", `p.toml:1:1: write_scope: write-scope rule "a=b": value "b" is not allowed, partial-only or denied`},
+		{"bad hook", "\nhook = [\"\"]\n", `p.toml:2:1: hook: hook "": empty command`},
+		{"bad domain", "allow_domain = [\"a b\"]\n", `p.toml:1:1: allow_domain: domain pattern "a b": not a valid host name`},
+		{"bad deny", "deny_domain = [\"*x.com\"]\n", `p.toml:1:1: deny_domain: domain pattern "*x.com"`},
 	} {
 		_, err := ParseFile("p.toml", []byte(c.content))
 		var e *Error
@@ -54,55 +43,101 @@ func TestParseFileApplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lf.Pos["memory_max"] != "p.toml:3:1" || len(lf.Pos) != 6 {
-		t.Errorf("positions: %v", lf.Pos)
-	}
-	if sum := sha256.Sum256([]byte(content)); lf.Ref.SHA256 != hex.EncodeToString(sum[:]) {
-		t.Errorf("sha256 %q", lf.Ref.SHA256)
-	}
 	p := Defaults()
 	if err := lf.Apply(&p); err != nil {
 		t.Fatal(err)
 	}
-	if p.Confine != confine.Strict || p.ApproveUpTo != gate.Medium || p.Run.MemoryMax != 1<<30 || p.Run.CPUMax != 1.5 ||
-		strings.Join(p.Programs, ",") != "sh,go" || !p.Required["memory_max"] || !p.Required["cpu_max"] || p.Required["pids_max"] {
+	if p.mode() != confine.Strict || p.risk() != gate.Medium || p.Run.MemoryMax != 1<<30 || p.Run.CPUMax != 1.5 || p.Agent.MaxTurns != 3 ||
+		strings.Join(p.Programs, ",") != "sh,go" || !p.Required("memory_max") || !p.Required("cpu_max") || p.Required("pids_max") {
 		t.Errorf("applied: %+v", p)
 	}
-	// What is not in the file keeps its default.
-	if p.Run.PidsMax != 512 || p.Approve != ApproveAuto {
-		t.Errorf("defaults changed: %+v", p)
-	}
-	if v, ok := lf.Value("allow_program"); !ok || strings.Join(v.([]string), ",") != "sh,go" {
-		t.Errorf("Value(allow_program) = %v, %v", v, ok)
-	}
-	if v, ok := lf.Value("cpu_max"); !ok || v != "1.5" {
-		t.Errorf("Value(cpu_max) = %v, %v", v, ok)
-	}
-	if _, ok := lf.Value("net"); ok {
-		t.Error("Value(net) is set, but the file does not set it")
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }
 
-// TestSchemaInSync: the shipped JSON Schema is the one the Go type
-// generates, and names every key of a policy file.
-func TestSchemaInSync(t *testing.T) {
-	shipped, err := os.ReadFile(filepath.Join("..", "docs", "policy.schema.json"))
-	if err != nil {
-		t.Fatal(err)
+// TestPolicyWords: every word of the policy's enums is the word of the
+// package that enforces it, so that a valid policy converts whole (mode,
+// risk, kind).
+func TestPolicyWords(t *testing.T) {
+	for _, w := range policy.Settings() {
+		for _, word := range w.Words() {
+			var err error
+			switch w.Key {
+			case "confine":
+				var m confine.Mode
+				if m, err = confine.ParseMode(word); err == nil && m.String() != word {
+					t.Errorf("confine %s is %s", word, m)
+				}
+			case "approve_up_to":
+				var r gate.Risk
+				if r, err = gate.ParseRisk(word); err == nil && r.String() != word {
+					t.Errorf("approve_up_to %s is %s", word, r)
+				}
+			case "surface":
+				_, err = surface.ParseKind(word)
+			}
+			if err != nil {
+				t.Errorf("%s %s: %v", w.Key, word, err)
+			}
+		}
 	}
-	if !bytes.Equal(shipped, Schema()) {
-		t.Fatal("docs/policy.schema.json is stale: regenerate it with `b10x-harness policy schema > docs/policy.schema.json`")
+	// The other way: each package's words are the policy's.
+	for _, m := range []confine.Mode{confine.Strict, confine.Auto, confine.Off} {
+		p := Defaults()
+		p.Confine = policy.Confine(m.String())
+		if err := p.Validate(); err != nil || p.mode() != m {
+			t.Errorf("confine %s: %v, mode %s", m, err, p.mode())
+		}
 	}
-	for _, k := range FileKeys() {
-		if !bytes.Contains(shipped, []byte(`"`+k+`": {`)) {
-			t.Errorf("the schema lacks %s", k)
+	for _, r := range []gate.Risk{gate.Low, gate.Medium, gate.High} {
+		p := Defaults()
+		p.ApproveUpTo = policy.Risk(r.String())
+		if err := p.Validate(); err != nil || p.risk() != r {
+			t.Errorf("approve_up_to %s: %v, risk %s", r, err, p.risk())
+		}
+	}
+	for _, k := range []surface.Kind{surface.Flat, surface.Verbs} {
+		p := Defaults()
+		p.Surface = policy.Surface(k)
+		if err := p.Validate(); err != nil || p.kind() != k {
+			t.Errorf("surface %s: %v", k, err)
 		}
 	}
 }
 
-// TestExamplePolicies: the shipped examples parse, and every key of
-// File round-trips through Effective (nothing is lost between the file and
-// the record).
+// TestPolicyLimits: the table's limits name the controllers cgroup
+// manages and the layers confine reports for them, and its tmp_size
+// default is the run child's own cap.
+func TestPolicyLimits(t *testing.T) {
+	ctls := map[cgroup.Controller]bool{}
+	for _, s := range policy.Settings() {
+		if s.Controller == "" {
+			if s.Layer != "" {
+				t.Errorf("%s has a layer and no controller", s.Key)
+			}
+			continue
+		}
+		ctls[s.Controller] = true
+		if got := string(confine.LimitLayer(s.Controller)); got != s.Layer {
+			t.Errorf("%s: layer %q, confine says %q", s.Key, s.Layer, got)
+		}
+	}
+	for _, c := range []cgroup.Controller{cgroup.ControllerPids, cgroup.ControllerMemory, cgroup.ControllerCPU} {
+		if !ctls[c] {
+			t.Errorf("no setting limits %s", c)
+		}
+	}
+	all := cgroup.Limits{PidsMax: 1, MemoryMax: 1, CPUQuota: 1, CPUPeriod: 1}
+	if len(all.Needs()) != len(ctls) {
+		t.Errorf("cgroup has %d limits, the table %d", len(all.Needs()), len(ctls))
+	}
+	if d := Defaults().Run.TmpSize; d != spawn.DefaultTmpSize {
+		t.Errorf("tmp_size's default is %d, spawn's %d", d, spawn.DefaultTmpSize)
+	}
+}
+
+// TestExamplePolicies: the shipped examples parse, with every check.
 func TestExamplePolicies(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("..", "examples", "policies", "*.toml"))
 	if len(files) < 2 {
@@ -113,21 +148,13 @@ func TestExamplePolicies(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	eff := map[string]bool{}
-	for _, kv := range Defaults().Effective() {
-		eff[kv.Key] = true
-	}
-	for _, k := range FileKeys() {
-		if !eff[k] && !RunOnlyKey(k) {
-			t.Errorf("Effective leaves out %s", k)
-		}
-	}
 }
 
 func FuzzParseFile(f *testing.F) {
 	f.Add([]byte("confine = \"auto\"\nallow_program = [\"sh\"]\n"))
 	f.Add([]byte("[x]\ny=1"))
 	f.Add([]byte("memory_max = \"2GiB\"\ncpu_max = 1.5\n"))
+	f.Add([]byte("write_scope = [\"a/**=denied\"]\nallow_domain = [\"*.example.com\"]\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		lf, err := ParseFile("f.toml", b)
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/internal/testenv"
+	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/tools"
 )
 
@@ -251,7 +252,7 @@ func init() {
 		p := Defaults()
 		p.Workspace = ws
 		p.Record = os.Getenv("RECORD")
-		p.Approve, p.ApproveUpTo = ApproveAll, gate.High
+		p.Approve, p.ApproveUpTo = ApproveAll, policy.RiskHigh
 		p.Programs = []string{"sh"}
 		p.MaxParallel = parallelMax
 		p.Run.Timeout = time.Minute

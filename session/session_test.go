@@ -14,6 +14,7 @@ import (
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/internal/testenv"
+	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/record"
 )
 
@@ -33,7 +34,7 @@ func init() {
 		p := Defaults()
 		p.Workspace = ws
 		p.Record = filepath.Join(ws, "record.jsonl")
-		p.Approve, p.ApproveUpTo = ApproveAll, gate.High
+		p.Approve, p.ApproveUpTo = ApproveAll, policy.RiskHigh
 		p.Programs = []string{"sh"}
 		p.WriteScope = []string{"**/*.pem=denied"}
 		var notes []string

@@ -15,19 +15,19 @@ import (
 
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/internal/termsafe"
+	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/session"
 	"github.com/b10x/harness/surface"
 	"github.com/b10x/harness/tools"
 )
 
 type toolsCmd struct {
-	policyFlags
-	Surface string `default:"flat" enum:"flat,verbs" help:"The shape the model sees: flat (one tool per entry) or verbs (tool_search, tool_describe, tool_invoke)."`
-	JSON    bool   `help:"Print the exact tool definitions as JSON."`
+	PolicyFlags `for:"tools"`
+	JSON        bool `help:"Print the exact tool definitions as JSON."`
 }
 
 func (c *toolsCmd) Run(e *env) error {
-	pol, err := c.policy(e, c.Surface)
+	pol, err := c.policy(e)
 	if err != nil {
 		return err
 	}
@@ -87,10 +87,9 @@ func catalogueIndex(name string) int {
 }
 
 type callCmd struct {
-	policyFlags
-	Surface string `default:"flat" enum:"flat,verbs" help:"The shape the call arrives in; with verbs, TOOL is tool_search, tool_describe or tool_invoke."`
-	Tool    string `arg:"" help:"The tool to call."`
-	Args    string `arg:"" optional:"" help:"The arguments as a JSON object, or - to read them from stdin." placeholder:"ARGS_JSON"`
+	PolicyFlags `for:"call"`
+	Tool        string `arg:"" help:"The tool to call."`
+	Args        string `arg:"" optional:"" help:"The arguments as a JSON object, or - to read them from stdin." placeholder:"ARGS_JSON"`
 }
 
 // maxStdinArgs bounds what call - reads from stdin. The gate refuses
@@ -137,11 +136,11 @@ func (c *callCmd) Run(e *env) error {
 	if len(strings.TrimSpace(string(raw))) == 0 {
 		raw = []byte("{}")
 	}
-	pol, err := c.policy(e, c.Surface)
+	pol, err := c.policy(e)
 	if err != nil {
 		return err
 	}
-	if pol.Surface == surface.Flat {
+	if pol.Surface == policy.SurfaceFlat {
 		pol.OnlyTool = c.Tool
 	}
 	s, err := session.Open(context.Background(), pol, e.options("call"))

@@ -18,7 +18,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/egress"
 	"github.com/b10x/harness/internal/termsafe"
@@ -28,12 +27,14 @@ import (
 )
 
 type execCmd struct {
-	Workspace string `default:"." help:"The workspace root: the only place the command may write (besides --allow-write and its private /tmp)." type:"path"`
-	Confine   string `default:"auto" enum:"strict,auto" help:"strict: every layer or refuse to start; auto: the layers this host offers (the command never runs unconfined)."`
-	Report    string `help:"Write the outcome as JSON to this file (with every connection attempt through the proxy)." placeholder:"FILE"`
-	Record    string `help:"Write a run record (JSON Lines: run_start, one net line per connection attempt through the proxy, run_end) to this file." placeholder:"FILE"`
-	limitFlags
-	Command []string `arg:"" passthrough:"" help:"The program and its arguments (after --). The program is a name looked up in PATH, an absolute path, or a path with a slash relative to the working directory that resolves inside the workspace (./build.sh)."`
+	PolicyFlags `for:"exec"`
+	Report      string   `after:"record" help:"Write the outcome as JSON to this file (with every connection attempt through the proxy)." placeholder:"FILE"`
+	Command     []string `arg:"" passthrough:"" help:"The program and its arguments (after --). The program is a name looked up in PATH, an absolute path, or a path with a slash relative to the working directory that resolves inside the workspace (./build.sh)."`
+
+	// Workspace and Record are the policy's workspace and record (prepare
+	// sets them).
+	Workspace string `kong:"-"`
+	Record    string `kong:"-"`
 }
 
 // Exit statuses of exec besides the command's own, as timeout(1), env(1)
@@ -257,15 +258,14 @@ func (c *execCmd) Run(e *env) error {
 // kernel does not know gives 0, which still reports a non-zero status (128).
 func signalNumber(name string) int { return int(unix.SignalNum(name)) }
 
-// prepare turns exec's flags into a policy and readies argv under it.
+// prepare turns exec's flags (and --policy's keys) into a policy and
+// readies argv under it.
 func (c *execCmd) prepare(e *env, argv []string) (*session.Execution, error) {
-	pol := session.Defaults()
-	m, err := confine.ParseMode(c.Confine)
+	pol, err := c.policy(e)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, err
 	}
-	pol.Workspace, pol.Confine, pol.Run = c.Workspace, m, c.limitFlags.run()
-	e.fill(&pol)
+	c.Workspace, c.Record = pol.Workspace, pol.Record
 	return session.Prepare(pol, argv)
 }
 

@@ -1,21 +1,36 @@
 package main
 
 import (
+	"fmt"
+	"maps"
+	"reflect"
+	"strconv"
+	"strings"
 	"time"
 
-	"github.com/b10x/harness/confine"
-	"github.com/b10x/harness/gate"
+	"github.com/alecthomas/kong"
+
+	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/session"
-	"github.com/b10x/harness/surface"
 )
 
+// A command's policy flags are made at start from the policy table
+// (policy.Settings): one flag per setting the command takes, in the
+// table's order, with the row's name, help, default, enum words and
+// placeholder. A command struct embeds PolicyFlags tagged with the
+// command's name (`for:"call"`); bindFlags builds the flags before kong
+// reads the struct, and PolicyFlags.policy turns what was given into a
+// session.Policy. A flag of the command's own that --help should list
+// among the table's says where: `after:"surface"` puts it right after
+// --surface (orderFlags).
+
 // byteSize is a size flag: a plain number of bytes or a number with a
-// suffix (session.ParseSize).
+// suffix (policy.ParseSize).
 type byteSize int64
 
 // UnmarshalText implements encoding.TextUnmarshaler for kong.
 func (b *byteSize) UnmarshalText(text []byte) error {
-	n, err := session.ParseSize(string(text))
+	n, err := policy.ParseSize(string(text))
 	if err != nil {
 		return err
 	}
@@ -23,91 +38,220 @@ func (b *byteSize) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// policyFlags are shared by every subcommand that builds a policy.
-type policyFlags struct {
-	Policy        string        `help:"Read the policy from this TOML file (see examples/policies/ and b10x-harness policy schema); a flag given here overrides the file's key of the same name, key by key." placeholder:"FILE" type:"path"`
-	Workspace     string        `default:"." help:"The workspace root: the only place tools read and write." type:"path"`
-	Record        string        `help:"Write the run record (JSON Lines) to this file." placeholder:"FILE"`
-	MaxResult     byteSize      `default:"256KiB" help:"Largest tool result returned to the model. A larger read result is a failed outcome; a write's or run's (which has acted) is shortened with a note saying what was cut. Never cut silently."`
-	Confine       string        `default:"auto" enum:"strict,auto,off" help:"Kernel confinement: strict (every layer or refuse to start), auto (what the host offers), off (only the read tools)."`
-	ApproveUpTo   string        `default:"low" enum:"low,medium,high" help:"Highest risk that runs unattended."`
-	Approve       string        `default:"auto" enum:"auto,prompt,deny,all" help:"Who decides calls above the ceiling: auto (ask when someone can be asked: /dev/tty, or under mcp the client by elicitation; else deny), prompt (require a way to ask: a terminal, or under mcp a client that supports elicitation), deny, all."`
-	Yes           bool          `help:"Approve every call that asks (the same as --approve all): declares that no person is watching."`
-	WriteScope    []string      `sep:"none" help:"Restrict writes: GLOB=allowed|partial-only|denied; ordered, first match wins." placeholder:"RULE"`
-	ScopeAnnounce string        `default:"stated" enum:"stated,silent" help:"Tell the model the write-scope rules (stated) or keep them silent."`
-	Hook          []string      `sep:"none" help:"A pre-call program (argv, no shell; found at start from the working directory and PATH, a missing one is an error): it gets the call as JSON on stdin and runs in the workspace; exit 0 continues (or prints a decision), 2 blocks with its stderr, anything else blocks. Everything it starts dies with it; under landlock-self it writes only the workspace and a private TMPDIR." placeholder:"PROGRAM"`
-	HookTimeout   time.Duration `default:"10s" help:"How long a hook may take before it blocks the call."`
-	MaxCalls      int           `help:"Calls allowed in the run; past it every call is budget_exhausted (0: unlimited)."`
-	MaxParallel   int           `help:"Run calls of the session that run at once (every MCP client of the session together); a call beyond it waits for a slot, first come first served, within its own --timeout (default: the number of CPUs, at least 2)." placeholder:"N"`
-	AllowProgram  []string      `sep:"none" help:"A program the run tool may start as argv[0] (name resolved through PATH at start, or an absolute path); repeatable." placeholder:"PROGRAM"`
-	limitFlags
-	// MaxOutput belongs to the run tool only: exec gives the program the
-	// harness's own stdout and stderr, which it does not capture.
-	MaxOutput byteSize `default:"64KiB" help:"Cap on each of stdout and stderr of a run call (head and tail kept)."`
+// PolicyFlags are a command's flags of the policy: --policy, and one flag
+// per setting of the table the command takes (built by bind into the
+// struct kong.Plugins holds).
+type PolicyFlags struct {
+	Policy string `help:"Read the policy from this TOML file (see examples/policies/ and b10x-harness policy schema); a flag given here overrides the file's key of the same name, key by key." placeholder:"FILE" type:"path"`
+	kong.Plugins
+
+	cmd    policy.Command
+	fields []settingFlag
+	vals   reflect.Value // *struct, the one in Plugins
 }
 
-// limitFlags are shared by the run tool and exec.
-type limitFlags struct {
-	Timeout        time.Duration `help:"Wall-clock limit of each tool call, for every tool (default 2m), and of exec's command (default 10m). A call past it is stopped and reported as timeout."`
-	Grace          time.Duration `default:"10s" help:"How long a program has to end after SIGTERM (a run call cancelled; exec forwards the signals it gets, SIGINT and SIGTERM among them) before its whole process tree is killed; 0: at once."`
-	MemoryMax      byteSize      `default:"2GiB" help:"memory.max of each run call's cgroup. The default degrades with a note where the host has no memory controller; a value given here refuses to start there."`
-	TmpSize        byteSize      `default:"${tmp_size_default}" help:"Size cap of each of a run call's private /tmp and /dev/shm (tmpfs, held in memory); a write past it fails with ENOSPC. A cap above the host's memory is accepted and bounds nothing."`
-	PidsMax        int64         `default:"512" help:"pids.max of each run call's cgroup. The default degrades with a note where the host has no pids controller; a value given here refuses to start there."`
-	CPUMax         float64       `help:"CPUs each run call may use (cpu.max), e.g. 1.5; 0: unlimited. Refuses to start where the host has no cpu controller."`
-	Net            string        `default:"none" enum:"none,host,proxy" help:"Network for run calls: none (an empty network namespace), host, or proxy (an empty namespace whose one way out is the harness's proxy, which admits only --allow-domain names). Any --allow-domain implies proxy."`
-	AllowDomain    []string      `sep:"none" help:"A name run calls may reach through the proxy: exact (proxy.golang.org) or *.suffix (not the bare suffix); case-insensitive; repeatable." placeholder:"PATTERN"`
-	DenyDomain     []string      `sep:"none" help:"A name the proxy refuses whatever --allow-domain says; repeatable." placeholder:"PATTERN"`
-	AllowCIDR      []string      `name:"allow-cidr" sep:"none" help:"Addresses run calls may reach as IP literals, and non-global addresses (loopback, private) a name may resolve to, e.g. 10.0.0.0/8; repeatable." placeholder:"CIDR"`
-	LimitsFrom     string        `default:"call" enum:"call,enclosing" help:"Where run calls' pids, memory and cpu limits come from: call (a cgroup leaf per call) or enclosing (the harness's own cgroup, a pod's or a container's, bounds every call together, for where no leaf can be made; strict then requires it to set pids.max, memory.max and cpu.max)."`
-	NetMaxConns    int           `help:"Proxy connections a run call may hold open at once (0: 64)."`
-	NetIdleTimeout time.Duration `help:"Close a proxy connection idle this long (0: 5m)."`
-	NetMaxBytes    byteSize      `help:"Bytes a run call's proxy connections may move in all (0: no cap)."`
-	AllowRead      []string      `sep:"none" help:"An extra path run calls may read; outside the workspace, resolved once at start (a later rename or link there makes calls fail)." placeholder:"PATH"`
-	AllowWrite     []string      `sep:"none" help:"An extra path run calls may write; outside the workspace, resolved once at start (a later rename or link there makes calls fail)." placeholder:"PATH"`
-	PassEnv        []string      `sep:"none" help:"An environment variable passed to run calls; repeatable." placeholder:"NAME"`
+// settingFlag is one setting's flag in a PolicyFlags struct.
+type settingFlag struct {
+	s     policy.Setting
+	index int // its field
+	alias int // its alias's field, -1 without
 }
 
-// policy is the flags as a session.Policy, with where each value came
-// from.
-func (p *policyFlags) policy(e *env, surf string) (session.Policy, error) {
-	pol := session.Defaults()
-	var err error
-	if pol.Confine, err = confine.ParseMode(p.Confine); err != nil {
-		return pol, usageError{err}
+// bindFlags gives every PolicyFlags in the command structs of v (a pointer
+// to a struct) the flags of its command.
+func bindFlags(v reflect.Value) {
+	v = reflect.Indirect(v)
+	if v.Kind() != reflect.Struct {
+		return
 	}
-	if pol.ApproveUpTo, err = gate.ParseRisk(p.ApproveUpTo); err != nil {
-		return pol, usageError{err}
-	}
-	pol.Workspace, pol.Record = p.Workspace, p.Record
-	pol.Approve = p.Approve
-	if p.Yes {
-		if p.Approve != session.ApproveAuto && p.Approve != session.ApproveAll {
-			return pol, usagef("--yes means --approve all; it contradicts --approve %s", p.Approve)
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if !f.IsExported() {
+			continue
 		}
-		pol.Approve = session.ApproveAll
+		switch {
+		case f.Type == reflect.TypeFor[PolicyFlags]():
+			c := policy.CommandNamed(f.Tag.Get("for"))
+			if c == 0 {
+				panic("bug: PolicyFlags of " + v.Type().String() + " names no command: " + f.Tag.Get("for"))
+			}
+			v.Field(i).Addr().Interface().(*PolicyFlags).bind(c)
+		case f.Type.Kind() == reflect.Struct:
+			bindFlags(v.Field(i))
+		}
 	}
-	pol.WriteScope, pol.ScopeAnnounce, pol.Hooks, pol.HookTimeout = p.WriteScope, p.ScopeAnnounce, p.Hook, p.HookTimeout
-	pol.MaxCalls, pol.MaxResult, pol.Programs = p.MaxCalls, int64(p.MaxResult), p.AllowProgram
-	// --max-parallel has no default tag: its default is the host's
-	// (session.DefaultMaxParallel, already in pol), kept unless the
-	// command line or the policy file gives one; 0 or less given is
-	// refused by Validate, naming the flag or the file's line.
-	if _, given := e.sources["max_parallel"]; given {
-		pol.MaxParallel = p.MaxParallel
+}
+
+// bind builds the flags of command c.
+func (p *PolicyFlags) bind(c policy.Command) {
+	p.cmd, p.fields = c, nil
+	var fields []reflect.StructField
+	for _, s := range policy.Settings() {
+		if s.Commands&c == 0 {
+			continue
+		}
+		sf := settingFlag{s: s, index: len(fields), alias: -1}
+		fields = append(fields, flagField(s, c))
+		if a := s.Alias; a != nil {
+			sf.alias = len(fields)
+			fields = append(fields, reflect.StructField{Name: "Alias" + goName(a.Flag), Type: reflect.TypeFor[bool](),
+				Tag: tags("name", a.Flag, "help", a.Help)})
+		}
+		p.fields = append(p.fields, sf)
 	}
-	pol.Run = p.limitFlags.run()
-	pol.Run.MaxOutput = int64(p.MaxOutput)
-	if surf != "" {
-		pol.Surface = surface.Kind(surf)
+	p.vals = reflect.New(reflect.StructOf(fields))
+	p.Plugins = kong.Plugins{p.vals.Interface()}
+}
+
+// flagField is setting s's flag in command c, as a struct field kong
+// reads: a Go type for its kind, and its name, help, default, enum words,
+// placeholder, separator and path type as tags.
+func flagField(s policy.Setting, c policy.Command) reflect.StructField {
+	help, words := s.FlagFor(c)
+	kv := []string{"name", s.Flag(), "help", help}
+	if s.Default != "" && s.HostDefault == nil {
+		kv = append(kv, "default", s.Default)
 	}
-	e.fill(&pol)
+	if words != nil {
+		kv = append(kv, "enum", strings.Join(words, ","))
+	}
+	if s.Placeholder != "" {
+		kv = append(kv, "placeholder", s.Placeholder)
+	}
+	if s.Kind == policy.List {
+		kv = append(kv, "sep", "none")
+	}
+	if s.Path {
+		kv = append(kv, "type", "path")
+	}
+	var t reflect.Type
+	switch s.Kind {
+	case policy.Bool:
+		t = reflect.TypeFor[bool]()
+	case policy.Int:
+		t = reflect.TypeFor[int]()
+	case policy.Float:
+		t = reflect.TypeFor[float64]()
+	case policy.Size:
+		t = reflect.TypeFor[byteSize]()
+	case policy.Duration:
+		t = reflect.TypeFor[time.Duration]()
+	case policy.List:
+		t = reflect.TypeFor[[]string]()
+	default: // String, Enum
+		t = reflect.TypeFor[string]()
+	}
+	// The name is kong's only: it drops every field named as one tagged kong:"-".
+	return reflect.StructField{Name: "Setting" + goName(s.Key), Type: t, Tag: tags(kv...)}
+}
+
+// tags writes key/value pairs as a struct tag.
+func tags(kv ...string) reflect.StructTag {
+	var b strings.Builder
+	for i := 0; i+1 < len(kv); i += 2 {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(kv[i] + ":" + strconv.Quote(kv[i+1]))
+	}
+	return reflect.StructTag(b.String())
+}
+
+// goName is a key as an exported Go name: allow_cidr → AllowCidr.
+func goName(key string) string {
+	var b strings.Builder
+	for _, w := range strings.FieldsFunc(key, func(r rune) bool { return r == '_' || r == '-' }) {
+		b.WriteString(strings.ToUpper(w[:1]) + w[1:])
+	}
+	return b.String()
+}
+
+// value is the flag's parsed value as the setting's Value.
+func (p *PolicyFlags) value(i int) any {
+	switch v := p.vals.Elem().Field(i).Interface().(type) {
+	case int:
+		return int64(v)
+	case byteSize:
+		return int64(v)
+	default:
+		return v
+	}
+}
+
+// policy is the command's flags (and the policy file's keys, which kong
+// gave the flags the command line did not set) as a session.Policy: the
+// defaults, every value given, and where each came from; checked.
+func (p *PolicyFlags) policy(e *env) (session.Policy, error) {
+	pol := session.Defaults()
+	src := maps.Clone(e.sources)
+	if src == nil {
+		src = map[string]string{}
+	}
+	for _, f := range p.fields {
+		s := f.s
+		// A path's default too: kong made it absolute, as a given one.
+		if _, given := src[s.Key]; given || s.Path {
+			if err := s.Set(&pol.Policy, p.value(f.index)); err != nil {
+				return pol, usageError{fmt.Errorf("%s: %w", keyFlag(s.Key), err)}
+			}
+		}
+		if f.alias < 0 || !p.vals.Elem().Field(f.alias).Bool() {
+			continue
+		}
+		// The alias stands for one value, which any other value given
+		// contradicts (the default does not).
+		a, cur := s.Alias, fmt.Sprint(s.Get(&pol.Policy))
+		if cur != a.Value && cur != s.Default {
+			return pol, usagef("--%s means %s %s; it contradicts %s %s", a.Flag, keyFlag(s.Key), a.Value, keyFlag(s.Key), cur)
+		}
+		if err := s.Set(&pol.Policy, a.Value); err != nil {
+			return pol, usageError{err}
+		}
+		src[s.Key] = "flag --" + a.Flag
+	}
+	pol.Sources = src
+	if e.file != nil {
+		ref := e.file.Ref
+		pol.File = &ref
+	}
+	if err := pol.Validate(); err != nil {
+		return pol, err
+	}
 	return pol, nil
 }
 
-// run is the limit flags as a session.RunPolicy.
-func (l *limitFlags) run() session.RunPolicy {
-	return session.RunPolicy{Timeout: l.Timeout, Grace: l.Grace, MemoryMax: int64(l.MemoryMax), TmpSize: int64(l.TmpSize), PidsMax: l.PidsMax,
-		CPUMax: l.CPUMax, Net: l.Net, AllowRead: l.AllowRead, AllowWrite: l.AllowWrite, PassEnv: l.PassEnv, MaxOutput: 64 << 10,
-		AllowDomain: l.AllowDomain, DenyDomain: l.DenyDomain, AllowCIDR: l.AllowCIDR, NetMaxConns: l.NetMaxConns, LimitsFrom: l.LimitsFrom,
-		NetIdleTimeout: l.NetIdleTimeout, NetMaxBytes: int64(l.NetMaxBytes)}
+// orderFlags puts each flag of n and its commands with an after tag right
+// after the flag it names, in the order they are declared, so that --help
+// lists a command's own flags among the table's where they belong.
+func orderFlags(n *kong.Node) {
+	var base, moved []*kong.Flag
+	for _, f := range n.Flags {
+		if f.Tag.Get("after") != "" {
+			moved = append(moved, f)
+		} else {
+			base = append(base, f)
+		}
+	}
+	if len(moved) > 0 {
+		out := make([]*kong.Flag, 0, len(n.Flags))
+		var emit func(f *kong.Flag)
+		emit = func(f *kong.Flag) {
+			out = append(out, f)
+			for _, m := range moved {
+				if m.Tag.Get("after") == f.Name {
+					emit(m)
+				}
+			}
+		}
+		for _, f := range base {
+			emit(f)
+		}
+		if len(out) != len(n.Flags) {
+			panic("bug: a flag of " + n.Path() + " is to follow a flag it does not have")
+		}
+		n.Flags = out
+	}
+	for _, c := range n.Children {
+		orderFlags(c)
+	}
 }

@@ -17,9 +17,9 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/internal/reexec"
 	"github.com/b10x/harness/internal/termsafe"
+	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/session"
 )
 
@@ -120,7 +120,7 @@ func realMain(args []string, e env) (code int) {
 	parser, err := kong.New(cliFor(args), append(opts,
 		kong.Name("b10x-harness"),
 		kong.Description("A Linux-native sandboxed executor for model and CI tool calls."),
-		kong.Vars{"version": version, "tmp_size_default": tmpSizeDefault},
+		kong.Vars{"version": version},
 		kong.Writers(e.stdout, e.stderr),
 		kong.Exit(func(c int) { exited = c; panic(kongExit{}) }),
 		kong.Bind(&e),
@@ -129,6 +129,7 @@ func realMain(args []string, e env) (code int) {
 		fmt.Fprintf(e.stderr, "b10x-harness: bug: %v\n", err)
 		return 70
 	}
+	orderFlags(parser.Model.Node)
 	kctx, perr := parseArgs(parser, args, &exited)
 	if exited >= 0 {
 		return exited
@@ -197,14 +198,18 @@ func cliFor(args []string) any {
 			named = true
 		}
 	}
+	var model reflect.Value
 	if !named && !version {
-		return &cli{}
+		model = reflect.ValueOf(&cli{})
+	} else {
+		model = reflect.New(reflect.StructOf(keep))
 	}
-	return reflect.New(reflect.StructOf(keep)).Interface()
+	bindFlags(model) // each command's flags of the policy table
+	return model.Interface()
 }
 
-// tmpSizeDefault is --tmp-size's default: spawn's own default cap.
-var tmpSizeDefault = fmt.Sprintf("%dMiB", spawn.DefaultTmpSize>>20)
+// tmpSizeDefault is --tmp-size's default, as --help shows it.
+var tmpSizeDefault = func() string { s, _ := policy.Lookup("tmp_size"); return s.Default }()
 
 // parseArgs runs kong's parser, turning its exit hook (help, version) into a
 // return instead of a process exit.

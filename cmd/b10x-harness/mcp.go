@@ -15,9 +15,7 @@ import (
 )
 
 type mcpCmd struct {
-	policyFlags
-	agentFlags
-	Surface        string        `default:"flat" enum:"flat,verbs" help:"The shape the client's model sees: flat (one tool per entry) or verbs (tool_search, tool_describe, tool_invoke)."`
+	PolicyFlags    `for:"mcp"`
 	ApproveTimeout time.Duration `default:"5m" help:"How long an approval asked through the client (elicitation) may wait for an answer; no answer refuses the call."`
 	Listen         string        `placeholder:"ADDR" help:"Serve MCP streamable HTTP instead of stdio, on unix:/PATH (a socket, mode 0600) or HOST:PORT on a loopback address; any other address needs --tls-cert and --tls-key. Needs --token-file."`
 	TokenFile      string        `placeholder:"FILE" help:"With --listen: the file (mode 0600 or stricter) holding the bearer token every HTTP request must carry, at least 32 bytes."`
@@ -34,14 +32,14 @@ type mcpCmd struct {
 // are asked through the client (elicitation), never on /dev/tty: the
 // terminal is the client's.
 func (c *mcpCmd) Run(e *env) error {
-	pol, err := c.policy(e, c.Surface)
+	pol, err := c.policy(e)
 	if err != nil {
 		return err
 	}
-	if _, err := c.agentFlags.narrow(&pol); err != nil {
+	if _, err := narrow(&pol); err != nil {
 		return err
 	}
-	approver, err := mcp.NewApprover(pol.Approve, c.ApproveTimeout)
+	approver, err := mcp.NewApprover(string(pol.Approve), c.ApproveTimeout)
 	if err != nil {
 		return usageError{err}
 	}

@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/b10x/harness/internal/termsafe"
+	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/session"
 )
 
@@ -29,17 +30,13 @@ func (c *policyCheckCmd) Run(e *env) error {
 }
 
 type policyShowCmd struct {
-	policyFlags
-	Surface string `default:"flat" enum:"flat,verbs" help:"The shape the model sees: flat or verbs."`
-	JSON    bool   `help:"Print the effective policy as JSON."`
+	PolicyFlags `for:"policy show"`
+	JSON        bool `help:"Print the effective policy as JSON."`
 }
 
 func (c *policyShowCmd) Run(e *env) error {
-	pol, err := c.policy(e, c.Surface)
+	pol, err := c.policy(e)
 	if err != nil {
-		return err
-	}
-	if err := pol.Validate(); err != nil {
 		return err
 	}
 	eff := pol.Effective()
@@ -78,6 +75,6 @@ func tomlValue(v any) string {
 type policySchemaCmd struct{}
 
 func (c *policySchemaCmd) Run(e *env) error {
-	_, err := e.stdout.Write(session.Schema())
+	_, err := e.stdout.Write(policy.Schema())
 	return err
 }

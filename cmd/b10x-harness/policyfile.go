@@ -7,6 +7,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/b10x/harness/internal/setting"
+	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/session"
 )
 
@@ -35,7 +36,31 @@ func loadPolicyFile(args []string) (*session.LoadedFile, error) {
 	if path == "" {
 		return nil, usagef("--policy: no file named")
 	}
-	return session.LoadFile(path)
+	lf, err := session.LoadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	// The keys the command does not take: exec refuses them; a session
+	// command ignores those another session command takes.
+	if c := commandOf(args); c != 0 {
+		if err := lf.For(c); err != nil {
+			return nil, err
+		}
+	}
+	return lf, nil
+}
+
+// commandOf is the command args name that takes settings ("call", "policy
+// show"), 0 for none.
+func commandOf(args []string) policy.Command {
+	if len(args) == 0 {
+		return 0
+	}
+	name := args[0]
+	if name == "policy" && len(args) > 1 {
+		name += " " + args[1]
+	}
+	return policy.CommandNamed(name)
 }
 
 // fileResolver gives kong the policy file's value of each flag the command
@@ -92,24 +117,6 @@ func sourcesOf(kctx *kong.Context, lf *session.LoadedFile) map[string]string {
 	return src
 }
 
-// fill gives a policy built from flags its sources, the limits it
-// requires (those given by a flag or the file) and its file.
-func (e *env) fill(p *session.Policy) {
-	p.Sources = e.sources
-	for _, k := range []string{"pids_max", "memory_max", "cpu_max"} {
-		if _, given := e.sources[k]; given {
-			if p.Required == nil {
-				p.Required = map[string]bool{}
-			}
-			p.Required[k] = true
-		}
-	}
-	if e.file != nil {
-		ref := e.file.Ref
-		p.File = &ref
-	}
-}
-
 // renderError words err for the command line: a policy error's key as its
 // flag (--allow-program), or, when the value came from the policy file,
 // as the file's position and key.
@@ -118,12 +125,12 @@ func renderError(err error, sources map[string]string) string {
 	if !errors.As(err, &he) {
 		return setting.Flagged(err).Error()
 	}
-	if he.Key == "" {
+	if he.Key == "" && he.Pos == "" {
 		// A library's error of a setting, carried whole.
 		return setting.Flagged(he.Err).Error()
 	}
 	switch {
-	case strings.Contains(he.Key, ":"): // a position in a policy file
+	case he.Pos != "": // a value of the policy file, at its position
 		return he.Error()
 	case he.Key == "program":
 		return he.Render("exec:")

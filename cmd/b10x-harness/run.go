@@ -20,6 +20,7 @@ import (
 	"github.com/b10x/harness/agent/provider"
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/internal/termsafe"
+	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/session"
 	"github.com/b10x/harness/surface"
 )
@@ -40,31 +41,21 @@ const defaultSystem = "You work on a software workspace through the tools provid
 	"beginning with \"ERROR (\" that says why; read the reason and adapt instead of repeating the same call."
 
 type runCmd struct {
-	policyFlags
-	Surface        string        `default:"flat" enum:"flat,verbs" help:"The shape the model sees: flat (one tool per entry) or verbs (tool_search, tool_describe, tool_invoke)."`
-	Provider       string        `required:"" help:"The model provider: anthropic, openai (or an OpenAI-compatible server with --base-url), or replay:FILE (a JSON Lines script of model turns, no network)." placeholder:"PROVIDER"`
-	Model          string        `help:"The model name (required for anthropic and openai)."`
-	BaseURL        string        `name:"base-url" help:"The provider's endpoint, e.g. an OpenAI-compatible server (vLLM, llama.cpp, Ollama). Keys come only from ANTHROPIC_API_KEY or OPENAI_API_KEY." placeholder:"URL"`
-	MaxTokens      int           `help:"Largest model response in tokens (0: 8192 for anthropic, unset for openai)."`
-	MaxTurns       int           `default:"50" help:"Model turns allowed in the run (0: unlimited)."`
-	RunTimeout     time.Duration `default:"1h" help:"Wall-clock limit for the whole run (0: none). --timeout is the limit of each run tool call."`
-	RequestTimeout time.Duration `default:"10m" help:"Limit on each request to the provider, per attempt."`
-	agentFlags
-	Quiet bool   `help:"Print only the final summary."`
-	JSON  bool   `help:"Print one JSON event per line (for CI) instead of the transcript."`
-	Task  string `arg:"" optional:"" help:"The task for the model, or - to read it from stdin (not needed for replay)."`
+	PolicyFlags    `for:"run"`
+	Provider       string        `after:"surface" required:"" help:"The model provider: anthropic, openai (or an OpenAI-compatible server with --base-url), or replay:FILE (a JSON Lines script of model turns, no network)." placeholder:"PROVIDER"`
+	Model          string        `after:"surface" help:"The model name (required for anthropic and openai)."`
+	BaseURL        string        `after:"surface" name:"base-url" help:"The provider's endpoint, e.g. an OpenAI-compatible server (vLLM, llama.cpp, Ollama). Keys come only from ANTHROPIC_API_KEY or OPENAI_API_KEY." placeholder:"URL"`
+	MaxTokens      int           `after:"surface" help:"Largest model response in tokens (0: 8192 for anthropic, unset for openai)."`
+	RequestTimeout time.Duration `after:"run-timeout" default:"10m" help:"Limit on each request to the provider, per attempt."`
+	Quiet          bool          `help:"Print only the final summary."`
+	JSON           bool          `help:"Print one JSON event per line (for CI) instead of the transcript."`
+	Task           string        `arg:"" optional:"" help:"The task for the model, or - to read it from stdin (not needed for replay)."`
 }
 
 func (c *runCmd) Run(e *env) error {
 	spec, err := provider.ParseSpec(c.Provider)
 	if err != nil {
 		return usageError{err}
-	}
-	if c.MaxTurns < 0 {
-		return usagef("--max-turns %d: must not be negative", c.MaxTurns)
-	}
-	if c.RunTimeout < 0 {
-		return usagef("--run-timeout %s: must not be negative", c.RunTimeout)
 	}
 	if c.RequestTimeout < 0 {
 		return usagef("--request-timeout %s: must not be negative", c.RequestTimeout)
@@ -81,11 +72,11 @@ func (c *runCmd) Run(e *env) error {
 		task = string(b)
 	}
 
-	pol, err := c.policy(e, c.Surface)
+	pol, err := c.policy(e)
 	if err != nil {
 		return err
 	}
-	def, err := c.agentFlags.narrow(&pol)
+	def, err := narrow(&pol)
 	if err != nil {
 		return err
 	}
@@ -144,8 +135,8 @@ func (c *runCmd) Run(e *env) error {
 		Surface:  sf,
 		System:   system,
 		Task:     task,
-		MaxTurns: c.MaxTurns,
-		Timeout:  c.RunTimeout,
+		MaxTurns: pol.Agent.MaxTurns,
+		Timeout:  pol.Agent.RunTimeout,
 		Observer: out,
 	})
 	s.End(string(sum.EndedBy))
@@ -187,7 +178,7 @@ type runOutput struct {
 }
 
 func newRunOutput(w, errw io.Writer, c *runCmd, pol session.Policy, g *gate.Gate) *runOutput {
-	o := &runOutput{w: w, errw: errw, quiet: c.Quiet, json: c.JSON, kind: pol.Surface}
+	o := &runOutput{w: w, errw: errw, quiet: c.Quiet, json: c.JSON, kind: surface.Kind(pol.Surface)}
 	// On a terminal the line is live, unless an approver may be prompting
 	// on that terminal during the call.
 	o.progress = progressLines
@@ -500,21 +491,16 @@ func argsText(raw json.RawMessage, max int) string {
 	return firstLine("(not JSON) "+termsafe.Line(string(raw)), max)
 }
 
-// agentFlags name the named agents and the one a session runs as.
-type agentFlags struct {
-	AgentsDir []string `name:"agents-dir" sep:"none" help:"A directory of named agent definitions (*.md with a front matter); repeatable." placeholder:"DIR"`
-	Plugin    []string `sep:"none" help:"A plugin directory whose agents/ holds named agent definitions; repeatable." placeholder:"DIR"`
-	Agent     string   `help:"Run this named agent: its instructions, and the parent's tools narrowed to its declared tools." placeholder:"NAME"`
-}
-
-// narrow loads every agent definition found (each is checked, even
-// without --agent), protects their files from the write tools and, with
-// --agent, narrows pol to that agent: a lower ceiling and its declared
-// tools, which the gate intersects with what the policy admits.
-func (c *agentFlags) narrow(pol *session.Policy) (*agent.Def, error) {
+// narrow loads every agent definition found in pol's agents_dir and
+// plugin (each is checked, even without an agent named), protects their
+// files from the write tools and, with agent, narrows pol to that agent: a
+// lower ceiling and its declared tools, which the gate intersects with
+// what the policy admits.
+func narrow(pol *session.Policy) (*agent.Def, error) {
+	c := pol.Agent
 	var dirs []string
-	dirs = append(dirs, c.AgentsDir...)
-	for _, p := range c.Plugin {
+	dirs = append(dirs, c.Dirs...)
+	for _, p := range c.Plugins {
 		d := filepath.Join(p, "agents")
 		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
 			return nil, usagef("--plugin %s: no agents/ directory in it", p)
@@ -530,25 +516,26 @@ func (c *agentFlags) narrow(pol *session.Policy) (*agent.Def, error) {
 			return nil, usageError{err}
 		}
 	}
-	if c.Agent == "" {
+	if c.Name == "" {
 		return nil, nil
 	}
-	d, ok := agent.FindDef(defs, c.Agent)
+	d, ok := agent.FindDef(defs, c.Name)
 	if !ok {
 		if len(dirs) == 0 {
-			return nil, usagef("--agent %s: no agent definitions were given (--agents-dir or --plugin)", c.Agent)
+			return nil, usagef("--agent %s: no agent definitions were given (--agents-dir or --plugin)", c.Name)
 		}
 		var names []string
 		for _, d := range defs {
 			names = append(names, d.Name)
 		}
-		return nil, usagef("--agent %s: no such agent in %s (defined: %s)", c.Agent, strings.Join(dirs, ", "), orNone(names))
+		return nil, usagef("--agent %s: no such agent in %s (defined: %s)", c.Name, strings.Join(dirs, ", "), orNone(names))
 	}
-	ceiling, err := d.Ceiling(pol.ApproveUpTo)
+	up, _ := gate.ParseRisk(string(pol.ApproveUpTo)) // checked by Validate
+	ceiling, err := d.Ceiling(up)
 	if err != nil {
 		return nil, usageError{err}
 	}
-	pol.ApproveUpTo = ceiling
+	pol.ApproveUpTo = policy.Risk(ceiling.String())
 	pol.Narrow = d.Allow()
 	return &d, nil
 }
