@@ -24,6 +24,7 @@ type Policy struct {
 	ApproveUpTo   Risk          // approve_up_to: the highest risk that runs unattended
 	Approve       Approve       // approve: who decides calls above it
 	WriteScope    []string      // write_scope: GLOB=allowed|partial-only|denied, first match wins
+	ReadScope     []string      // read_scope: GLOB=allowed|denied, first match wins, then gate.DefaultReadScope
 	ScopeAnnounce ScopeAnnounce // scope_announce
 	Hooks         []string      // hook: pre-call programs (argv split on spaces)
 	HookTimeout   time.Duration // hook_timeout

@@ -106,6 +106,7 @@ type Syntax string
 // The syntaxes others own.
 const (
 	ScopeRule Syntax = "write-scope rule" // gate.ParseScopeRule
+	ReadRule  Syntax = "read-scope rule"  // gate.ParseReadRule
 	HookLine  Syntax = "hook"             // gate.ParseHook
 	Domain    Syntax = "domain pattern"   // egress.ParsePattern
 )

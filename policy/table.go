@@ -54,6 +54,12 @@ var settings = []Setting{
 		Field:    func(p *Policy) any { return &p.WriteScope },
 	},
 	{
+		Key: "read_scope", Kind: List, Placeholder: "RULE", Syntax: ReadRule, Commands: Session,
+		Help:     "Read rules GLOB=allowed|denied; ordered, first match wins, then the defaults (.env, .env.*, *.pem, *.key, .netrc, SSH private keys denied; .env.example and *.pub allowed); **=allowed turns the defaults off. A denied file's content is shown by no tool, and a run call's program reads it as empty.",
+		FlagHelp: "Hide content from the model: GLOB=allowed|denied; ordered, first match wins, then the defaults (.env, .env.*, *.pem, *.key, .netrc, SSH private keys denied; .env.example and *.pub allowed); **=allowed turns them off. file_read and file_edit refuse a denied path, search skips it, dir_list and find mark it, and a run call's program reads it as empty.",
+		Field:    func(p *Policy) any { return &p.ReadScope },
+	},
+	{
 		Key: "scope_announce", Kind: Enum, Default: "stated", Commands: Session,
 		Help:  "Tell the model the write-scope rules (stated) or keep them silent.",
 		Field: func(p *Policy) any { return &p.ScopeAnnounce },

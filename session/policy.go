@@ -81,6 +81,7 @@ func DefaultMaxParallel() int { return policy.DefaultMaxParallel() }
 // patterns (egress).
 var Checks = policy.Checks{
 	policy.ScopeRule: func(s string) error { _, err := gate.ParseScopeRule(s); return err },
+	policy.ReadRule:  func(s string) error { _, err := gate.ParseReadRule(s); return err },
 	policy.HookLine:  func(s string) error { _, err := gate.ParseHook(s); return err },
 	policy.Domain:    func(s string) error { _, err := egress.ParsePattern(s); return err },
 }

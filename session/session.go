@@ -97,7 +97,7 @@ func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 		rule, _ := gate.ParseScopeRule(r) // checked by Validate
 		rules = append(rules, rule)
 	}
-	reads, err := gate.ReadScopeRules(nil) // the defaults; read_scope's own rules come with the setting
+	reads, err := gate.ReadScopeRules(p.ReadScope) // then the defaults
 	if err != nil {
 		return nil, &Error{Key: "read_scope", Err: err, Usage: true}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -16,13 +17,17 @@ type recordCmd struct {
 }
 
 type recordSummaryCmd struct {
-	File string `arg:"" help:"The run record (JSON Lines)." type:"existingfile"`
+	File string `arg:"" help:"The run record (JSON Lines)."`
 	JSON bool   `help:"Print the summary as JSON."`
 }
 
 func (c *recordSummaryCmd) Run(e *env) error {
 	f, err := os.Open(c.File)
 	if err != nil {
+		// Named as given: kong's existingfile would say "<file>: stat ...".
+		if pe := (*os.PathError)(nil); errors.As(err, &pe) {
+			err = fmt.Errorf("record %s: %w", c.File, pe.Err)
+		}
 		return usageError{err}
 	}
 	defer f.Close()
