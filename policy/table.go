@@ -104,8 +104,8 @@ var settings = []Setting{
 	},
 	{
 		Key: "timeout", Kind: Duration, Commands: Session | Exec,
-		Help:     "Wall-clock limit of each tool call (default 2m), and of exec's command (default 10m).",
-		FlagHelp: "Wall-clock limit of each tool call, for every tool (default 2m), and of exec's command (default 10m). A call past it is stopped and reported as timeout.",
+		Help:     "Wall-clock limit of each tool call (default 2m), and of exec's command (default: none; a CI job has its own).",
+		FlagHelp: "Wall-clock limit of each tool call, for every tool (default 2m), and of exec's command (default: none; a CI job has its own). A call past it is stopped and reported as timeout.",
 		Check:    notNegative(""),
 		Field:    func(p *Policy) any { return &p.Run.Timeout },
 	},
