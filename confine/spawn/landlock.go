@@ -81,6 +81,13 @@ func landlockPlan(p *helper.Plan, abi int, rules []llRule) error {
 	if p.LandlockFS == 0 {
 		return fmt.Errorf("bug: Landlock ABI %d handles no filesystem right", abi)
 	}
+	p.LandlockFlags = 0
+	if abi >= 7 {
+		// The program's denials become audit records (where the kernel's
+		// audit is enabled), for the harness to attribute to the call
+		// (docs/decisions/0080-landlock-denials-attributed.md).
+		p.LandlockFlags = helper.RestrictSelfLogNewExecOn
+	}
 	p.Rules = p.Rules[:0]
 	for _, r := range rules {
 		if rights := childRights(r.Kind, r.Dir, cfg); rights != 0 {

@@ -426,7 +426,7 @@ func landlock(p *Plan) error {
 			return opErr("landlock_add_rule", r.Path, err)
 		}
 	}
-	if err := sysLandlockRestrict(rs); err != nil {
+	if err := sysLandlockRestrict(rs, p.LandlockFlags); err != nil {
 		return opErr("landlock_restrict_self", "", err)
 	}
 	return nil

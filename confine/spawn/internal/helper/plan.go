@@ -137,7 +137,14 @@ type Plan struct {
 	// filesystem rights and scopes; both zero applies no domain.
 	LandlockFS     uint64
 	LandlockScoped uint64
-	Rules          []Rule
+	// LandlockFlags is landlock_restrict_self's flags argument
+	// (LANDLOCK_RESTRICT_SELF_LOG_*, Landlock ABI 7): 0, the kernel's
+	// default, logs only the denials of this stage before its execve, so
+	// none of the program's; RestrictSelfLogNewExecOn makes the kernel
+	// log the program's denials as audit records (when audit is enabled),
+	// for the harness to attribute to the call (decision 0080).
+	LandlockFlags uint32
+	Rules         []Rule
 	// Probe stops the second stage after every step before execve has
 	// succeeded and its StatusReady is written: it exits 0 and Path is
 	// never executed. It proves a call would get that far.
@@ -226,6 +233,7 @@ func (p *Plan) Encode(e *Encoder) {
 	e.Str(string(p.Seccomp))
 	e.U64(p.LandlockFS)
 	e.U64(p.LandlockScoped)
+	e.U32(p.LandlockFlags)
 	e.U32(uint32(len(p.Rules)))
 	for _, r := range p.Rules {
 		e.Str(r.Path)
@@ -276,6 +284,7 @@ func DecodePlan(d *Decoder) *Plan {
 	}
 	p.LandlockFS = d.U64()
 	p.LandlockScoped = d.U64()
+	p.LandlockFlags = d.U32()
 	n = d.Count(12, "rules")
 	for i := 0; i < n && d.Err == nil; i++ {
 		p.Rules = append(p.Rules, Rule{Path: d.Str(), Access: d.U64()})

@@ -227,8 +227,8 @@ func sysLandlockAddPath(ruleset, parent int, access uint64) error {
 	return errnoErr(e)
 }
 
-func sysLandlockRestrict(ruleset int) error {
-	_, _, e := syscall.RawSyscall(sysLandlockRestrictSelfNr, uintptr(ruleset), 0, 0)
+func sysLandlockRestrict(ruleset int, flags uint32) error {
+	_, _, e := syscall.RawSyscall(sysLandlockRestrictSelfNr, uintptr(ruleset), uintptr(flags), 0)
 	return errnoErr(e)
 }
 

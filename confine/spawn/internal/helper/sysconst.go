@@ -98,3 +98,9 @@ type capUserData struct {
 	permitted   uint32
 	inheritable uint32
 }
+
+// RestrictSelfLogNewExecOn is LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON
+// (Landlock ABI 7): the domain's denials are logged after an execve too,
+// that is the program's and its descendants'. A kernel below ABI 7
+// refuses any flag (EINVAL), so the parent sets it only from ABI 7.
+const RestrictSelfLogNewExecOn = 1 << 1

@@ -23,7 +23,7 @@ func samplePlan() *Plan {
 			{Kind: MaskDir, Dst: "/etc/ssl/private", RO: true},
 		},
 		Loopback: true, NestUser: true, ChildUID: 1000, ChildGID: 65534, Seccomp: bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7, 8}, 3),
-		LandlockFS: 0xffff, LandlockScoped: 3,
+		LandlockFS: 0xffff, LandlockScoped: 3, LandlockFlags: RestrictSelfLogNewExecOn,
 		Rules: []Rule{{Path: "/", Access: 8}, {Path: "/w", Access: 0x7fff}},
 		GoFD:  6,
 	}
