@@ -1,0 +1,5 @@
+package audit
+
+import "golang.org/x/sys/unix"
+
+var eperm = unix.EPERM

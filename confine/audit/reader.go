@@ -1,0 +1,222 @@
+package audit
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxPending is how many audit events with denials of a domain not yet
+// known a Reader holds; the oldest goes first.
+const maxPending = 256
+
+// Settle is how long Watch.Stop waits for records of denials made before
+// the call ended: the kernel hands them to its audit thread, which sends
+// them a moment later.
+const Settle = 20 * time.Millisecond
+
+// Reader reads Landlock audit records from the audit netlink's read-only
+// multicast group and hands each denial to the Watch of the domain's
+// creator. Open starts it; Close stops it. Safe for concurrent use.
+type Reader struct {
+	f *os.File
+
+	mu       sync.Mutex
+	byPID    map[int]*Watch
+	byDomain map[string]*Watch
+	pending  map[uint64][]Denial
+	order    []uint64
+	lost     int
+	err      error
+	done     chan struct{}
+}
+
+// Open joins the read-only group (CAP_AUDIT_READ) and starts reading. It
+// changes nothing in the kernel's audit configuration. Call Probe first:
+// a Reader on a kernel whose audit is disabled receives nothing.
+func Open() (*Reader, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, netlinkAudit)
+	if err != nil {
+		return nil, fmt.Errorf("audit: socket NETLINK_AUDIT: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: 1 << (groupReadLog - 1)}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("audit: bind AUDIT_NLGRP_READLOG: %w", err)
+	}
+	// Room for a burst; a full buffer loses records (ENOBUFS), counted.
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
+	r := &Reader{
+		f:        os.NewFile(uintptr(fd), "audit netlink"),
+		byPID:    map[int]*Watch{},
+		byDomain: map[string]*Watch{},
+		pending:  map[uint64][]Denial{},
+		done:     make(chan struct{}),
+	}
+	go r.loop()
+	return r, nil
+}
+
+// Close stops the reader; Watches already stopped keep their denials.
+func (r *Reader) Close() error {
+	err := r.f.Close()
+	<-r.done
+	return err
+}
+
+// Lost is how many times the kernel dropped records for this reader
+// (its socket buffer was full).
+func (r *Reader) Lost() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lost
+}
+
+func (r *Reader) loop() {
+	defer close(r.done)
+	buf := make([]byte, 1<<16)
+	for {
+		n, err := r.f.Read(buf)
+		if errors.Is(err, unix.ENOBUFS) {
+			r.mu.Lock()
+			r.lost++
+			r.mu.Unlock()
+			continue
+		}
+		if err != nil {
+			if !errors.Is(err, os.ErrClosed) {
+				r.mu.Lock()
+				r.err = err
+				r.mu.Unlock()
+			}
+			return
+		}
+		for b := buf[:n]; len(b) >= unix.NLMSG_HDRLEN; {
+			l := int(binary.NativeEndian.Uint32(b[0:]))
+			if l < unix.NLMSG_HDRLEN || l > len(b) {
+				break
+			}
+			typ := binary.NativeEndian.Uint16(b[4:])
+			r.handle(typ, b[unix.NLMSG_HDRLEN:l])
+			b = b[min((l+3)&^3, len(b)):]
+		}
+	}
+}
+
+// handle takes one record: a denial of a known domain goes to its Watch,
+// one of an unknown domain waits for its event's allocation record.
+func (r *Reader) handle(typ uint16, payload []byte) {
+	for len(payload) > 0 && payload[len(payload)-1] == 0 {
+		payload = payload[:len(payload)-1]
+	}
+	rec, err := Parse(typ, string(payload))
+	if err != nil || rec == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch v := rec.(type) {
+	case Denial:
+		if w := r.byDomain[v.Domain]; w != nil {
+			w.add(v)
+			return
+		}
+		if _, ok := r.pending[v.Serial]; !ok {
+			r.order = append(r.order, v.Serial)
+			if len(r.order) > maxPending {
+				delete(r.pending, r.order[0])
+				r.order = r.order[1:]
+			}
+		}
+		r.pending[v.Serial] = append(r.pending[v.Serial], v)
+	case Domain:
+		if v.Status != "allocated" {
+			if w := r.byDomain[v.ID]; w != nil && v.Status == "deallocated" {
+				delete(r.byDomain, v.ID)
+			}
+			return
+		}
+		w := r.byPID[v.PID]
+		held := r.pending[v.Serial]
+		delete(r.pending, v.Serial)
+		if w == nil {
+			return // another program's domain
+		}
+		r.byDomain[v.ID] = w
+		w.domains = append(w.domains, v.ID)
+		for _, d := range held {
+			if d.Domain == v.ID {
+				w.add(d)
+			}
+		}
+	}
+}
+
+// Watch collects the denials of the domains one process creates: a run
+// call's program stage. Stop ends it.
+type Watch struct {
+	r       *Reader
+	pid     int
+	max     int
+	denials []Denial
+	dropped int
+	domains []string
+	stopped bool
+}
+
+// Watch starts collecting the denials of domains created by pid (in the
+// initial PID namespace), keeping at most max (0: 64) and counting the
+// rest. The pid must be one that cannot be reused while the Watch lasts
+// (a process whose parent has not reaped it), and the Watch must start
+// before the domain's first denial, whose event names the creator.
+func (r *Reader) Watch(pid, max int) *Watch {
+	if max <= 0 {
+		max = 64
+	}
+	w := &Watch{r: r, pid: pid, max: max}
+	r.mu.Lock()
+	r.byPID[pid] = w
+	r.mu.Unlock()
+	return w
+}
+
+func (w *Watch) add(d Denial) {
+	if w.stopped {
+		return
+	}
+	if len(w.denials) >= w.max {
+		w.dropped++
+		return
+	}
+	w.denials = append(w.denials, d)
+}
+
+// Stop waits Settle for records still in flight, ends the Watch and
+// returns its denials in the order the kernel logged them and how many
+// more it dropped beyond its cap. Later calls return the same.
+func (w *Watch) Stop() (denials []Denial, dropped int) {
+	w.r.mu.Lock()
+	stopped := w.stopped
+	w.r.mu.Unlock()
+	if !stopped {
+		time.Sleep(Settle)
+	}
+	w.r.mu.Lock()
+	defer w.r.mu.Unlock()
+	if !w.stopped {
+		w.stopped = true
+		if w.r.byPID[w.pid] == w {
+			delete(w.r.byPID, w.pid)
+		}
+		for _, id := range w.domains {
+			if w.r.byDomain[id] == w {
+				delete(w.r.byDomain, id)
+			}
+		}
+	}
+	return append([]Denial(nil), w.denials...), w.dropped
+}
