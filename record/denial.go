@@ -1,0 +1,24 @@
+package record
+
+import "time"
+
+// Denial is one request the kernel refused inside a run call's child,
+// tied to the call by Seq: the layer that refused it (landlock), the
+// operation (the rights it lacked, fs.write_file, net.connect_tcp,
+// scope.signal) and the object (a path, a port, a process). Written after
+// the call's line, at most the call's cap of them; Dropped on the last
+// one counts those beyond it.
+type Denial struct {
+	Event     string    `json:"event"` // "denial"
+	Seq       int64     `json:"seq"`
+	Time      time.Time `json:"time"`
+	Layer     string    `json:"layer"`
+	Operation string    `json:"operation"`
+	Object    string    `json:"object,omitempty"`
+	Dropped   int       `json:"dropped,omitempty"`
+}
+
+// NewDenial is the denial line of call seq, stamped t (in UTC).
+func NewDenial(seq int64, t time.Time, layer, operation, object string) Denial {
+	return Denial{Event: "denial", Seq: seq, Time: t.UTC(), Layer: layer, Operation: operation, Object: object}
+}
