@@ -30,6 +30,7 @@ const (
 
 var kindNames = [...]string{String: "string", Bool: "bool", Int: "int", Float: "float", Size: "size", Duration: "duration", List: "list", Enum: "enum"}
 
+// String names the kind as the table's documentation does ("size").
 func (k Kind) String() string {
 	if k > 0 && int(k) < len(kindNames) {
 		return kindNames[k]

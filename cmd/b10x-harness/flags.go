@@ -45,7 +45,6 @@ type PolicyFlags struct {
 	Policy string `help:"Read the policy from this TOML file (see examples/policies/ and b10x-harness policy schema); a flag given here overrides the file's key of the same name, key by key." placeholder:"FILE" type:"path"`
 	kong.Plugins
 
-	cmd    policy.Command
 	fields []settingFlag
 	vals   reflect.Value // *struct, the one in Plugins
 }
@@ -84,7 +83,7 @@ func bindFlags(v reflect.Value) {
 
 // bind builds the flags of command c.
 func (p *PolicyFlags) bind(c policy.Command) {
-	p.cmd, p.fields = c, nil
+	p.fields = nil
 	var fields []reflect.StructField
 	for _, s := range policy.Settings() {
 		if s.Commands&c == 0 {
