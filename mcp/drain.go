@@ -111,22 +111,51 @@ func (m *message) isResponse() bool {
 	return m.Method == nil && (m.Result != nil || m.Error != nil)
 }
 
-// drainReader is the server's input. It passes every byte through, notes
-// each request line (a message with a method and an id) and each answer
-// to a request the server sent, and at the end of input waits, before it
-// reports io.EOF, until every request read has been answered, ctx is done
-// or the connection is closed. Requests the server sent that are still
-// unanswered then are answered with an error, since nothing more will
-// come from the client.
+// drainReader is the server's input. It passes the bytes of r through,
+// notes each request line (a message with a method and an id) and each
+// answer to a request the server sent, and at the end of input, or once
+// stop is closed, waits, before it reports io.EOF, until every request
+// passed on has been answered, ctx is done or the connection is closed.
+// Requests the server sent that are still unanswered then are answered
+// with an error, since nothing more will come from the client.
+//
+// r is read by a goroutine of its own (started at the first Read), so
+// that stop ends the reading even while r blocks (stdin does); bytes read
+// from r after stop are dropped, never passed on.
 type drainReader struct {
-	ctx     context.Context
-	r       io.Reader
-	p       *pending
-	max     int    // a line longer than this is not inspected (the SDK refuses it)
+	ctx   context.Context
+	r     io.Reader
+	p     *pending
+	max   int             // a line longer than this is not inspected (the SDK refuses it)
+	stop  <-chan struct{} // closed: pass nothing more on, drain (nil: never)
+	onEnd func()          // called once when r ends (nil: nothing)
+
 	line    []byte // the current line so far
 	skip    bool   // the current line is over max
 	tail    []byte // synthesized answers still to be read
 	drained bool
+
+	pump    chan chunk // from the goroutine reading r
+	buf     []byte     // read from r, not yet passed on
+	ended   bool       // r ended (endErr), or stop or Close came
+	endErr  error
+	closeMu sync.Mutex
+	closed  chan struct{} // closed by Close
+}
+
+// chunk is one read of r.
+type chunk struct {
+	b   []byte
+	err error
+}
+
+func (d *drainReader) closedChan() chan struct{} {
+	d.closeMu.Lock()
+	defer d.closeMu.Unlock()
+	if d.closed == nil {
+		d.closed = make(chan struct{})
+	}
+	return d.closed
 }
 
 func (d *drainReader) Read(b []byte) (int, error) {
@@ -138,16 +167,55 @@ func (d *drainReader) Read(b []byte) (int, error) {
 	if d.drained {
 		return 0, io.EOF
 	}
-	n, err := d.r.Read(b)
-	d.scan(b[:n])
-	if err == io.EOF {
-		d.endLine()
-		if n > 0 {
-			return n, nil
+	if len(d.buf) == 0 && !d.ended {
+		if d.pump == nil {
+			d.pump = make(chan chunk)
+			go func() {
+				for {
+					buf := make([]byte, 64<<10)
+					n, err := d.r.Read(buf)
+					d.pump <- chunk{buf[:n], err}
+					if err != nil {
+						return
+					}
+				}
+			}()
 		}
-		return d.drain(b)
+		select {
+		case c := <-d.pump:
+			d.buf = c.b
+			if c.err != nil {
+				d.ended, d.endErr = true, c.err
+				if d.onEnd != nil {
+					d.onEnd()
+				}
+			}
+		case <-d.stop:
+			d.ended = true
+		case <-d.closedChan():
+			d.ended = true
+		}
 	}
-	return n, err
+	select {
+	case <-d.stop:
+		d.buf = nil // the server stops: nothing read after it is served
+	default:
+	}
+	if len(d.buf) > 0 {
+		n := copy(b, d.buf)
+		d.scan(d.buf[:n])
+		d.buf = d.buf[n:]
+		return n, nil
+	}
+	if !d.ended {
+		return 0, nil
+	}
+	d.endLine()
+	if d.endErr != nil && d.endErr != io.EOF {
+		d.drained = true
+		return 0, d.endErr
+	}
+	return d.drain(b)
 }
 
 // scan notes the lines completed by b.
@@ -234,6 +302,14 @@ func (d *drainReader) drain(b []byte) (int, error) {
 // Close ends the wait for answers: the connection is gone.
 func (d *drainReader) Close() error {
 	d.p.update(func() { d.p.closed = true })
+	c := d.closedChan()
+	d.closeMu.Lock()
+	defer d.closeMu.Unlock()
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
 	return nil
 }
 
@@ -241,8 +317,9 @@ func (d *drainReader) Close() error {
 // each request it sends the client. The SDK writes one whole message (or
 // batch) per Write.
 type drainWriter struct {
-	w io.Writer
-	p *pending
+	w      io.Writer
+	p      *pending
+	onFail func() // called on a failed write: the client's end is gone (nil: nothing)
 }
 
 func (d *drainWriter) Write(b []byte) (int, error) {
@@ -266,6 +343,13 @@ func (d *drainWriter) Write(b []byte) (int, error) {
 		})
 	}
 	n, err := d.w.Write(b)
+	if err != nil {
+		// Nothing more can reach the client: stop waiting for answers.
+		d.p.update(func() { d.p.closed = true })
+		if d.onFail != nil {
+			d.onFail()
+		}
+	}
 	var answered []string
 	for _, m := range ms {
 		if m.isResponse() && idKey(m.ID) != "" {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -81,6 +83,9 @@ type Listener struct {
 	name string // what String shows: unix:PATH or HOST:PORT
 	path string // the socket file, "" for TCP
 	id   fileID // the socket file's identity, to remove only our own
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // String is the address as a client names it: unix:/PATH or HOST:PORT
@@ -90,8 +95,15 @@ func (l *Listener) String() string { return l.name }
 // Close closes the listener and removes the socket file it created, if it
 // is still the same file. Removing it fails where the harness has confined
 // its own writes (Landlock) and the socket is outside the workspace: the
-// error says so and the file stays, for the next Listen to replace.
+// error says so and the file stays, for the next Listen to replace. Close
+// may be called more than once (ServeStreamable closes it, and so does its
+// caller): the calls after the first return the first one's result.
 func (l *Listener) Close() error {
+	l.closeOnce.Do(func() { l.closeErr = l.close() })
+	return l.closeErr
+}
+
+func (l *Listener) close() error {
 	err := l.Listener.Close()
 	if l.path == "" {
 		return err
@@ -240,10 +252,6 @@ func listenUnix(path string) (*Listener, error) {
 	return &Listener{Listener: ul, name: "unix:" + abs, path: abs, id: id}, nil
 }
 
-// shutdownGrace bounds how long ServeStreamable waits, once ctx is done,
-// for the calls it cancelled to be recorded.
-var shutdownGrace = 10 * time.Second
-
 // Handler returns the streamable HTTP handler of the server: the SDK's
 // StreamableHTTPHandler (stateful sessions, so that approvals can be asked
 // by elicitation, progress and cancellation delivered, on the session the
@@ -253,12 +261,25 @@ var shutdownGrace = 10 * time.Second
 // tokens' SHA-256). A request body over Config.MaxMessage gets 413. All
 // HTTP clients share this server's gate, call budget and record; each
 // initialize is one MCP session. token must not be empty.
+//
+// Sessions are bounded: one with no request for Config.SessionIdle is
+// closed (the SDK's SessionTimeout), and a request that would open one
+// more than Config.MaxSessions is answered 503 with a JSON-RPC error. A
+// tools/call whose HTTP request ends before its answer (the client's
+// connection went away: a reset, a client killed) is cancelled, since its
+// answer can reach no one (there is no event store to resume the stream
+// from); the gate records it cancelled. Once the server stops, every new
+// request is answered 503.
 func (s *Server) Handler(token []byte) (http.Handler, error) {
 	if len(token) == 0 {
 		return nil, errors.New("mcp: Handler needs a bearer token")
 	}
+	idle := s.cfg.SessionIdle
+	if idle < 0 {
+		idle = 0 // the SDK's never
+	}
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.sdk },
-		&sdk.StreamableHTTPOptions{MaxRequestBodyBytes: s.maxMsg})
+		&sdk.StreamableHTTPOptions{MaxRequestBodyBytes: s.maxMsg, SessionTimeout: idle})
 	want := sha256.Sum256(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		vals := r.Header.Values("Authorization")
@@ -274,18 +295,84 @@ func (s *Server) Handler(token []byte) (http.Handler, error) {
 			http.Error(w, "unauthorized: this server needs Authorization: Bearer TOKEN (the token in its --token-file)", http.StatusUnauthorized)
 			return
 		}
+		s.handling.add(1)
+		defer s.handling.add(-1)
+		if s.stopping.Load() {
+			s.refuse(w, r, "the server is stopping")
+			return
+		}
+		if r.Method == http.MethodPost {
+			s.posts.add(1)
+			defer s.posts.add(-1)
+			if r.Header.Get("Mcp-Session-Id") == "" {
+				// A POST without a session opens one.
+				defer s.initializing.Add(-1)
+				if n := s.initializing.Add(1); s.cfg.MaxSessions > 0 && s.liveSessions()+int(n) > s.cfg.MaxSessions {
+					s.refuse(w, r, s.fullMessage())
+					return
+				}
+			}
+		}
+		r, forget := s.serveRequest(r)
+		defer forget()
 		h.ServeHTTP(w, r)
 	}), nil
 }
 
+// fullMessage is what a client is told past the session cap.
+func (s *Server) fullMessage() string {
+	msg := fmt.Sprintf("the server holds its limit of %d sessions; end one (DELETE)", s.cfg.MaxSessions)
+	if s.cfg.SessionIdle > 0 {
+		msg += fmt.Sprintf(" or wait: a session idle for %s is closed", s.cfg.SessionIdle)
+	}
+	return msg
+}
+
+// liveSessions counts the server's sessions.
+func (s *Server) liveSessions() int {
+	n := 0
+	for range s.sdk.Sessions() {
+		n++
+	}
+	return n
+}
+
+// refuse answers r 503 with a JSON-RPC error carrying the request's id
+// (null when the body holds none: a notification, a batch, garbage).
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, msg string) {
+	id := json.RawMessage("null")
+	if r.Body != nil {
+		var m struct {
+			ID json.RawMessage `json:"id"`
+		}
+		b, _ := io.ReadAll(io.LimitReader(r.Body, s.maxMsg))
+		if json.Unmarshal(b, &m) == nil && idKey(m.ID) != "" {
+			id = m.ID
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": CodeUnavailable, "message": msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	w.Write(append(body, '\n'))
+}
+
+// CodeUnavailable is the JSON-RPC error code of a request the server
+// cannot take now (past the session cap, or while it stops), in the range
+// the JSON-RPC specification leaves to servers.
+const CodeUnavailable = -32001
+
 // ServeStreamable serves MCP streamable HTTP on ln (see Handler) until ctx
 // is done or ln fails, and returns ctx.Err() or the failure. When ctx ends
-// it stops accepting, closes every HTTP connection, cancels the calls in
-// flight (the gate records them cancelled) and waits up to 10 seconds for
-// them to end, so that the session's record is complete when it returns.
-// ln is closed; removing a socket file is the caller's (Listener.Close).
-// logf receives the HTTP server's own errors (TLS handshakes, bad
-// requests); nil discards them. Neither carries the token.
+// it stops: it stops accepting and answers every new request 503, cancels
+// the calls in flight (their trees get their grace, then the kill; the
+// gate records them cancelled), waits up to Config.StopWait for them to
+// end and for their answers to be written to their clients, then closes
+// every session and connection, so that the session's record is complete
+// when it returns. CancelledAtStop then says how many calls the stop cut
+// short. ln is closed; removing a socket file is the caller's
+// (Listener.Close). logf receives the HTTP server's own errors (TLS
+// handshakes, bad requests); nil discards them. Neither carries the token.
 func (s *Server) ServeStreamable(ctx context.Context, ln net.Listener, token []byte, logf func(format string, args ...any)) error {
 	h, err := s.Handler(token)
 	if err != nil {
@@ -298,22 +385,78 @@ func (s *Server) ServeStreamable(ctx context.Context, ln net.Listener, token []b
 	hs := &http.Server{Handler: h, ErrorLog: errLog, ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	rctx, stopReclaim := context.WithCancel(context.Background())
+	defer stopReclaim()
+	go s.reclaim(rctx, reclaimEvery)
+	var serveErr error
 	select {
-	case err := <-errc:
-		s.stopCalls()
-		s.closeSessions()
-		return err
+	case serveErr = <-errc:
 	case <-ctx.Done():
 	}
-	hs.Close()
-	<-errc
-	s.stopCalls()
+	s.stopping.Store(true)
+	why := "the harness was told to stop"
+	if serveErr != nil {
+		why = "the listener failed"
+	} else if c := context.Cause(ctx); c != nil && c != ctx.Err() {
+		why = c.Error()
+	}
+	// Shutdown closes the listener and the idle connections at once, and
+	// the others as their requests end.
+	shut := make(chan struct{})
+	go func() {
+		defer close(shut)
+		sctx, cancel := context.WithTimeout(context.Background(), s.cfg.StopWait+2*time.Second)
+		defer cancel()
+		hs.Shutdown(sctx)
+	}()
+	s.stop(why)
+	// The calls end, are recorded, and their POSTs deliver the answers.
+	s.calls.wait(s.cfg.StopWait)
+	s.posts.waitZero(2 * time.Second)
+	// The standalone SSE streams (GET) end with their sessions; once no
+	// request is being served, what is left is connections without one.
 	s.closeSessions()
-	return ctx.Err()
+	s.handling.waitZero(2 * time.Second)
+	hs.Close()
+	<-shut
+	if serveErr == nil {
+		<-errc
+		return ctx.Err()
+	}
+	return serveErr
 }
 
-// closeSessions closes every session and waits, at most shutdownGrace, for
-// their calls to end.
+// reclaimEvery is how often ServeStreamable looks for sessions that ended.
+var reclaimEvery = 5 * time.Second
+
+// reclaim gives the memory of ended sessions back to the system: every
+// period, when at least 64 sessions and half of those there were have
+// ended since it last did, it runs the collector and returns the freed
+// pages (debug.FreeOSMemory). An idle server allocates nothing, so the
+// runtime alone would collect only at its two-minute forced cycle and
+// return the pages later still: 10,000 abandoned sessions would hold
+// some 55 MB for minutes after they expired.
+func (s *Server) reclaim(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	peak := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n := s.liveSessions()
+		peak = max(peak, n)
+		if peak-n >= 64 && n <= peak/2 {
+			debug.FreeOSMemory()
+			peak = n
+		}
+	}
+}
+
+// closeSessions closes every session and waits, at most 2 seconds, for
+// them to end.
 func (s *Server) closeSessions() {
 	done := make(chan struct{})
 	go func() {
@@ -324,7 +467,7 @@ func (s *Server) closeSessions() {
 	}()
 	select {
 	case <-done:
-	case <-time.After(shutdownGrace):
+	case <-time.After(2 * time.Second):
 	}
 }
 

@@ -88,6 +88,25 @@ type Config struct {
 	// bytes; 0: DefaultMaxMessage. A larger message ends the session with
 	// an error (it is never read whole). Run uses the transport's own cap.
 	MaxMessage int64
+	// StopWait bounds how long ServeStdio and ServeStreamable wait, once
+	// they stop, for the calls they cancelled to end, be recorded and be
+	// answered; 0: DefaultStopWait. A cancelled run call has its policy's
+	// grace after SIGTERM before its tree is killed: give it the grace
+	// and a few seconds (the harness passes grace + 5 s).
+	StopWait time.Duration
+	// SessionIdle closes an HTTP session that has had no request for this
+	// long (a request being served, a run call among them, holds it open;
+	// a standalone SSE stream does not); its client gets 404 and must
+	// initialize again. 0: DefaultSessionIdle; negative: never.
+	SessionIdle time.Duration
+	// MaxSessions caps the live HTTP sessions: an initialize past it is
+	// answered HTTP 503 with a JSON-RPC error. 0: DefaultMaxSessions;
+	// negative: no cap.
+	MaxSessions int
+	// Logf receives what the server says for people, once each: the run
+	// record failing. Nil: discarded. The text may quote a model's words:
+	// render it safely.
+	Logf func(format string, args ...any)
 }
 
 // Server is an MCP server over one gate. It is safe for concurrent use:
@@ -100,13 +119,16 @@ type Server struct {
 	sdk    *sdk.Server
 	maxMsg int64
 
-	stopOnce sync.Once
-	stopped  chan struct{} // closed by stopCalls: every call's context ends
+	calls           calls        // the tools/call requests in flight (lifecycle.go)
+	cancelledAtStop atomic.Int64 // calls the stop cut short
+	recordFailed    atomic.Bool  // a call was refused or noted record_failed
+	httpSeq         atomic.Uint64
+	requests        sync.Map // Handler's requests in flight: requestHeader's key → context
+	posts           counter  // HTTP POST requests being served
+	handling        counter  // HTTP requests being served
+	initializing    atomic.Int64
+	stopping        atomic.Bool // ServeStreamable is stopping: new HTTP requests get 503
 }
-
-// stopCalls cancels every call in flight and every later one: the server
-// is shutting down (ServeStreamable).
-func (s *Server) stopCalls() { s.stopOnce.Do(func() { close(s.stopped) }) }
 
 // NewServer returns a server presenting cfg.Surface. It fails when Surface
 // or Gate is missing, or when the gate's approver would ask on a terminal.
@@ -120,9 +142,18 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "devel"
 	}
-	s := &Server{cfg: cfg, listed: map[string]int{}, maxMsg: cfg.MaxMessage, stopped: make(chan struct{})}
+	s := &Server{cfg: cfg, listed: map[string]int{}, maxMsg: cfg.MaxMessage}
 	if s.maxMsg <= 0 {
 		s.maxMsg = DefaultMaxMessage
+	}
+	if s.cfg.StopWait <= 0 {
+		s.cfg.StopWait = DefaultStopWait
+	}
+	if s.cfg.SessionIdle == 0 {
+		s.cfg.SessionIdle = DefaultSessionIdle
+	}
+	if s.cfg.MaxSessions == 0 {
+		s.cfg.MaxSessions = DefaultMaxSessions
 	}
 	approver := cfg.Gate.Config().Approver
 	switch a := approver.(type) {
@@ -256,15 +287,9 @@ func (s *Server) call(ctx context.Context, req *sdk.CallToolRequest) (_ *sdk.Cal
 	if req == nil || req.Params == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing params"}
 	}
-	ctx, cancel := context.WithCancel(withSession(ctx, req.Session))
-	defer cancel()
-	go func() {
-		select {
-		case <-s.stopped:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx, end := s.callContext(withSession(ctx, req.Session), req.Extra)
+	var o gate.Outcome
+	defer func() { end(o) }()
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		var out atomic.Int64
 		ctx = tools.WithProgress(ctx, func(n int64) {
@@ -274,7 +299,7 @@ func (s *Server) call(ctx context.Context, req *sdk.CallToolRequest) (_ *sdk.Cal
 		stop := s.progress(ctx, req.Session, tok, &out)
 		defer stop()
 	}
-	o := s.cfg.Surface.Dispatch(ctx, req.Params.Name, req.Params.Arguments)
+	o = s.cfg.Surface.Dispatch(ctx, req.Params.Name, req.Params.Arguments)
 	return Result(o), nil
 }
 
@@ -328,18 +353,59 @@ func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
 }
 
 // ServeStdio serves one session on newline-delimited JSON-RPC read from in
-// and written to out, until in ends or ctx is done. One message longer than
-// Config.MaxMessage ends the session, and ServeStdio returns an error: it
-// is never read whole. Malformed input also ends the session with an
-// error. in and out are not closed.
+// and written to out, until in ends, out fails or ctx is done. One message
+// longer than Config.MaxMessage ends the session, and ServeStdio returns
+// an error: it is never read whole. Malformed input also ends the session
+// with an error. in and out are not closed.
 //
-// At the end of in, every request read is answered before ServeStdio
-// returns (unless ctx ends first): a client may write its requests and
-// close its end at once. A request the server sent the client and that is
-// still unanswered then (an approval asked by elicitation) fails, and the
-// call it was asked for is refused.
+// The session ends by stopping the server (see CancelledAtStop): at the
+// end of in (a client closes stdin to shut its server down), when out
+// fails (the client's end is gone), or when ctx is done (the harness's
+// SIGINT or SIGTERM, which is how clients end a stdio server). Every call
+// in flight is then cancelled, every request read is answered (a
+// cancelled call with its cancelled outcome) and every answer already
+// computed is written before ServeStdio returns, within Config.StopWait;
+// input that arrives after ctx is done is not read. A request the server
+// sent the client and that is still unanswered (an approval asked by
+// elicitation) fails, and the call it was asked for is refused.
+// ServeStdio returns nil at the end of in, ctx.Err() when ctx ended it.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	p := newPending()
-	r := &drainReader{ctx: ctx, r: in, p: p, max: int(s.maxMsg)}
-	return s.Run(ctx, &sdk.IOTransport{Reader: r, Writer: &drainWriter{w: out, p: p}, MaxLineLength: int(s.maxMsg)})
+	// The reader's wait for answers ends StopWait after the stop at most.
+	drainCtx, giveUp := context.WithCancel(context.Background())
+	defer giveUp()
+	halt := func(why string) {
+		if s.stop(why) {
+			time.AfterFunc(s.cfg.StopWait, giveUp)
+		}
+	}
+	stopReading := make(chan struct{})
+	r := &drainReader{ctx: drainCtx, r: in, p: p, max: int(s.maxMsg), stop: stopReading,
+		onEnd: func() { halt("the client closed its input") }}
+	w := &drainWriter{w: out, p: p, onFail: func() { halt("the client's end of the output closed") }}
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Run(context.Background(), &sdk.IOTransport{Reader: r, Writer: w, MaxLineLength: int(s.maxMsg)})
+	}()
+	var err error
+	select {
+	case err = <-done:
+		halt("the session ended")
+	case <-ctx.Done():
+		why := "the harness was told to stop"
+		if c := context.Cause(ctx); c != nil && c != ctx.Err() {
+			why = c.Error()
+		}
+		halt(why)
+		close(stopReading)
+		select {
+		case <-done:
+		case <-time.After(s.cfg.StopWait + time.Second):
+		}
+		err = ctx.Err()
+	}
+	// Every call is decided, and so recorded, before the session is
+	// said to have ended.
+	s.calls.wait(s.cfg.StopWait)
+	return err
 }

@@ -220,7 +220,9 @@ func serveLines(t *testing.T, srv *Server, lines ...string) (map[string]map[stri
 
 // TestStdioAnswersEveryRequestBeforeEOF: a client that writes its requests
 // and closes its end at once gets an answer to each of them, and the calls
-// are recorded, before ServeStdio returns.
+// are recorded, before ServeStdio returns. The end of input stops the
+// server: a call still running then is cancelled (and answered so), and
+// CancelledAtStop counts it.
 func TestStdioAnswersEveryRequestBeforeEOF(t *testing.T) {
 	f := newFixture(t, surface.Flat, ApproveDeny, gate.Config{}, Config{})
 	got, err := serveLines(t, f.srv, initLine, initdLine, listLine, callLine,
@@ -235,11 +237,18 @@ func TestStdioAnswersEveryRequestBeforeEOF(t *testing.T) {
 			t.Errorf("request %s went unanswered; answers: %v", id, got)
 		}
 	}
-	res, _ := got["3"]["result"].(map[string]any)
-	if sc, _ := res["structuredContent"].(map[string]any); sc["status"] != "executed" {
-		t.Errorf("call 3: %v", got["3"])
+	cancelled := 0
+	for _, id := range []string{"3", "four"} {
+		res, _ := got[id]["result"].(map[string]any)
+		switch sc, _ := res["structuredContent"].(map[string]any); {
+		case sc["status"] == "executed":
+		case sc["reason"] == "cancelled":
+			cancelled++
+		default:
+			t.Errorf("call %s: %v", id, got[id])
+		}
 	}
-	res, _ = got["5"]["result"].(map[string]any)
+	res, _ := got["5"]["result"].(map[string]any)
 	if sc, _ := res["structuredContent"].(map[string]any); sc["reason"] != "approval_rejected" {
 		t.Errorf("call 5: %v", got["5"])
 	}
@@ -248,6 +257,9 @@ func TestStdioAnswersEveryRequestBeforeEOF(t *testing.T) {
 	}
 	if n := len(f.rec.calls(t)); n != 3 {
 		t.Errorf("%d calls recorded, want 3", n)
+	}
+	if n := f.srv.CancelledAtStop(); n != cancelled {
+		t.Errorf("CancelledAtStop %d, %d answered cancelled", n, cancelled)
 	}
 }
 

@@ -279,9 +279,18 @@ type Net struct {
 }
 
 // RunEnd is a run's last line. EndedBy is completed, cancelled or timeout
-// for call; for run, the agent's end reason (model_stopped, cancelled, ...).
+// for call; for run, the agent's end reason (model_stopped, cancelled, ...);
+// for mcp, client_closed (stdio: the client ended the session with no call
+// in flight), stopped (HTTP: the server was stopped with no call in
+// flight), cancelled (calls in flight were cut short by the end) or error.
 type RunEnd struct {
 	Event   string    `json:"event"` // "run_end"
 	Time    time.Time `json:"time"`
 	EndedBy string    `json:"ended_by"`
+	// How says what ended an mcp session: the signal (SIGTERM, SIGINT),
+	// or "the client closed its input"; empty for the other commands.
+	How string `json:"how,omitempty"`
+	// CancelledCalls counts the calls in flight that the end of an mcp
+	// session cut short (each has its own call line, reason cancelled).
+	CancelledCalls int `json:"cancelled_calls,omitempty"`
 }

@@ -3,14 +3,18 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/b10x/harness/internal/termsafe"
 	"github.com/b10x/harness/mcp"
+	"github.com/b10x/harness/record"
 	"github.com/b10x/harness/session"
 )
 
@@ -21,11 +25,14 @@ type mcpCmd struct {
 	TokenFile      string        `placeholder:"FILE" help:"With --listen: the file (mode 0600 or stricter) holding the bearer token every HTTP request must carry, at least 32 bytes."`
 	TLSCert        string        `name:"tls-cert" placeholder:"FILE" help:"With --listen: serve TLS with this certificate (PEM); with --tls-key."`
 	TLSKey         string        `name:"tls-key" placeholder:"FILE" help:"With --listen: the private key (PEM) of --tls-cert."`
+	SessionIdle    time.Duration `default:"10m" help:"With --listen: close an HTTP session that has had no request for this long (a call being served keeps it open); its client must initialize again. 0: never."`
+	MaxSessions    int           `default:"100" help:"With --listen: how many HTTP sessions may be open at once; one more initialize is answered 503 with a JSON-RPC error until a session ends (DELETE) or is closed idle."`
 }
 
 // Run serves the session's published tools over MCP: on stdin and stdout
-// until the client closes its end, or with --listen over streamable HTTP
-// until SIGINT or SIGTERM. The harness confines itself (Open) before it
+// until the client ends the session (SIGINT, SIGTERM or the end of stdin),
+// or with --listen over streamable HTTP until SIGINT or SIGTERM; Help
+// gives the exit statuses. The harness confines itself (Open) before it
 // reads a message; with --listen the token, the TLS files and the listener
 // (a socket file outside the workspace among them) are opened first, since
 // the harness's own domain denies them afterwards. Calls above the ceiling
@@ -60,32 +67,87 @@ func (c *mcpCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	srv, err := mcp.NewServer(mcp.Config{Surface: s.Surface(), Gate: s.Gate(), Name: "b10x-harness", Version: version, Network: s.Network()})
+	say := func(format string, args ...any) {
+		fmt.Fprintln(e.stderr, "b10x-harness: mcp: "+termsafe.Message(fmt.Sprintf(format, args...)))
+	}
+	idle := c.SessionIdle
+	if idle == 0 {
+		idle = -1 // never
+	}
+	srv, err := mcp.NewServer(mcp.Config{Surface: s.Surface(), Gate: s.Gate(), Name: "b10x-harness", Version: version, Network: s.Network(),
+		StopWait: pol.Run.Grace + 5*time.Second, SessionIdle: idle, MaxSessions: c.MaxSessions,
+		Logf: func(format string, args ...any) {
+			say(format+"; mcp will exit 1", args...)
+		}})
 	if err != nil {
 		s.End("error")
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
 	if ln != nil {
-		fmt.Fprintf(e.stderr, "b10x-harness: mcp: listening on %s\n", termsafe.Message(ln.String()))
-		logf := func(format string, args ...any) {
-			fmt.Fprintln(e.stderr, "b10x-harness: mcp: http: "+termsafe.Message(fmt.Sprintf(format, args...)))
-		}
-		err = srv.ServeStreamable(ctx, ln, token, logf)
+		say("listening on %s", ln.String())
+		err = srv.ServeStreamable(ctx, ln, token, func(format string, args ...any) { say("http: "+format, args...) })
 	} else {
 		err = srv.ServeStdio(ctx, e.stdin, e.stdout)
 	}
-	if err != nil && ctx.Err() == nil {
-		s.End("error")
-		return err
+	end := record.RunEnd{How: srv.StopReason(), CancelledCalls: srv.CancelledAtStop()}
+	status := error(nil)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		end.EndedBy, status = "error", err
+	case end.CancelledCalls > 0:
+		end.EndedBy, status = "cancelled", exitError{exitInterrupted}
+	case ln != nil:
+		end.EndedBy = "stopped"
+	default:
+		end.EndedBy = "client_closed"
 	}
-	if ctx.Err() != nil {
-		s.End("cancelled")
-		return exitError{exitInterrupted}
+	if rerr := s.EndWith(end); rerr != nil || srv.RecordFailed() {
+		if rerr == nil {
+			rerr = errors.New("a call's line could not be written")
+		}
+		say("the run record is incomplete (%v); exit 1", rerr)
+		if status == nil || errors.As(status, new(exitError)) {
+			return exitError{exitFailed}
+		}
 	}
-	s.End("completed")
-	return nil
+	return status
+}
+
+// signalContext is a context cancelled by the first SIGINT or SIGTERM,
+// with the signal's name as its cause. SIGPIPE is caught as well, so that
+// writing to a client that is gone fails (and stops the server) instead of
+// killing the harness before it records the end.
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	go func() {
+		select {
+		case sg := <-sigc:
+			name := sg.String()
+			if n, ok := sg.(syscall.Signal); ok {
+				name = unix.SignalName(n)
+			}
+			cancel(errors.New(name))
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigc)
+		signal.Stop(pipe)
+		cancel(nil)
+	}
+}
+
+// Help is the detail of `mcp --help`: how a session ends and what it exits.
+func (c *mcpCmd) Help() string {
+	return `A stdio session ends when the client ends it: SIGINT (Claude Code), SIGTERM (Codex, Gemini CLI) or the end of stdin. An HTTP server (--listen) ends on SIGINT or SIGTERM. Either way the calls still in flight are cancelled (a run call's program gets SIGTERM and --grace before its tree is killed), every answer computed is written to its client, and the record's run_end says how the session ended (ended_by, how, cancelled_calls). A call whose HTTP request goes away (the client's connection was reset) is cancelled too.
+
+Exit status: 0 when the session ended with no call in flight (run_end ended_by client_closed over stdio, stopped over HTTP); 130 when calls in flight were cut short by the end (ended_by cancelled); 1 when the session broke (malformed input, ended_by error) or the run record could not be written (a full disk: it says so on stderr, even if the session ended normally); 2 for a usage or policy error, before anything is served.`
 }
 
 // listen checks the HTTP flags, reads the token and opens the listener:

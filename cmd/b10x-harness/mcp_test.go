@@ -306,7 +306,8 @@ func mcpMarked(marker string) []string {
 }
 
 // TestMCPRecord: one MCP session is one run record: a run_start whose
-// command is "mcp", one call line per call, and a run_end.
+// command is "mcp", one call line per call, and a run_end, client_closed
+// when the client closed stdin with no call in flight.
 func TestMCPRecord(t *testing.T) {
 	ws, _ := sampleWorkspace(t)
 	rec := filepath.Join(t.TempDir(), "rec.jsonl")
@@ -330,7 +331,7 @@ func TestMCPRecord(t *testing.T) {
 		case "call":
 			calls = append(calls, fmt.Sprint(l["entry"], " ", mcpReason(l)))
 		case "run_end":
-			if l["ended_by"] != "completed" {
+			if l["ended_by"] != "client_closed" {
 				t.Errorf("run_end %v", l)
 			}
 		}
@@ -345,7 +346,10 @@ func TestMCPRecord(t *testing.T) {
 
 // TestMCPAnswersEveryRequestAtEOF: requests written all at once and
 // followed by the end of stdin (printf '...' | b10x-harness mcp) are all
-// answered, and the calls recorded, before the binary exits.
+// answered, and the calls recorded, before the binary exits. The end of
+// stdin is the client's shutdown: a call still running then is cancelled
+// (answered and recorded so, and the exit is 130); one that finished
+// first stands.
 func TestMCPAnswersEveryRequestAtEOF(t *testing.T) {
 	ws, _ := sampleWorkspace(t)
 	rec := filepath.Join(t.TempDir(), "rec.jsonl")
@@ -357,7 +361,7 @@ func TestMCPAnswersEveryRequestAtEOF(t *testing.T) {
 		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"file_read","arguments":{"path":"link-out"}}}`,
 	}, "\n") + "\n"
 	r := harness(t, in, "mcp", "--workspace", ws, "--record", rec)
-	if r.code != 0 {
+	if r.code != 0 && r.code != exitInterrupted {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	got := map[string]map[string]any{}
@@ -375,8 +379,15 @@ func TestMCPAnswersEveryRequestAtEOF(t *testing.T) {
 			t.Errorf("request %s: %v", id, got[id])
 		}
 	}
-	if !strings.Contains(r.stdout, `"result":"hello\nworld\n"`) || !strings.Contains(r.stdout, `"reason":"denied_path"`) {
-		t.Errorf("stdout:\n%s", r.stdout)
+	cancelled := 0
+	for _, id := range []string{"3", "4"} {
+		switch o := callOutcome(t, got[id]); {
+		case o["reason"] == "cancelled":
+			cancelled++
+		case id == "3" && o["status"] == "executed", id == "4" && o["reason"] == "denied_path":
+		default:
+			t.Errorf("call %s: %v", id, o)
+		}
 	}
 	n := 0
 	for _, l := range readRecord(t, rec) {
@@ -386,6 +397,10 @@ func TestMCPAnswersEveryRequestAtEOF(t *testing.T) {
 	}
 	if n != 2 {
 		t.Errorf("%d calls recorded, want 2", n)
+	}
+	end := runEnd(t, rec)
+	if want := map[bool]int{true: exitInterrupted, false: 0}[cancelled > 0]; r.code != want || (cancelled > 0) != (end["ended_by"] == "cancelled") {
+		t.Errorf("%d calls answered cancelled; exit %d, run_end %v", cancelled, r.code, end)
 	}
 }
 
