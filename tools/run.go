@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/b10x/harness/cgroup"
+	"github.com/b10x/harness/confine/audit"
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/egress"
 	"github.com/b10x/harness/internal/setting"
@@ -451,6 +452,7 @@ func (c *runCall) Execute(ctx context.Context) (Result, error) {
 	res, out, errOut, err := runCaptured(ctx, c.t.cfg.Runner, c.spec, strings.NewReader(c.args.Stdin), c.t.cfg.MaxOutput, ch)
 	meta := runMeta(res)
 	meta["stdout_bytes"], meta["stderr_bytes"] = out.Total(), errOut.Total()
+	meta["kernel_denials"] = KernelDenials()
 	var denied []egress.Event
 	if ch != nil {
 		// Every connection of the call ends with it.
@@ -605,6 +607,21 @@ type egressKey struct{}
 // the call's sequence number). fn must be safe for concurrent use.
 func WithEgressReport(ctx context.Context, fn func(egress.Event)) context.Context {
 	return context.WithValue(ctx, egressKey{}, fn)
+}
+
+// KernelDenials is what each run call says in its meta, and doctor in
+// one line, about the kernel's denials inside run children here.
+func KernelDenials() string { return kernelDenialsNote(audit.Probe()) }
+
+// kernelDenialsNote is what a run call says, once, about the denials the
+// kernel made inside its child: why they are not attributable here (the
+// kernel, its audit or the harness's privileges, decision 0080), or, where
+// they would be, that no audit reader is given the call's program yet.
+func kernelDenialsNote(s audit.Support) string {
+	if !s.Attributable {
+		return s.Note()
+	}
+	return "kernel denials are not attributable here (this host's kernel logs them, but the harness does not yet read them for run calls)"
 }
 
 func egressReport(ctx context.Context) func(egress.Event) {

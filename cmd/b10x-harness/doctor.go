@@ -16,6 +16,7 @@ import (
 	"github.com/b10x/harness/internal/termsafe"
 	"github.com/b10x/harness/record"
 	"github.com/b10x/harness/session"
+	"github.com/b10x/harness/tools"
 )
 
 type doctorCmd struct {
@@ -229,6 +230,7 @@ func (c *doctorCmd) Run(e *env) error {
 		}
 		fmt.Fprintf(e.stdout, "read by the harness itself: %s\n", d.SelfReads)
 		fmt.Fprintf(e.stdout, "unix sockets of run children: %s\n", d.UnixSockets)
+		fmt.Fprintf(e.stdout, "kernel denials of run children: %s\n", tools.KernelDenials())
 		for _, n := range d.Network {
 			avail := "yes"
 			if !n.Available {
