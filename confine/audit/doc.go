@@ -33,7 +33,8 @@
 // lasts (its parent, the call's init, reaps it only at the end). A denial
 // record comes before its domain's allocation record in the same event,
 // so a Reader holds records of unknown domains by event serial until the
-// allocation record names their creator. Pids of processes the program
+// allocation record names their creator, and holds the domains of the
+// last creators nobody watches for a Watch that starts a moment late. Pids of processes the program
 // forks are not needed: every process of the call is in the same domain
 // (or in one nested in it, which logs with its own id and creator).
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,9 +32,14 @@ type Reader struct {
 	byDomain map[string]*Watch
 	pending  map[uint64][]Denial
 	order    []uint64
-	lost     int
-	err      error
-	done     chan struct{}
+	// unclaimed holds domains allocated by a pid nobody watches yet (the
+	// Watch may start just after the program's first denial), with the
+	// denials logged so far, the oldest dropped first.
+	unclaimed map[int]*claim
+	uorder    []int
+	lost      int
+	err       error
+	done      chan struct{}
 }
 
 // Open joins the read-only group (CAP_AUDIT_READ) and starts reading. It
@@ -57,6 +63,7 @@ func Open() (*Reader, error) {
 		pending:  map[uint64][]Denial{},
 		done:     make(chan struct{}),
 	}
+	r.unclaimed = map[int]*claim{}
 	go r.loop()
 	return r, nil
 }
@@ -125,6 +132,10 @@ func (r *Reader) handle(typ uint16, payload []byte) {
 			w.add(v)
 			return
 		}
+		if c := r.unclaimedDomain(v.Domain); c != nil {
+			c.add(v)
+			return
+		}
 		if _, ok := r.pending[v.Serial]; !ok {
 			r.order = append(r.order, v.Serial)
 			if len(r.order) > maxPending {
@@ -144,7 +155,10 @@ func (r *Reader) handle(typ uint16, payload []byte) {
 		held := r.pending[v.Serial]
 		delete(r.pending, v.Serial)
 		if w == nil {
-			return // another program's domain
+			// Another program's domain, or a call's whose Watch has not
+			// started yet.
+			r.hold(v, held)
+			return
 		}
 		r.byDomain[v.ID] = w
 		w.domains = append(w.domains, v.ID)
@@ -172,7 +186,9 @@ type Watch struct {
 // initial PID namespace), keeping at most max (0: 64) and counting the
 // rest. The pid must be one that cannot be reused while the Watch lasts
 // (a process whose parent has not reaped it), and the Watch must start
-// before the domain's first denial, whose event names the creator.
+// soon after the pid's domain is created: a Reader holds the domains
+// (and first denials) of the last 64 creators nobody watched, for a Watch
+// that starts just after the program's first denial.
 func (r *Reader) Watch(pid, max int) *Watch {
 	if max <= 0 {
 		max = 64
@@ -180,8 +196,74 @@ func (r *Reader) Watch(pid, max int) *Watch {
 	w := &Watch{r: r, pid: pid, max: max}
 	r.mu.Lock()
 	r.byPID[pid] = w
+	if c := r.unclaimed[pid]; c != nil {
+		delete(r.unclaimed, pid)
+		r.uorder = slices.DeleteFunc(r.uorder, func(p int) bool { return p == pid })
+		for _, id := range c.domains {
+			r.byDomain[id] = w
+			w.domains = append(w.domains, id)
+		}
+		for _, d := range c.denials {
+			w.add(d)
+		}
+		w.dropped += c.dropped
+	}
 	r.mu.Unlock()
 	return w
+}
+
+// maxUnclaimed is how many creators' domains a Reader holds for a Watch
+// still to come; maxClaimDenials how many denials it keeps for each.
+const (
+	maxUnclaimed    = 64
+	maxClaimDenials = 64
+)
+
+// claim is what a Reader holds of one creator nobody watches yet.
+type claim struct {
+	domains []string
+	denials []Denial
+	dropped int
+}
+
+func (c *claim) add(d Denial) {
+	if len(c.denials) >= maxClaimDenials {
+		c.dropped++
+		return
+	}
+	c.denials = append(c.denials, d)
+}
+
+// hold keeps a domain allocated by a pid nobody watches, and its first
+// denials, for a Watch of that pid that starts later.
+func (r *Reader) hold(v Domain, held []Denial) {
+	c := r.unclaimed[v.PID]
+	if c == nil {
+		c = &claim{}
+		r.unclaimed[v.PID] = c
+		r.uorder = append(r.uorder, v.PID)
+		if len(r.uorder) > maxUnclaimed {
+			delete(r.unclaimed, r.uorder[0])
+			r.uorder = r.uorder[1:]
+		}
+	}
+	c.domains = append(c.domains, v.ID)
+	for _, d := range held {
+		if d.Domain == v.ID {
+			c.add(d)
+		}
+	}
+}
+
+func (r *Reader) unclaimedDomain(id string) *claim {
+	for _, c := range r.unclaimed {
+		for _, d := range c.domains {
+			if d == id {
+				return c
+			}
+		}
+	}
+	return nil
 }
 
 func (w *Watch) add(d Denial) {

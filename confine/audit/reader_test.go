@@ -6,7 +6,7 @@ import (
 )
 
 func newTestReader() *Reader {
-	return &Reader{byPID: map[int]*Watch{}, byDomain: map[string]*Watch{}, pending: map[uint64][]Denial{}, done: make(chan struct{})}
+	return &Reader{byPID: map[int]*Watch{}, byDomain: map[string]*Watch{}, pending: map[uint64][]Denial{}, unclaimed: map[int]*claim{}, done: make(chan struct{})}
 }
 
 func feed(r *Reader, typ uint16, text string) { r.handle(typ, []byte(text+"\x00")) }
@@ -35,7 +35,7 @@ func TestReaderAttributes(t *testing.T) {
 	if got := fmt.Sprint(db); got != "[landlock: fs.read_dir /]" {
 		t.Errorf("call b: %s", got)
 	}
-	if len(r.byPID) != 0 || len(r.byDomain) != 0 || len(r.pending) != 0 {
+	if len(r.byPID) != 0 || len(r.byDomain) != 0 || len(r.pending) != 0 || len(r.unclaimed) != 1 {
 		t.Errorf("left behind: %d pids, %d domains, %d pending", len(r.byPID), len(r.byDomain), len(r.pending))
 	}
 }
@@ -86,3 +86,28 @@ func TestProbeReasons(t *testing.T) {
 }
 
 var errPermTest = fmt.Errorf("bind AUDIT_NLGRP_READLOG: %w", eperm)
+
+// A Watch that starts after its program's first denials still gets them,
+// and the ones after.
+func TestReaderLateWatch(t *testing.T) {
+	r := newTestReader()
+	feed(r, TypeLandlockAccess, `audit(1.0:1): domain=aa blockers=fs.read_file path="/a" dev="vda" ino=2`)
+	feed(r, TypeLandlockDomain, `audit(1.0:1): domain=aa status=allocated mode=enforcing pid=100 uid=0 exe="/x" comm="x"`)
+	feed(r, TypeLandlockAccess, `audit(1.0:2): domain=aa blockers=fs.write_file path="/b" dev="vda" ino=3`)
+	w := r.Watch(100, 0)
+	feed(r, TypeLandlockAccess, `audit(1.0:3): domain=aa blockers=fs.make_reg path="/c" dev="vda" ino=4`)
+	other := r.Watch(200, 0)
+	d, _ := w.Stop()
+	if got := fmt.Sprint(d); got != "[landlock: fs.read_file /a landlock: fs.write_file /b landlock: fs.make_reg /c]" {
+		t.Errorf("late watch: %s", got)
+	}
+	if d, _ := other.Stop(); len(d) != 0 {
+		t.Errorf("another pid got %v", d)
+	}
+	for i := 0; i < 10*maxUnclaimed; i++ {
+		feed(r, TypeLandlockDomain, fmt.Sprintf(`audit(1.0:%d): domain=d%d status=allocated mode=enforcing pid=%d uid=0 exe="/x" comm="x"`, 10+i, i, 1000+i))
+	}
+	if len(r.unclaimed) > maxUnclaimed || len(r.uorder) > maxUnclaimed {
+		t.Errorf("%d unclaimed creators held; at most %d", len(r.unclaimed), maxUnclaimed)
+	}
+}
