@@ -73,6 +73,16 @@ const (
 	LimitsEnclosing LimitsFrom = "enclosing" // the harness's own cgroup bounds every call together
 )
 
+// Limits says what a limit given (pids_max, memory_max, cpu_max) that the
+// host cannot enforce does.
+type Limits string
+
+// What an unenforceable limit does. The zero value means LimitsRequired.
+const (
+	LimitsRequired   Limits = "required"    // the harness refuses to start, naming it
+	LimitsBestEffort Limits = "best-effort" // it is applied where the host can, and said (once) and recorded where it cannot
+)
+
 // Surface is the shape the model sees the tools in.
 type Surface string
 
@@ -94,6 +104,7 @@ func (ScopeAnnounce) words() []string { return []string{"stated", "silent"} }
 func (Net) words() []string           { return []string{"none", "host", "proxy"} }
 func (LimitsFrom) words() []string    { return []string{"call", "enclosing"} }
 func (Surface) words() []string       { return []string{"flat", "verbs"} }
+func (Limits) words() []string        { return []string{"required", "best-effort"} }
 
 // String returns the word.
 func (c Confine) String() string { return string(c) }
@@ -120,6 +131,18 @@ func (l LimitsFrom) String() string {
 
 // String returns the word.
 func (s Surface) String() string { return string(s) }
+
+// String returns the word; the zero value is "required".
+func (l Limits) String() string {
+	if l == "" {
+		return string(LimitsRequired)
+	}
+	return string(l)
+}
+
+// UnmarshalText sets l from a word: `"x": want required, best-effort`
+// otherwise.
+func (l *Limits) UnmarshalText(b []byte) error { return parseEnum(l, b, "") }
 
 // UnmarshalText sets c from a word: "invalid confine mode "x": want one of
 // strict, auto, off" otherwise.

@@ -68,6 +68,10 @@ type RunPolicy struct {
 	// harness's own cgroup (a pod's, a container's) for every call
 	// together, no leaves made.
 	LimitsFrom LimitsFrom
+	// LimitsMode (limits) is what a limit given that the host cannot enforce
+	// does: refuse to start (required, the default) or run without it,
+	// saying so once and recording it (best-effort).
+	LimitsMode Limits
 	// The proxy's limits, per call: net_max_conns open at once (0: the
 	// default, 64), net_idle_timeout (0: 5m), net_max_bytes over all of a
 	// call's connections (0: no cap).

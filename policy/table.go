@@ -187,6 +187,11 @@ var settings = []Setting{
 		Field:    func(p *Policy) any { return &p.Run.LimitsFrom },
 	},
 	{
+		Key: "limits", Kind: Enum, Default: "required", Commands: Session | Exec,
+		Help:  "What a pids_max, memory_max or cpu_max given here does where the host cannot enforce it: required (refuse to start, naming it) or best-effort (apply what the host can; say once, and record, what it could not). strict requires every limit whatever this says.",
+		Field: func(p *Policy) any { return &p.Run.LimitsMode },
+	},
+	{
 		Key: "net_max_conns", Kind: Int, Commands: Session | Exec,
 		Help:  "Proxy connections a run call may hold open at once (0: 64).",
 		Check: notNegative(""),

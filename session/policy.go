@@ -119,6 +119,11 @@ func (p *Policy) limits() (cgroup.Limits, error) {
 // controller and how to get it. mgr nil means run calls get no leaf; why,
 // when not empty, says why no run call gets anything at all.
 func (p *Policy) checkRequired(mgr *cgroup.Manager, why string) error {
+	if p.Run.LimitsMode == policy.LimitsBestEffort && p.Confine != policy.ConfineStrict {
+		// Applied where the host can: what it cannot is said once and
+		// recorded, as for a default limit.
+		return nil
+	}
 	asked := p.Run.Limits().Needs()
 	for _, s := range policy.LimitSettings() {
 		ctl := string(s.Controller)
@@ -141,7 +146,7 @@ func (p *Policy) checkRequired(mgr *cgroup.Manager, why string) error {
 				}
 			}
 		}
-		return &Error{Key: s.Key, Usage: true, Phrase: true, Err: errors.New("was given but cannot be enforced: " + reason + " (see `b10x-harness doctor`; drop the setting to run without the limit)")}
+		return &Error{Key: s.Key, Usage: true, Phrase: true, Err: errors.New("was given but cannot be enforced: " + reason + " (see `b10x-harness doctor`; drop the setting, or give limits best-effort, to run without the limit)")}
 	}
 	return nil
 }

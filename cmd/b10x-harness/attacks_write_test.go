@@ -126,7 +126,9 @@ func TestAttackWritingScope(t *testing.T) {
 	a.write(t, "config/app.yaml", "a: 1\n")
 	a.link(t, "config/app.yaml", "cfg")
 	a.seal(t)
-	scope := []string{"--yes", "--write-scope", "config/*.yaml=partial-only", "--write-scope", "**/*.pem=denied"}
+	// The read scope's defaults, which deny a .pem's content too, are
+	// turned off: these are the write rules' refusals.
+	scope := []string{"--yes", "--write-scope", "config/*.yaml=partial-only", "--write-scope", "**/*.pem=denied", "--read-scope", "**=allowed"}
 	w := func(path string) string { return atkJSON(t, map[string]any{"path": path, "content": "replaced\n"}) }
 	e := func(path, old, new string) string {
 		return atkJSON(t, map[string]any{"path": path, "old_string": old, "new_string": new})

@@ -146,3 +146,30 @@ func TestExecForwardsSignals(t *testing.T) {
 		t.Logf("%s: exit %d after %v", c.what, status, took.Round(time.Millisecond))
 	}
 }
+
+// TestLimitsBestEffort: a limit given that this host cannot enforce
+// refuses to start by default (limits required), naming it, and runs with
+// limits best-effort, saying what it ran without; where the host enforces
+// it, both run.
+func TestLimitsBestEffort(t *testing.T) {
+	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	ws, _ := sampleWorkspace(t)
+	req := harness(t, "", "exec", "--workspace", ws, "--pids-max", "64", "--", "true")
+	be := harness(t, "", "exec", "--workspace", ws, "--pids-max", "64", "--limits", "best-effort", "--", "true")
+	if be.code != 0 {
+		t.Fatalf("best-effort: exit %d, stderr %q", be.code, be.stderr)
+	}
+	switch req.code {
+	case 0: // this host enforces pids.max
+		t.Logf("this host enforces pids.max: both ran")
+	case exitSetupError:
+		if !strings.Contains(req.stderr, "--pids-max was given but cannot be enforced") || !strings.Contains(be.stderr, "ran without pids-limit") {
+			t.Errorf("required: %q; best-effort: %q; want the refusal named, then the limit it ran without", req.stderr, be.stderr)
+		}
+	default:
+		t.Errorf("required: exit %d, stderr %q", req.code, req.stderr)
+	}
+	if r := harness(t, "", "exec", "--workspace", ws, "--limits", "sometimes", "--", "true"); r.code != exitSetupError || !strings.Contains(r.stderr, "--limits") {
+		t.Errorf("a bad --limits: exit %d, %q", r.code, r.stderr)
+	}
+}
