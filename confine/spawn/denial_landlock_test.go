@@ -1,0 +1,33 @@
+package spawn
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/b10x/harness/internal/testenv"
+)
+
+// TestLandlockOnlyDenial is the denial a test of attributed denials
+// (decision 0080) provokes through a run child: creating a character
+// device in the workspace, which the view allows (the workspace is
+// writable) and only Landlock refuses (no rule grants fs.make_char), with
+// EACCES. On ABI 7 and later the child's domain is created with
+// LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON, so this call also proves the
+// kernel accepts the flag. Writing /usr/share/x is no such denial: the
+// view's read-only mount answers EROFS before Landlock is asked.
+func TestLandlockOnlyDenial(t *testing.T) {
+	abi := hasLandlock(t)
+	testenv.Require(t, abi > 0, "Landlock", testenv.ShapeNoLandlock)
+	for name, r := range runners(t) {
+		ws := workspace(t)
+		res, out, err := run(t, r, shSpec(t, ws, "mknod c0 c 1 3; echo rc=$?; true > /usr/share/x; echo rc=$?"))
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, out)
+		}
+		got := string(out.stdout.Bytes()) + string(out.stderr.Bytes())
+		if res.ExitCode != 0 || !strings.Contains(got, "rc=1\nrc=2\n") ||
+			!strings.Contains(got, "Permission denied") || !strings.Contains(got, "Read-only file system") {
+			t.Fatalf("%s: %+v\n%s", name, res, got)
+		}
+	}
+}
