@@ -25,6 +25,9 @@ const Settle = 20 * time.Millisecond
 // multicast group and hands each denial to the Watch of the domain's
 // creator. Open starts it; Close stops it. Safe for concurrent use.
 type Reader struct {
+	// exe is SetExe's; "" attributes any creator's domains.
+	exe string
+
 	f *os.File
 
 	mu       sync.Mutex
@@ -73,6 +76,17 @@ func (r *Reader) Close() error {
 	err := r.f.Close()
 	<-r.done
 	return err
+}
+
+// SetExe makes the Reader attribute only domains whose creator
+// executable is exe (the helper's path, as the kernel prints exe=): other
+// programs' domains are neither attributed nor held for a Watch, which
+// leaves a pid reused by another program nothing to claim. Without it any
+// creator's domains are attributed.
+func (r *Reader) SetExe(exe string) {
+	r.mu.Lock()
+	r.exe = exe
+	r.mu.Unlock()
 }
 
 // Lost is how many times the kernel dropped records for this reader
@@ -154,6 +168,9 @@ func (r *Reader) handle(typ uint16, payload []byte) {
 		w := r.byPID[v.PID]
 		held := r.pending[v.Serial]
 		delete(r.pending, v.Serial)
+		if r.exe != "" && v.Exe != r.exe {
+			return // another program's domain
+		}
 		if w == nil {
 			// Another program's domain, or a call's whose Watch has not
 			// started yet.

@@ -111,3 +111,22 @@ func TestReaderLateWatch(t *testing.T) {
 		t.Errorf("%d unclaimed creators held; at most %d", len(r.unclaimed), maxUnclaimed)
 	}
 }
+
+// With Exe set, a domain another program created is not attributed, even
+// to a watched pid.
+func TestReaderExe(t *testing.T) {
+	r := newTestReader()
+	r.SetExe("/usr/libexec/b10x-helper")
+	w := r.Watch(100, 0)
+	feed(r, TypeLandlockAccess, `audit(1.0:1): domain=aa blockers=fs.read_file path="/a" dev="vda" ino=2`)
+	feed(r, TypeLandlockDomain, `audit(1.0:1): domain=aa status=allocated mode=enforcing pid=100 uid=0 exe="/usr/bin/other" comm="x"`)
+	feed(r, TypeLandlockAccess, `audit(1.0:2): domain=bb blockers=fs.write_file path="/b" dev="vda" ino=3`)
+	feed(r, TypeLandlockDomain, `audit(1.0:2): domain=bb status=allocated mode=enforcing pid=100 uid=0 exe="/usr/libexec/b10x-helper" comm="x"`)
+	d, _ := w.Stop()
+	if got := fmt.Sprint(d); got != "[landlock: fs.write_file /b]" {
+		t.Errorf("got %s", got)
+	}
+	if len(r.unclaimed) != 0 {
+		t.Errorf("another program's domain held: %v", r.unclaimed)
+	}
+}
