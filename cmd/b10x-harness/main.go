@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -50,12 +51,13 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 type cli struct {
 	Run    runCmd    `cmd:"" help:"Give a model (or a replay script) the published tools and execute its calls through the gate until it stops or a budget ends the run."`
 	Tools  toolsCmd  `cmd:"" help:"Show the tools a model would be given, without contacting any provider."`
-	Call   callCmd   `cmd:"" help:"Pass one tool call through the gate and print its outcome as JSON."`
+	Call   callCmd   `cmd:"" help:"Pass one tool call through the gate and print its outcome as JSON. Exits 0 when the call was executed (a run call whose program failed included), 1 when it failed, 3 when the gate refused it, 2 on a usage or policy error."`
 	Doctor doctorCmd `cmd:"" help:"Explain which confinement layers this host offers and what each --confine mode would publish. Exits 0 when --confine strict would start here, 1 when it would refuse."`
-	Exec   execCmd   `cmd:"" help:"Run one command under the same confinement as the run tool (for CI steps)."`
+	Exec   execCmd   `cmd:"" help:"Run one command under the same confinement as the run tool (for CI steps). The signals exec gets reach the command; after the first that ends it, --grace, then the whole tree is killed. Exits with the command's status (128 + a signal that ended it), 124 when it was killed at --timeout, 125 when the harness failed or refused before it ran, 126 when the program is not executable, 127 when it was not found."`
 	MCP    mcpCmd    `cmd:"" name:"mcp" help:"Serve the published tools to an MCP client on stdin and stdout (Claude Code, Codex, any stdio client), or over streamable HTTP with --listen, through the same gate, confinement and record as call."`
 	Record recordCmd `cmd:"" help:"Read a run record."`
 	Policy policyCmd `cmd:"" help:"Check a policy file, show the effective policy and where each value came from, or print the policy file's JSON Schema."`
+	Help   helpCmd   `cmd:"" help:"Show the help of a command (b10x-harness help exec), or of every command."`
 
 	Version kong.VersionFlag `help:"Print the version and exit."`
 }
@@ -111,6 +113,10 @@ func realMain(args []string, e env) (code int) {
 			return usageStatus(args)
 		}
 	}
+	// help [COMMAND...] is COMMAND... --help.
+	if len(args) > 0 && args[0] == "help" {
+		args = append(slices.Clone(args[1:]), "--help")
+	}
 	e.args = args
 	exited := -1
 	opts := []kong.Option{}
@@ -164,6 +170,14 @@ func usageStatus(args []string) int {
 	}
 	return exitUsage
 }
+
+// helpCmd is `help [COMMAND...]`, which realMain turns into
+// `COMMAND... --help` before parsing: it is here to be listed.
+type helpCmd struct {
+	Command []string `arg:"" optional:"" help:"The command (and subcommand) to explain."`
+}
+
+func (helpCmd) Run() error { return errors.New("bug: help is rewritten to --help before parsing") }
 
 type kongExit struct{}
 
