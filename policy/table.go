@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"net/netip"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -225,10 +226,17 @@ var settings = []Setting{
 	},
 	{
 		Key: "pass_env", Kind: List, Placeholder: "NAME", Commands: Session | Exec,
-		Help:     "Environment variables passed to run calls.",
-		FlagHelp: "An environment variable passed to run calls; repeatable.",
-		Item:     checkVarName,
+		Help:     "Environment variables passed to run calls: names, or globs of names (GITHUB_*, as path.Match reads them).",
+		FlagHelp: "An environment variable passed to run calls, or a glob of names (GITHUB_*); repeatable.",
+		Item:     checkVarPattern,
 		Field:    func(p *Policy) any { return &p.Run.PassEnv },
+	},
+	{
+		Key: "setenv", Kind: List, Placeholder: "NAME=VALUE", Commands: Session | Exec,
+		Help:     "Environment variables set for run calls, NAME=VALUE, after pass_env's (so a value here wins).",
+		FlagHelp: "An environment variable set for run calls, NAME=VALUE (wins over --pass-env); repeatable.",
+		Item:     checkAssignment,
+		Field:    func(p *Policy) any { return &p.Run.SetEnv },
 	},
 	{
 		// Not exec's: it gives the program the harness's own stdout and
@@ -335,6 +343,26 @@ func checkCIDR(s string) error {
 		return nil
 	}
 	return errors.New("want a CIDR such as 10.0.0.0/8 or an address")
+}
+
+// checkVarPattern checks a pass_env item: a name, or a glob of names.
+func checkVarPattern(s string) error {
+	if err := checkVarName(s); err != nil {
+		return err
+	}
+	if _, err := path.Match(s, ""); err != nil {
+		return errors.New("not a glob of variable names: " + err.Error())
+	}
+	return nil
+}
+
+// checkAssignment checks a setenv item: NAME=VALUE.
+func checkAssignment(s string) error {
+	name, _, ok := strings.Cut(s, "=")
+	if !ok || checkVarName(name) != nil || strings.ContainsAny(name, "*?[") || strings.ContainsRune(s, 0) {
+		return errors.New("want NAME=VALUE")
+	}
+	return nil
 }
 
 func checkVarName(s string) error {

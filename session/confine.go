@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -283,7 +284,7 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 	cfg := tools.RunConfig{
 		Programs:  progs,
 		Runner:    broker,
-		Env:       ChildEnv(p.Run.PassEnv),
+		Env:       ChildEnv(p.Run.PassEnv, p.Run.SetEnv),
 		Timeout:   timeout,
 		Grace:     p.Run.Grace,
 		Limits:    lim,
@@ -418,7 +419,7 @@ const SafePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 // ChildEnv is the complete environment of a run child: PATH, HOME (the
 // child's private /tmp), LANG, TERM, and each --pass-env variable that is
 // set. Nothing else of the harness's environment reaches it.
-func ChildEnv(pass []string) []string {
+func ChildEnv(pass, set []string) []string {
 	env := []string{"PATH=" + SafePath, "HOME=/tmp", "TMPDIR=/tmp"}
 	lang := os.Getenv("LANG")
 	if lang == "" {
@@ -431,9 +432,25 @@ func ChildEnv(pass []string) []string {
 	}
 	env = append(env, "TERM="+term)
 	for _, n := range pass {
-		if v, ok := os.LookupEnv(n); ok {
-			env = append(env, n+"="+v)
+		if !strings.ContainsAny(n, "*?[") {
+			if v, ok := os.LookupEnv(n); ok {
+				env = append(env, n+"="+v)
+			}
+			continue
 		}
+		for _, kv := range os.Environ() {
+			if name, _, _ := strings.Cut(kv, "="); name != "" {
+				if ok, _ := path.Match(n, name); ok {
+					env = append(env, kv)
+				}
+			}
+		}
+	}
+	// setenv last, replacing what came before under its name.
+	for _, kv := range set {
+		name, _, _ := strings.Cut(kv, "=")
+		env = slices.DeleteFunc(env, func(e string) bool { return strings.HasPrefix(e, name+"=") })
+		env = append(env, kv)
 	}
 	return env
 }

@@ -141,7 +141,7 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	}
 	x.Runner = spawn.NewDirect(spawn.Options{Cgroup: mgr, Require: Requirements(p.mode(), enclosing)})
 	x.Spec = spawn.Spec{
-		Program: progs[prog], Argv: argv, Env: ChildEnv(p.Run.PassEnv), Dir: dir, Workspace: view.Workspace,
+		Program: progs[prog], Argv: argv, Env: ChildEnv(p.Run.PassEnv, p.Run.SetEnv), Dir: dir, Workspace: view.Workspace,
 		ReadPaths: view.Read, WritePaths: view.Write, Net: p.Run.NetMode() == "host", Limits: lim, Timeout: timeout,
 		TmpSize: p.Run.TmpSize,
 	}

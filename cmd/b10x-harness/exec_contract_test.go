@@ -173,3 +173,31 @@ func TestLimitsBestEffort(t *testing.T) {
 		t.Errorf("a bad --limits: exit %d, %q", r.code, r.stderr)
 	}
 }
+
+// TestExecEnvironment: --pass-env takes globs of names (GITHUB_* passed
+// nothing before), --setenv NAME=VALUE sets a variable and wins over what
+// --pass-env passed, and a bad item is refused naming the flag.
+func TestExecEnvironment(t *testing.T) {
+	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	ws, _ := sampleWorkspace(t)
+	cmd := harnessCommand("exec", "--workspace", ws, "--pass-env", "GITHUB_*", "--pass-env", "CI", "--setenv", "CI=overridden", "--setenv", "EXTRA=a=b", "--", "env")
+	cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1", "GITHUB_SHA=abc123", "GITHUB_REF=refs/heads/main", "CI=true", "SECRET_TOKEN=nope")
+	r := runHarnessCmd(t, cmd, "")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"GITHUB_SHA=abc123\n", "GITHUB_REF=refs/heads/main\n", "CI=overridden\n", "EXTRA=a=b\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the command's environment lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "SECRET_TOKEN") || strings.Contains(r.stdout, "CI=true") {
+		t.Errorf("the command saw what was not passed, or --setenv did not win:\n%s", r.stdout)
+	}
+	for _, bad := range [][]string{{"--setenv", "NOVALUE"}, {"--setenv", "A*=1"}, {"--pass-env", "GITHUB_[x"}} {
+		r := harness(t, "", append(append([]string{"exec", "--workspace", ws}, bad...), "--", "true")...)
+		if r.code != exitSetupError || !strings.Contains(r.stderr, bad[0]) {
+			t.Errorf("%v: exit %d, %q; want 125 naming %s", bad, r.code, r.stderr, bad[0])
+		}
+	}
+}
