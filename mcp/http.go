@@ -305,9 +305,14 @@ func (s *Server) Handler(token []byte) (http.Handler, error) {
 			s.posts.add(1)
 			defer s.posts.add(-1)
 			if r.Header.Get("Mcp-Session-Id") == "" {
-				// A POST without a session opens one.
-				defer s.initializing.Add(-1)
-				if n := s.initializing.Add(1); s.cfg.MaxSessions > 0 && s.liveSessions()+int(n) > s.cfg.MaxSessions {
+				// A POST without a session opens one. It counts as
+				// opening until its answer starts, by when the SDK has
+				// bound the session (it is then live).
+				n := s.initializing.Add(1)
+				opened := &firstWrite{ResponseWriter: w, first: func() { s.initializing.Add(-1) }}
+				defer opened.fire()
+				w = opened
+				if s.cfg.MaxSessions > 0 && s.liveSessions()+int(n) > s.cfg.MaxSessions {
 					s.refuse(w, r, s.fullMessage())
 					return
 				}
@@ -318,6 +323,35 @@ func (s *Server) Handler(token []byte) (http.Handler, error) {
 		h.ServeHTTP(w, r)
 	}), nil
 }
+
+// firstWrite calls first once, when the response starts (or at fire).
+type firstWrite struct {
+	http.ResponseWriter
+	first func()
+	once  sync.Once
+}
+
+func (f *firstWrite) fire() { f.once.Do(f.first) }
+
+func (f *firstWrite) WriteHeader(code int) {
+	f.fire()
+	f.ResponseWriter.WriteHeader(code)
+}
+
+func (f *firstWrite) Write(b []byte) (int, error) {
+	f.fire()
+	return f.ResponseWriter.Write(b)
+}
+
+func (f *firstWrite) Flush() {
+	f.fire()
+	if fl, ok := f.ResponseWriter.(http.Flusher); ok {
+		fl.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (f *firstWrite) Unwrap() http.ResponseWriter { return f.ResponseWriter }
 
 // fullMessage is what a client is told past the session cap.
 func (s *Server) fullMessage() string {

@@ -239,8 +239,7 @@ func TestStdioAnswersEveryRequestBeforeEOF(t *testing.T) {
 	}
 	cancelled := 0
 	for _, id := range []string{"3", "four"} {
-		res, _ := got[id]["result"].(map[string]any)
-		switch sc, _ := res["structuredContent"].(map[string]any); {
+		switch sc := structured(t, got[id]); {
 		case sc["status"] == "executed":
 		case sc["reason"] == "cancelled":
 			cancelled++
@@ -248,8 +247,7 @@ func TestStdioAnswersEveryRequestBeforeEOF(t *testing.T) {
 			t.Errorf("call %s: %v", id, got[id])
 		}
 	}
-	res, _ := got["5"]["result"].(map[string]any)
-	if sc, _ := res["structuredContent"].(map[string]any); sc["reason"] != "approval_rejected" {
+	if sc := structured(t, got["5"]); sc["reason"] != "approval_rejected" {
 		t.Errorf("call 5: %v", got["5"])
 	}
 	if got["6"]["error"] == nil {
