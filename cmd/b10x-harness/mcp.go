@@ -153,6 +153,12 @@ Exit status: 0 when the session ended with no call in flight (run_end ended_by c
 // listen checks the HTTP flags, reads the token and opens the listener:
 // nil, nil without --listen. Every failure is a usage error (exit 2).
 func (c *mcpCmd) listen() (*mcp.Listener, []byte, error) {
+	if c.MaxSessions < 1 {
+		return nil, nil, usagef("mcp: --max-sessions %d: must be at least 1 (sessions are always bounded)", c.MaxSessions)
+	}
+	if c.SessionIdle < 0 {
+		return nil, nil, usagef("mcp: --session-idle %s: must not be negative (0: sessions never expire)", c.SessionIdle)
+	}
 	if c.Listen == "" {
 		for _, f := range []struct{ name, v string }{{"--token-file", c.TokenFile}, {"--tls-cert", c.TLSCert}, {"--tls-key", c.TLSKey}} {
 			if f.v != "" {

@@ -653,3 +653,27 @@ func TestMCPRecordFullDiskExits1(t *testing.T) {
 		t.Errorf("stderr does not say the record failed, once, and what it means:\n%s", e)
 	}
 }
+
+// TestMCPHelpAndSessionFlags: `mcp --help` says how a session ends and
+// what each exit status means; --max-sessions below 1 and a negative
+// --session-idle are refused before anything is served (exit 2, one line).
+func TestMCPHelpAndSessionFlags(t *testing.T) {
+	r := harness(t, "", "mcp", "--help")
+	for _, want := range []string{"Exit status: 0 when the session ended with no call in flight", "130 when calls in flight were cut short",
+		"1 when the session broke", "the run record could not be written", "--session-idle", "--max-sessions"} {
+		if !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), want) {
+			t.Errorf("mcp --help does not say %q:\n%s", want, r.stdout)
+		}
+	}
+	ws, _ := sampleWorkspace(t)
+	for _, c := range []struct{ flag, want string }{
+		{"--max-sessions=0", "--max-sessions 0: must be at least 1"},
+		{"--max-sessions=-3", "--max-sessions -3: must be at least 1"},
+		{"--session-idle=-1s", "--session-idle -1s: must not be negative"},
+	} {
+		r := harness(t, initLine+"\n", "mcp", "--workspace", ws, c.flag)
+		if r.code != exitUsage || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", c.flag, r.code, r.stdout, r.stderr, c.want)
+		}
+	}
+}
