@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,6 +112,14 @@ type rig struct {
 
 func newRig(t *testing.T, pol *Policy, names map[string][]string) *rig {
 	t.Helper()
+	return newRigWrap(t, pol, names, nil)
+}
+
+// newRigWrap is newRig whose dialled connections are passed through wrap
+// (nil: none); a wrap that hides the *net.TCPConn makes the proxy move a
+// tunnel through a buffer instead of splicing it.
+func newRigWrap(t *testing.T, pol *Policy, names map[string][]string, wrap func(net.Conn) net.Conn) *rig {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +144,11 @@ func newRig(t *testing.T, pol *Policy, names map[string][]string) *rig {
 			if !a.Addr().IsLoopback() {
 				return nil, fmt.Errorf("test dials loopback only, not %s", a)
 			}
-			return d.DialContext(ctx, "tcp", a.String())
+			c, err := d.DialContext(ctx, "tcp", a.String())
+			if err == nil && wrap != nil {
+				c = wrap(c)
+			}
+			return c, err
 		},
 		Report: func(e Event) {
 			r.mu.Lock()
@@ -171,6 +184,18 @@ func (r *rig) waitEvent(host string, n int) []Event {
 	}
 	r.t.Fatalf("no event for %s: %+v", host, r.events)
 	return nil
+}
+
+// waitWaiting waits until n connections wait for a slot.
+func (r *rig) waitWaiting(n int64) {
+	r.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for r.served.waiting.Load() != n {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%d connections wait for a slot, want %d", r.served.waiting.Load(), n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 func (r *rig) client(tlsCfg *tls.Config) *http.Client {
@@ -300,19 +325,22 @@ func TestSOCKS5(t *testing.T) {
 }
 
 // TestCloseEndsEverything: Close ends every open tunnel (a killed call
-// leaves no connection), and MaxConns refuses what is past it.
+// leaves no connection), a connection past MaxConns waits unserved, and
+// Close reports it.
 func TestCloseEndsEverything(t *testing.T) {
 	hold, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer hold.Close()
+	var accepted atomic.Int64
 	go func() {
 		for {
 			c, err := hold.Accept()
 			if err != nil {
 				return
 			}
+			accepted.Add(1)
 			go io.Copy(io.Discard, c)
 		}
 	}()
@@ -331,20 +359,21 @@ func TestCloseEndsEverything(t *testing.T) {
 		}
 		tunnels = append(tunnels, c)
 	}
-	// A third connection past max_conns 2 waits in the backlog: it gets
-	// no answer while both slots are taken.
+	// A third connection past max_conns 2 waits for a slot, its request
+	// read: it gets no answer while both slots are taken.
 	c, err := net.Dial("tcp", r.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer c.Close()
 	fmt.Fprintf(c, "CONNECT hold.test:%s HTTP/1.1\r\n\r\n", port)
-	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	r.waitWaiting(1)
+	c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 	if line, err := bufio.NewReader(c).ReadString('\n'); err == nil {
 		t.Errorf("a third connection past max_conns 2 was served: %q", line)
 	}
-	c.Close()
-	if n := r.served.Open(); n < 4 {
-		t.Errorf("%d connections open, want the 2 tunnels and their 2 destinations", n)
+	if n := r.served.Open(); n < 5 {
+		t.Errorf("%d connections open, want the 2 tunnels, their 2 destinations and the one waiting", n)
 	}
 	denied := r.served.Close()
 	if r.served.Open() != 0 {
@@ -356,8 +385,12 @@ func TestCloseEndsEverything(t *testing.T) {
 			t.Errorf("a tunnel survived Close: %v", err)
 		}
 	}
-	if len(denied) != 0 {
-		t.Errorf("denied %+v", denied)
+	// The one that waited is the one denial: the call ended first.
+	if len(denied) != 1 || denied[0].Host != "hold.test" || denied[0].Rule != "the call ended while the connection waited for a slot (max_conns 2)" {
+		t.Errorf("denied %+v, want the waiting connection's, ended by the call", denied)
+	}
+	if n := accepted.Load(); n != 2 {
+		t.Errorf("the destination took %d connections, want the 2 tunnels'", n)
 	}
 }
 

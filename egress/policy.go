@@ -107,20 +107,41 @@ type Policy struct {
 	Allow []Pattern      // names that may be reached
 	Deny  []Pattern      // names that may not, whatever Allow says
 	CIDRs []netip.Prefix // addresses that may be reached as literals, and non-global addresses a name may resolve to
-	// MaxConns bounds the connections open at once (0: DefaultMaxConns).
+	// MaxConns bounds the connections served at once: those whose
+	// destination is being resolved, dialled or moved to (0:
+	// DefaultMaxConns). As many more may wait (their requests read, the
+	// rules asked) for at most QueueWait each; past that the kernel's
+	// listen backlog holds them, at no cost to the harness, until the
+	// proxy can take them. Every connection ends with its own Event.
 	MaxConns int
-	// IdleTimeout closes a connection on which nothing moved for this long
-	// (0: DefaultIdleTimeout).
+	// IdleTimeout closes a tunnel or a forwarded request on which nothing
+	// moved either way for this long, and a keep-alive connection that
+	// sends no next request for this long (0: DefaultIdleTimeout).
 	IdleTimeout time.Duration
 	// MaxBytes bounds the bytes moved, both ways, over all connections of
-	// one Serve (0: unlimited); past it every connection is closed.
+	// one Serve (0: unlimited). The read that would cross it is not
+	// passed on and its connection is closed; once it is spent, every new
+	// request is refused (403, or SOCKS5 "not allowed by ruleset").
 	MaxBytes int64
+	// HandshakeTimeout bounds the time from accepting a connection to its
+	// complete request (HTTP request headers, or the SOCKS5 greeting and
+	// request), and a keep-alive connection's next request from its first
+	// byte (0: DefaultHandshakeTimeout). It is apart from IdleTimeout, so
+	// a slow or silent client holds no slot, and its place in the queue
+	// only this long.
+	HandshakeTimeout time.Duration
+	// QueueWait bounds how long a connection whose request was read waits
+	// for one of MaxConns slots; past it the connection is refused (HTTP
+	// 503, SOCKS5 "general failure") (0: DefaultQueueWait).
+	QueueWait time.Duration
 }
 
 // Defaults of Policy's limits.
 const (
-	DefaultMaxConns    = 64
-	DefaultIdleTimeout = 5 * time.Minute
+	DefaultMaxConns         = 64
+	DefaultIdleTimeout      = 5 * time.Minute
+	DefaultHandshakeTimeout = 5 * time.Second
+	DefaultQueueWait        = 10 * time.Second
 )
 
 // Decision is the verdict on one destination before it is dialled.

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -19,11 +20,22 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/b10x/harness/record"
 )
 
 // Event is one connection attempt: its destination, the decision and the
 // rule that made it, and what moved.
+//
+// Every connection the proxy takes from its listener ends with exactly one
+// Event, and a keep-alive connection with one more for each further
+// request it sends: one that named no destination (it sent nothing, too
+// little, too slowly, or not HTTP or SOCKS5) is "denied" with an empty
+// Host and a Rule that says so; one refused by a limit (max_conns,
+// max_bytes) is "denied" by that limit; one whose program left before it
+// was dialled is "allowed" by its rule with an Error saying it was not
+// dialled.
 type Event struct {
 	Time      time.Time     `json:"time"`
 	Protocol  string        `json:"protocol"` // "connect" (HTTP CONNECT), "http" (a forwarded request), "socks5"
@@ -53,10 +65,12 @@ type Options struct {
 	// Lookup resolves a name (nil: net.DefaultResolver.LookupNetIP).
 	Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 	// Dial connects to an address already checked (nil: a net.Dialer with a
-	// 30 s timeout).
+	// 30 s timeout). A tunnel between two *net.TCPConn is moved with
+	// splice(2); any other net.Conn through a buffer.
 	Dial func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
 	// Report receives every attempt once it has ended (nil: none). It is
-	// called from the connection's goroutine; it must be safe for
+	// called from the connection's goroutine, or from Close for the
+	// connections the call's end left unserved; it must be safe for
 	// concurrent use.
 	Report func(Event)
 }
@@ -68,15 +82,26 @@ type Options struct {
 var LookupForTest func(ctx context.Context, host string) ([]netip.Addr, error)
 
 // Served is a running proxy; Close stops it.
+//
+// How a connection is served: the proxy takes it from the listener while
+// fewer than 2×MaxConns of its connections are open (past that it stays in
+// the kernel's backlog); its request must be complete within
+// HandshakeTimeout of that; the rules decide it, and a spent max_bytes
+// refuses it, without a slot; an admitted one then takes one of MaxConns
+// slots, waiting at most QueueWait (refused with 503 past it); one that
+// waited is dialled only if its program is still connected.
 type Served struct {
-	ln     net.Listener
-	pol    *Policy
-	opt    Options
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	slots  chan struct{}
-	moved  atomic.Int64
+	ln         net.Listener
+	pol        *Policy
+	opt        Options
+	ctx        context.Context
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup // the connections' goroutines
+	acceptDone chan struct{}
+	held       chan struct{} // one per connection taken from the listener and not ended: 2×MaxConns
+	slots      chan struct{} // one per connection being served: MaxConns
+	waiting    atomic.Int64  // connections waiting for a slot now
+	moved      atomic.Int64
 
 	mu               sync.Mutex
 	conns            map[net.Conn]struct{}
@@ -91,15 +116,17 @@ type Served struct {
 // Close reports the rest as one count.
 const MaxReported = 1000
 
+// maxDrained bounds how many connections Close takes from the kernel's
+// backlog to report them (the helper listens with a backlog of 256).
+const maxDrained = 4096
+
 // Serve accepts connections on ln (the listener inside a child's network
 // namespace) until Close, deciding each by pol. It takes ownership of ln.
 func Serve(ln net.Listener, pol *Policy, opt Options) *Served {
 	ctx, cancel := context.WithCancel(context.Background())
-	maxConns := pol.MaxConns
-	if maxConns <= 0 {
-		maxConns = DefaultMaxConns
-	}
-	s := &Served{ln: ln, pol: pol, opt: opt, ctx: ctx, cancel: cancel, slots: make(chan struct{}, maxConns), conns: map[net.Conn]struct{}{}}
+	s := &Served{ln: ln, pol: pol, opt: opt, ctx: ctx, cancel: cancel, acceptDone: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	s.slots = make(chan struct{}, s.maxConns())
+	s.held = make(chan struct{}, 2*s.maxConns())
 	if s.opt.Lookup == nil {
 		s.opt.Lookup = LookupForTest
 	}
@@ -114,23 +141,35 @@ func Serve(ln net.Listener, pol *Policy, opt Options) *Served {
 			return d.DialContext(ctx, "tcp", a.String())
 		}
 	}
-	s.wg.Add(1)
 	go s.accept()
 	return s
 }
 
-// Close stops accepting, closes every connection (the program's and the
-// destination's) and waits for their goroutines; it returns the denied
-// attempts. It is safe to call more than once.
+// Close stops accepting, reports every connection still waiting in the
+// listener's backlog (each gets its Event, "the call ended before the
+// proxy served it"), closes every connection (the program's and the
+// destination's), waits for their goroutines, so that every attempt has
+// been reported when it returns, and returns the denied attempts. It is
+// safe to call more than once.
+//
+// A connection that reaches the backlog after Close has drained it, while
+// the listener is being closed, is reset without an Event: the call it
+// belongs to has ended.
 func (s *Served) Close() []Event {
 	s.mu.Lock()
+	first := !s.closed
 	s.closed = true
 	for c := range s.conns {
 		c.Close()
 	}
 	s.mu.Unlock()
 	s.cancel()
+	if first {
+		s.stopAccepting()
+		s.drainBacklog()
+	}
 	s.ln.Close()
+	<-s.acceptDone
 	s.wg.Wait()
 	s.mu.Lock()
 	denied := append([]Event(nil), s.denied...)
@@ -143,6 +182,79 @@ func (s *Served) Close() []Event {
 	return denied
 }
 
+// stopAccepting ends the accept loop without closing the listener, whose
+// backlog Close still has to report: a deadline in the past wakes Accept.
+func (s *Served) stopAccepting() {
+	if dl, ok := s.ln.(interface{ SetDeadline(time.Time) error }); !ok || dl.SetDeadline(time.Unix(1, 0)) != nil {
+		s.ln.Close()
+	}
+	<-s.acceptDone
+}
+
+// drainBacklog takes each connection still in the listener's backlog,
+// reads what its program already sent (without waiting), and reports it.
+func (s *Served) drainBacklog() {
+	sc, ok := s.ln.(syscall.Conn)
+	if !ok {
+		return
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	buf := make([]byte, 4096)
+	_ = rc.Control(func(fd uintptr) {
+		for i := 0; i < maxDrained; i++ {
+			nfd, _, err := unix.Accept4(int(fd), unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+			if err == unix.EINTR || err == unix.ECONNABORTED {
+				continue
+			}
+			if err != nil {
+				return // EAGAIN: the backlog is empty
+			}
+			n, _ := unix.Read(nfd, buf)
+			unix.Close(nfd)
+			s.report(s.unserved(buf[:max(n, 0)]))
+		}
+	})
+}
+
+// unserved is the Event of a connection the call's end left unserved,
+// with the destination its program named in b (what it had sent), if any.
+func (s *Served) unserved(b []byte) Event {
+	e := Event{Time: time.Now(), Decision: "denied", Rule: "the call ended before the proxy served the connection"}
+	e.Protocol, e.Host, e.Port = target(b)
+	if e.Host != "" {
+		e.Host = s.pol.Decide(e.Host).Name
+	}
+	return e
+}
+
+// target is the destination the first bytes of a connection name: an HTTP
+// request (CONNECT or an absolute URI) or a SOCKS5 greeting and request.
+func target(b []byte) (protocol, host string, port int) {
+	br := bufio.NewReader(bytes.NewReader(b))
+	if len(b) > 0 && b[0] == 5 {
+		if _, err := readSocksGreeting(br); err != nil {
+			return "socks5", "", 0
+		}
+		_, host, port, _ := readSocksRequest(br)
+		return "socks5", host, port
+	}
+	req, err := http.ReadRequest(br)
+	switch {
+	case err != nil:
+		return "", "", 0
+	case req.Method == http.MethodConnect:
+		host, port = splitHostPort(req.Host, 443)
+		return "connect", host, port
+	case req.URL != nil:
+		host, port = splitHostPort(req.URL.Host, 80)
+		return "http", host, port
+	}
+	return "http", "", 0
+}
+
 // Open is the number of connections open now (for tests and progress).
 func (s *Served) Open() int {
 	s.mu.Lock()
@@ -150,11 +262,12 @@ func (s *Served) Open() int {
 	return len(s.conns)
 }
 
+// track adds c to the connections Close closes; false (c untouched) when
+// Close has begun.
 func (s *Served) track(c net.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		c.Close()
 		return false
 	}
 	s.conns[c] = struct{}{}
@@ -191,20 +304,20 @@ func (s *Served) report(e Event) {
 }
 
 func (s *Served) accept() {
-	defer s.wg.Done()
+	defer close(s.acceptDone)
 	for {
-		// A slot first, then the connection: past MaxConns the program's
-		// connections wait in the listener's backlog, which the kernel
-		// bounds and holds in the call's own namespace, and cost the
-		// harness nothing.
+		// A place first, then the connection: past 2×MaxConns the
+		// program's connections wait in the listener's backlog, which the
+		// kernel bounds and holds in the call's own namespace, and cost
+		// the harness nothing; Close reports those still there.
 		select {
-		case s.slots <- struct{}{}:
+		case s.held <- struct{}{}:
 		case <-s.ctx.Done():
 			return
 		}
 		c, err := s.ln.Accept()
 		if err != nil {
-			<-s.slots
+			<-s.held
 			if s.ctx.Err() != nil {
 				return
 			}
@@ -221,34 +334,57 @@ func (s *Served) accept() {
 			return // closed
 		}
 		if !s.track(c) {
-			<-s.slots
+			<-s.held
+			s.report(s.unserved(nil))
+			c.Close()
 			return
 		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			defer func() { <-s.slots }()
+			defer func() { <-s.held }()
 			defer s.untrack(c)
-			s.serve(c)
+			cl := &client{c: c, accepted: time.Now()}
+			defer cl.release(s)
+			s.serve(cl)
 		}()
 	}
 }
 
+// client is one connection from the program, as the proxy reads it.
+type client struct {
+	c        net.Conn
+	br       *bufio.Reader
+	hb       *headerBudget
+	accepted time.Time
+	slot     bool // it holds one of the MaxConns slots
+}
+
+func (cl *client) release(s *Served) {
+	if cl.slot {
+		cl.slot = false
+		<-s.slots
+	}
+}
+
 // serve handles one connection from the program: SOCKS5 when its first
-// byte is 5, HTTP otherwise.
-func (s *Served) serve(c net.Conn) {
-	_ = c.SetDeadline(time.Now().Add(s.idle()))
-	hb := &headerBudget{r: c}
-	br := bufio.NewReader(hb)
-	b, err := br.Peek(1)
+// byte is 5, HTTP otherwise. Its request must be complete within the
+// handshake timeout of its acceptance.
+func (s *Served) serve(cl *client) {
+	cl.hb = &headerBudget{r: cl.c, c: cl.c}
+	cl.br = bufio.NewReader(cl.hb)
+	_ = cl.c.SetDeadline(cl.accepted.Add(s.handshake()))
+	b, err := cl.br.Peek(1)
 	if err != nil {
+		e, _ := s.noRequest(cl, "", err, true)
+		s.report(e)
 		return
 	}
 	if b[0] == 5 {
-		s.socks(c, br, hb)
+		s.report(s.socks(cl))
 		return
 	}
-	s.http(c, br, hb)
+	s.http(cl)
 }
 
 func (s *Served) idle() time.Duration {
@@ -258,31 +394,170 @@ func (s *Served) idle() time.Duration {
 	return DefaultIdleTimeout
 }
 
-// dial decides host:port, resolves an admitted name and connects to the
-// first reachable address. It fills e and returns the connection, or nil
-// with e saying why.
-func (s *Served) dial(host string, port int, e *Event) net.Conn {
-	e.Time, e.Host, e.Port = time.Now(), host, port
+func (s *Served) handshake() time.Duration {
+	if s.pol.HandshakeTimeout > 0 {
+		return s.pol.HandshakeTimeout
+	}
+	return DefaultHandshakeTimeout
+}
+
+func (s *Served) queueWait() time.Duration {
+	if s.pol.QueueWait > 0 {
+		return s.pol.QueueWait
+	}
+	return DefaultQueueWait
+}
+
+func (s *Served) maxConns() int {
+	if s.pol.MaxConns > 0 {
+		return s.pol.MaxConns
+	}
+	return DefaultMaxConns
+}
+
+// noRequest is the Event of a connection whose request could not be read
+// (err), and the HTTP status to answer it with (0: none). first is true
+// for a connection's first request, whose absence is an attempt too.
+func (s *Served) noRequest(cl *client, protocol string, err error, first bool) (Event, int) {
+	e := Event{Time: cl.accepted, Protocol: protocol, Decision: "denied", Duration: time.Since(cl.accepted)}
+	status := 0
+	switch {
+	case errors.Is(err, errHeaderBudget):
+		e.Rule, status = "request headers larger than 64 KiB", http.StatusForbidden
+	case s.ctx.Err() != nil:
+		e.Rule = "the call ended before the connection's request was complete"
+	case errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(cl.accepted.Add(s.handshake())):
+		// A deadline that falls mid-line reaches the parser as a short
+		// line, not as the deadline (bufio.Reader.ReadLine).
+		e.Rule, status = fmt.Sprintf("no complete request within %v (handshake_timeout)", s.handshake()), http.StatusRequestTimeout
+	case errors.Is(err, io.EOF) && first && protocol == "":
+		e.Rule = "closed without sending a request"
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		e.Rule = "closed before its request was complete"
+	case errors.Is(err, syscall.ECONNRESET):
+		e.Rule = "reset before its request was complete"
+	default:
+		e.Rule, status = "not a proxy request (want CONNECT, an absolute http:// URL or SOCKS5)", http.StatusBadRequest
+	}
+	if protocol == "socks5" {
+		status = 0
+	}
+	return e, status
+}
+
+// admit decides host:port for the connection and, when the rules admit
+// it, gives it a slot. It fills e and returns 0, or the HTTP status to
+// refuse it with: 403 (a rule, a spent max_bytes), 503 (no slot within
+// the queue wait), -1 (nothing to answer: the program left, or the call
+// ended).
+func (s *Served) admit(cl *client, host string, port int, e *Event) int {
+	e.Host, e.Port = host, port
 	d := s.pol.Decide(host)
-	e.Host, e.Rule = d.Name, d.Rule
-	if !d.Allowed {
+	e.Host, e.Rule, e.Decision = d.Name, d.Rule, "allowed"
+	switch {
+	case !d.Allowed:
 		e.Decision = "denied"
-		return nil
-	}
-	if port <= 0 || port > 65535 {
+		return http.StatusForbidden
+	case port <= 0 || port > 65535:
 		e.Decision, e.Rule = "denied", "no port"
-		return nil
+		return http.StatusForbidden
+	case s.spent():
+		e.Decision, e.Rule = "denied", fmt.Sprintf("max_bytes %d spent (all connections of the call)", s.pol.MaxBytes)
+		return http.StatusForbidden
 	}
+	return s.acquire(cl, e)
+}
+
+// spent reports whether max_bytes leaves nothing for a new request.
+func (s *Served) spent() bool {
+	return s.pol.MaxBytes > 0 && s.moved.Load() >= s.pol.MaxBytes
+}
+
+// acquire gives cl one of the MaxConns slots, waiting at most the queue
+// wait; see admit for what it returns. A connection that waited is
+// checked before it is dialled: if its program closed it meanwhile (the
+// proxy holds its FIN or its reset), it is not dialled.
+func (s *Served) acquire(cl *client, e *Event) int {
+	if cl.slot {
+		return 0
+	}
+	select {
+	case s.slots <- struct{}{}:
+		cl.slot = true
+		return 0
+	default:
+	}
+	start := time.Now()
+	s.waiting.Add(1)
+	t := time.NewTimer(s.queueWait())
+	var ended bool
+	select {
+	case s.slots <- struct{}{}:
+		cl.slot = true
+	case <-t.C:
+	case <-s.ctx.Done():
+		ended = true
+	}
+	t.Stop()
+	s.waiting.Add(-1)
+	e.Duration = time.Since(start)
+	switch {
+	case gone(cl.c):
+		e.Error = fmt.Sprintf("the program closed the connection while it waited for a slot (max_conns %d): not dialled", s.maxConns())
+		return -1
+	case ended:
+		e.Decision, e.Rule = "denied", fmt.Sprintf("the call ended while the connection waited for a slot (max_conns %d)", s.maxConns())
+		return -1
+	case !cl.slot:
+		e.Decision, e.Rule = "denied", fmt.Sprintf("max_conns %d: no slot came free within %v (queue_wait)", s.maxConns(), s.queueWait())
+		return http.StatusServiceUnavailable
+	}
+	return 0
+}
+
+// TCP states (include/net/tcp_states.h).
+const (
+	tcpClose     = 7
+	tcpCloseWait = 8
+)
+
+// gone reports whether the program has closed c (or reset it): the kernel
+// holds its FIN. A half-close cannot be told from a close, so a program
+// that half-closed after its request, while it waited, is taken as gone.
+func gone(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	state := -1
+	if err := rc.Control(func(fd uintptr) {
+		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+			state = int(info.State)
+		}
+	}); err != nil {
+		return false // closed here, by Close: the program did not leave
+	}
+	return state == tcpCloseWait || state == tcpClose
+}
+
+// connect resolves the admitted e.Host and connects to the first reachable
+// address. It fills e and returns the connection, or nil with e saying why.
+func (s *Served) connect(e *Event) net.Conn {
+	port := e.Port
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
 	var addrs []netip.Addr
-	if a, err := netip.ParseAddr(d.Name); err == nil {
+	if a, err := netip.ParseAddr(e.Host); err == nil {
 		addrs = []netip.Addr{a} // admitted by a CIDR rule
 	} else {
 		var err error
-		addrs, err = s.opt.Lookup(ctx, d.Name)
+		addrs, err = s.opt.Lookup(ctx, e.Host)
 		if err != nil {
-			e.Decision, e.Error = "allowed", "resolving "+d.Name+": "+err.Error()
+			e.Error = "resolving " + e.Host + ": " + err.Error()
 			return nil
 		}
 	}
@@ -304,7 +579,7 @@ func (s *Served) dial(host string, port int, e *Event) net.Conn {
 			why = append(why, a.String()+": "+err.Error())
 			continue
 		}
-		e.Decision, e.Addr = "allowed", netip.AddrPortFrom(a.Unmap(), uint16(port)).String()
+		e.Addr = netip.AddrPortFrom(a.Unmap(), uint16(port)).String()
 		return conn
 	}
 	if len(addrs) > 0 && len(refused) == len(addrs) {
@@ -316,22 +591,35 @@ func (s *Served) dial(host string, port int, e *Event) net.Conn {
 		e.Rule += "; allow them with a CIDR rule"
 		return nil
 	}
-	e.Decision = "allowed"
 	e.Error = "connecting: " + strings.Join(why, "; ")
 	if len(addrs) == 0 {
-		e.Error = "resolving " + d.Name + ": no address"
+		e.Error = "resolving " + e.Host + ": no address"
 	}
 	return nil
 }
 
+// take counts k bytes against max_bytes; false when they cross it (they
+// are then not to be passed on).
+func (s *Served) take(k int) bool {
+	if s.pol.MaxBytes > 0 && s.moved.Add(int64(k)) > s.pol.MaxBytes {
+		return false
+	}
+	return true
+}
+
 // pipe copies both ways until either side ends, nothing moves either way
 // for the idle timeout, the byte cap is reached or the proxy closes; it
-// fills e's counters, and e.Error when a limit ended it.
-func (s *Served) pipe(client net.Conn, clientR io.Reader, dst net.Conn, e *Event) {
+// fills e's counters, and e.Error when a limit ended it. Between two TCP
+// connections it moves bytes with splice(2), never through the harness's
+// memory.
+func (s *Served) pipe(cl *client, dst net.Conn, e *Event) {
 	if !s.track(dst) {
+		dst.Close()
+		e.Error = "the call ended before the tunnel opened"
 		return
 	}
 	defer s.untrack(dst)
+	client := cl.c
 	start := time.Now()
 	var wg sync.WaitGroup
 	var up, down atomic.Int64
@@ -340,22 +628,23 @@ func (s *Served) pipe(client net.Conn, clientR io.Reader, dst net.Conn, e *Event
 	// timeout: a download the program sends nothing during is not.
 	var last atomic.Int64 // when a byte last moved, either way (UnixNano)
 	last.Store(start.UnixNano())
-	copyDir := func(w net.Conn, r io.Reader, rc net.Conn, n *atomic.Int64) {
+	touch := func() { last.Store(time.Now().UnixNano()) }
+	copyDir := func(w net.Conn, m mover, rc net.Conn, n *atomic.Int64) {
 		defer wg.Done()
-		buf := make([]byte, 32<<10)
+		defer m.close()
 		for {
 			_ = rc.SetReadDeadline(time.Unix(0, last.Load()).Add(s.idle()))
-			k, err := r.Read(buf)
+			k, err := m.in()
 			if k > 0 {
-				if s.pol.MaxBytes > 0 && s.moved.Add(int64(k)) > s.pol.MaxBytes {
+				if !s.take(k) {
 					capped.Store(true)
 					client.Close()
 					dst.Close()
 					return
 				}
-				last.Store(time.Now().UnixNano())
+				touch()
 				_ = w.SetWriteDeadline(time.Now().Add(s.idle()))
-				if _, werr := w.Write(buf[:k]); werr != nil {
+				if werr := m.out(k, touch); werr != nil {
 					break
 				}
 				n.Add(int64(k))
@@ -378,9 +667,13 @@ func (s *Served) pipe(client net.Conn, clientR io.Reader, dst net.Conn, e *Event
 		}
 	}
 	_ = client.SetDeadline(time.Time{})
+	// What the program sent past its request is already in the reader.
+	pre, _ := cl.br.Peek(cl.br.Buffered())
+	pre = bytes.Clone(pre)
+	_, _ = cl.br.Discard(len(pre))
 	wg.Add(2)
-	go copyDir(dst, clientR, client, &up)
-	go copyDir(client, dst, dst, &down)
+	go copyDir(dst, newMover(client, dst, pre, s.idle()), client, &up)
+	go copyDir(client, newMover(dst, client, nil, s.idle()), dst, &down)
 	wg.Wait()
 	e.BytesUp, e.BytesDown, e.Duration = up.Load(), down.Load(), time.Since(start)
 	switch {
@@ -392,116 +685,179 @@ func (s *Served) pipe(client net.Conn, clientR io.Reader, dst net.Conn, e *Event
 }
 
 // http serves HTTP: CONNECT tunnels, and absolute-URI requests forwarded
-// one at a time (each decided on its own).
-func (s *Served) http(c net.Conn, br *bufio.Reader, hb *headerBudget) {
-	for {
-		hb.limit()
-		req, err := http.ReadRequest(br)
-		if err != nil {
-			if errors.Is(err, errHeaderBudget) {
-				e := Event{Time: time.Now(), Protocol: "http", Decision: "denied", Rule: "request headers larger than 64 KiB"}
-				s.refuseHTTP(c, &e)
-			}
+// one at a time (each decided on its own, each its own Event).
+func (s *Served) http(cl *client) {
+	for first := true; ; first = false {
+		e, more := s.httpRequest(cl, first)
+		if e != nil {
+			s.report(*e)
+		}
+		if !more {
 			return
 		}
-		// The body and a tunnel's bytes are the program's to move.
-		hb.unlimited = true
-		if req.Method == http.MethodConnect {
-			host, port := splitHostPort(req.Host, 443)
-			e := Event{Protocol: "connect"}
-			dst := s.dial(host, port, &e)
-			if dst == nil {
-				s.refuseHTTP(c, &e)
-				return
-			}
-			if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-				dst.Close()
-				return
-			}
-			s.pipe(c, br, dst, &e)
-			s.report(e)
-			return
-		}
-		if req.URL == nil || req.URL.Host == "" || (req.URL.Scheme != "http" && req.URL.Scheme != "") {
-			e := Event{Time: time.Now(), Protocol: "http", Decision: "denied", Rule: "not a proxy request (want CONNECT or an absolute http:// URL)", Host: req.Host}
-			s.refuseHTTP(c, &e)
-			return
-		}
-		host, port := splitHostPort(req.URL.Host, 80)
-		e := Event{Protocol: "http"}
-		dst := s.dial(host, port, &e)
-		if dst == nil {
-			s.refuseHTTP(c, &e)
-			return
-		}
-		if !s.forward(c, req, dst, &e) {
-			s.report(e)
-			return
-		}
-		s.report(e)
 	}
 }
 
+// httpRequest reads and serves one request of cl; its Event (nil when the
+// connection ended cleanly between requests) and whether the connection
+// goes on.
+func (s *Served) httpRequest(cl *client, first bool) (*Event, bool) {
+	c, br := cl.c, cl.br
+	if !first {
+		// A keep-alive connection idles between requests; once the next
+		// one begins, it has the handshake timeout to be complete.
+		_ = c.SetReadDeadline(time.Now().Add(s.idle()))
+		if _, err := br.Peek(1); err != nil {
+			return nil, false
+		}
+		cl.accepted = time.Now()
+		_ = c.SetReadDeadline(cl.accepted.Add(s.handshake()))
+	}
+	cl.hb.limit()
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		e, status := s.noRequest(cl, "http", err, first)
+		if status > 0 {
+			s.refuseHTTP(c, status, &e)
+		}
+		return &e, false
+	}
+	// The body and a tunnel's bytes are the program's to move.
+	cl.hb.unlimited = true
+	e := &Event{Time: time.Now(), Protocol: "http"}
+	var host string
+	var port int
+	switch {
+	case req.Method == http.MethodConnect:
+		e.Protocol = "connect"
+		host, port = splitHostPort(req.Host, 443)
+	case req.URL == nil || req.URL.Host == "" || (req.URL.Scheme != "http" && req.URL.Scheme != ""):
+		e.Decision, e.Rule, e.Host = "denied", "not a proxy request (want CONNECT or an absolute http:// URL)", req.Host
+		s.refuseHTTP(c, http.StatusForbidden, e)
+		return e, false
+	default:
+		host, port = splitHostPort(req.URL.Host, 80)
+	}
+	if status := s.admit(cl, host, port, e); status != 0 {
+		s.refuseHTTP(c, status, e)
+		return e, false
+	}
+	dst := s.connect(e)
+	if dst == nil {
+		s.refuseHTTP(c, http.StatusForbidden, e) // 502 unless a rule refused every address
+		return e, false
+	}
+	if e.Protocol == "connect" {
+		_ = c.SetWriteDeadline(time.Now().Add(s.handshake()))
+		if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+			dst.Close()
+			e.Error = "answering the program: " + err.Error()
+			return e, false
+		}
+		s.pipe(cl, dst, e)
+		return e, false
+	}
+	return e, s.forward(cl, req, dst, e)
+}
+
 // forward sends one request to dst and its response back; false when the
-// client connection cannot go on.
-func (s *Served) forward(c net.Conn, req *http.Request, dst net.Conn, e *Event) bool {
+// client connection cannot go on. Idleness is measured on movement: every
+// read and write, either way, has the idle timeout to move a byte, so a
+// response that takes longer than it but keeps moving is not cut; every
+// byte counts against max_bytes as it moves.
+func (s *Served) forward(cl *client, req *http.Request, dst net.Conn, e *Event) bool {
 	if !s.track(dst) {
+		dst.Close()
+		e.Error = "the call ended before the request was forwarded"
 		return false
 	}
 	defer s.untrack(dst)
+	c := cl.c
 	start := time.Now()
 	req.RequestURI = ""
 	req.Header.Del("Proxy-Connection")
 	req.Header.Del("Proxy-Authorization")
 	req.Close = true
-	_ = dst.SetDeadline(time.Now().Add(s.idle()))
-	cw := &countWriter{w: dst}
-	if err := req.Write(cw); err != nil {
-		e.Error = "forwarding the request: " + err.Error()
-		writeRefusal(c, http.StatusBadGateway, e.Error)
+	_ = c.SetReadDeadline(time.Time{})
+	cl.hb.idle = s.idle() // the request's body, read from the program
+	md := &moving{Conn: dst, s: s}
+	mc := &moving{Conn: c, s: s}
+	defer func() { e.BytesUp, e.BytesDown, e.Duration = md.wrote, mc.wrote, time.Since(start) }()
+	if err := req.Write(md); err != nil {
+		e.Error = s.forwardError("forwarding the request", err)
+		if !errors.Is(err, errCapped) {
+			writeRefusal(c, http.StatusBadGateway, e.Error)
+		}
 		return false
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(dst), req)
+	resp, err := http.ReadResponse(bufio.NewReader(md), req)
 	if err != nil {
-		e.Error = "reading the response: " + err.Error()
+		e.Error = s.forwardError("reading the response", err)
 		writeRefusal(c, http.StatusBadGateway, e.Error)
 		return false
 	}
 	defer resp.Body.Close()
-	ccw := &countWriter{w: c}
-	_ = c.SetWriteDeadline(time.Now().Add(s.idle()))
-	err = resp.Write(ccw)
-	e.BytesUp, e.BytesDown, e.Duration = cw.n, ccw.n, time.Since(start)
-	if s.pol.MaxBytes > 0 && s.moved.Add(cw.n+ccw.n) > s.pol.MaxBytes {
-		e.Error = fmt.Sprintf("closed at the byte cap (max_bytes %d)", s.pol.MaxBytes)
+	if err := resp.Write(mc); err != nil {
+		e.Error = s.forwardError("forwarding the response", err)
 		return false
 	}
-	return err == nil && !resp.Close
+	return !resp.Close
 }
 
-type countWriter struct {
-	w io.Writer
-	n int64
+func (s *Served) forwardError(what string, err error) string {
+	switch {
+	case errors.Is(err, errCapped):
+		return fmt.Sprintf("closed at the byte cap (max_bytes %d, all connections of the call)", s.pol.MaxBytes)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Sprintf("closed after %v with nothing moved (idle_timeout)", s.idle())
+	}
+	return what + ": " + err.Error()
 }
 
-func (c *countWriter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n += int64(n)
+var errCapped = errors.New("egress: max_bytes reached")
+
+// moving is a connection whose every read and write has the idle timeout
+// to move a byte, and whose writes count against max_bytes.
+type moving struct {
+	net.Conn
+	s     *Served
+	wrote int64
+}
+
+func (m *moving) Read(b []byte) (int, error) {
+	_ = m.Conn.SetReadDeadline(time.Now().Add(m.s.idle()))
+	return m.Conn.Read(b)
+}
+
+func (m *moving) Write(b []byte) (int, error) {
+	if !m.s.take(len(b)) {
+		return 0, errCapped
+	}
+	_ = m.Conn.SetWriteDeadline(time.Now().Add(m.s.idle()))
+	n, err := m.Conn.Write(b)
+	m.wrote += int64(n)
 	return n, err
 }
 
-// refuseHTTP answers a refused or failed attempt: 403 with the reason in a
-// header and the body for a denial, 502 for a connection that failed.
-func (s *Served) refuseHTTP(c net.Conn, e *Event) {
+// refuseHTTP answers a refused or failed attempt: the status with the
+// reason in a header and the body (403 for a denial, 503 past the queue
+// wait, 502 for a connection that failed); nothing when status < 0.
+func (s *Served) refuseHTTP(c net.Conn, status int, e *Event) {
+	if status < 0 {
+		return
+	}
 	if e.Decision == "" {
 		e.Decision = "denied"
 	}
-	status, why := http.StatusForbidden, "b10x-harness denied "+e.Host+": "+e.Rule
+	why := "b10x-harness denied " + e.Host + ": " + e.Rule
+	if e.Host == "" {
+		why = "b10x-harness refused the request: " + e.Rule
+	}
 	if !e.Denied() {
 		status, why = http.StatusBadGateway, "b10x-harness could not reach "+e.Host+": "+e.Error
 	}
+	_ = c.SetWriteDeadline(time.Now().Add(s.handshake()))
 	writeRefusal(c, status, why)
-	s.report(*e)
 }
 
 func writeRefusal(c net.Conn, status int, why string) {
@@ -531,40 +887,38 @@ func splitHostPort(hostport string, def int) (string, int) {
 // SOCKS5 reply codes (RFC 1928).
 const (
 	socksOK          = 0x00
+	socksFailure     = 0x01
 	socksNotAllowed  = 0x02
 	socksHostUnreach = 0x04
 	socksCmdUnsupp   = 0x07
 	socksAddrUnsupp  = 0x08
 )
 
-// socks serves one SOCKS5 CONNECT (no authentication; names are resolved
-// here, by the proxy: socks5h).
-func (s *Served) socks(c net.Conn, br *bufio.Reader, hb *headerBudget) {
+var errSocksAddr = errors.New("egress: SOCKS5 address type not supported")
+
+// readSocksGreeting reads a SOCKS5 greeting; whether it offers "no
+// authentication".
+func readSocksGreeting(br *bufio.Reader) (bool, error) {
 	var hdr [2]byte
 	if _, err := io.ReadFull(br, hdr[:]); err != nil {
-		return
+		return false, err
 	}
 	methods := make([]byte, hdr[1])
 	if _, err := io.ReadFull(br, methods); err != nil {
-		return
+		return false, err
 	}
-	noAuth := false
-	for _, m := range methods {
-		noAuth = noAuth || m == 0
-	}
-	if !noAuth {
-		_, _ = c.Write([]byte{5, 0xff})
-		return
-	}
-	if _, err := c.Write([]byte{5, 0}); err != nil {
-		return
-	}
+	return slices.Contains(methods, 0), nil
+}
+
+// readSocksRequest reads a SOCKS5 request: its command and destination.
+func readSocksRequest(br *bufio.Reader) (cmd byte, host string, port int, err error) {
 	var req [4]byte
-	if _, err := io.ReadFull(br, req[:]); err != nil || req[0] != 5 {
-		return
+	if _, err := io.ReadFull(br, req[:]); err != nil {
+		return 0, "", 0, err
 	}
-	e := Event{Time: time.Now(), Protocol: "socks5"}
-	var host string
+	if req[0] != 5 {
+		return 0, "", 0, errors.New("egress: not a SOCKS5 request")
+	}
 	switch req[3] {
 	case 1, 4:
 		n := 4
@@ -573,49 +927,89 @@ func (s *Served) socks(c net.Conn, br *bufio.Reader, hb *headerBudget) {
 		}
 		b := make([]byte, n)
 		if _, err := io.ReadFull(br, b); err != nil {
-			return
+			return 0, "", 0, err
 		}
 		a, _ := netip.AddrFromSlice(b)
 		host = a.String()
 	case 3:
 		l, err := br.ReadByte()
 		if err != nil {
-			return
+			return 0, "", 0, err
 		}
 		b := make([]byte, l)
 		if _, err := io.ReadFull(br, b); err != nil {
-			return
+			return 0, "", 0, err
 		}
 		host = string(b)
 	default:
-		socksReply(c, socksAddrUnsupp)
-		return
+		return req[1], "", 0, errSocksAddr
 	}
 	var pb [2]byte
 	if _, err := io.ReadFull(br, pb[:]); err != nil {
-		return
+		return 0, "", 0, err
 	}
-	port := int(binary.BigEndian.Uint16(pb[:]))
-	if req[1] != 1 {
+	return req[1], host, int(binary.BigEndian.Uint16(pb[:])), nil
+}
+
+// socks serves one SOCKS5 CONNECT (no authentication; names are resolved
+// here, by the proxy: socks5h) and returns its Event.
+func (s *Served) socks(cl *client) Event {
+	c, br := cl.c, cl.br
+	noAuth, err := readSocksGreeting(br)
+	if err != nil {
+		e, _ := s.noRequest(cl, "socks5", err, true)
+		return e
+	}
+	if !noAuth {
+		_, _ = c.Write([]byte{5, 0xff})
+		return Event{Time: cl.accepted, Protocol: "socks5", Decision: "denied", Rule: "SOCKS5 without the no-authentication method"}
+	}
+	if _, err := c.Write([]byte{5, 0}); err != nil {
+		e, _ := s.noRequest(cl, "socks5", err, true)
+		return e
+	}
+	cmd, host, port, err := readSocksRequest(br)
+	if errors.Is(err, errSocksAddr) {
+		socksReply(c, socksAddrUnsupp)
+		return Event{Time: cl.accepted, Protocol: "socks5", Decision: "denied", Rule: "SOCKS5 address type not supported"}
+	}
+	if err != nil {
+		e, _ := s.noRequest(cl, "socks5", err, true)
+		return e
+	}
+	e := Event{Time: time.Now(), Protocol: "socks5"}
+	if cmd != 1 {
 		e.Host, e.Port, e.Decision, e.Rule = host, port, "denied", "only CONNECT is served (no BIND, no UDP ASSOCIATE)"
 		socksReply(c, socksCmdUnsupp)
-		s.report(e)
-		return
+		return e
 	}
-	dst := s.dial(host, port, &e)
+	status := s.admit(cl, host, port, &e)
+	_ = c.SetWriteDeadline(time.Now().Add(s.handshake()))
+	switch status {
+	case 0:
+	case http.StatusForbidden:
+		socksReply(c, socksNotAllowed)
+		return e
+	case http.StatusServiceUnavailable:
+		socksReply(c, socksFailure)
+		return e
+	default:
+		return e
+	}
+	dst := s.connect(&e)
 	if dst == nil {
 		code := byte(socksNotAllowed)
 		if !e.Denied() {
 			code = socksHostUnreach
 		}
 		socksReply(c, code)
-		s.report(e)
-		return
+		return e
 	}
+	_ = c.SetWriteDeadline(time.Now().Add(s.handshake()))
 	socksReply(c, socksOK)
-	hb.unlimited = true
-	s.pipe(c, br, dst, &e)
-	s.report(e)
+	cl.hb.unlimited = true
+	s.pipe(cl, dst, &e)
+	return e
 }
 
 func socksReply(c net.Conn, code byte) {
@@ -628,11 +1022,14 @@ const maxHeader = 64 << 10
 
 // headerBudget reads from r, failing once maxHeader bytes have been read
 // since the last reset, until unlimited is set (a tunnel's bytes are the
-// program's to move).
+// program's to move). With idle set, each read gives c that long to move
+// a byte (a forwarded request's body).
 type headerBudget struct {
 	r         io.Reader
+	c         net.Conn
 	n         int
 	unlimited bool
+	idle      time.Duration
 }
 
 func (h *headerBudget) Read(p []byte) (int, error) {
@@ -644,12 +1041,15 @@ func (h *headerBudget) Read(p []byte) (int, error) {
 			p = p[:maxHeader-h.n]
 		}
 	}
+	if h.idle > 0 {
+		_ = h.c.SetReadDeadline(time.Now().Add(h.idle))
+	}
 	n, err := h.r.Read(p)
 	h.n += n
 	return n, err
 }
 
 // limit starts a new budget (before a request's headers).
-func (h *headerBudget) limit() { h.n, h.unlimited = 0, false }
+func (h *headerBudget) limit() { h.n, h.unlimited, h.idle = 0, false, 0 }
 
 var errHeaderBudget = errors.New("egress: request headers larger than 64 KiB")
