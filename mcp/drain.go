@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 )
 
 // The SDK's connection ends at the end of its input: requests still being
@@ -319,7 +320,8 @@ func (d *drainReader) Close() error {
 type drainWriter struct {
 	w      io.Writer
 	p      *pending
-	onFail func() // called on a failed write: the client's end is gone (nil: nothing)
+	onFail func()      // called on a failed write: the client's end is gone (nil: nothing)
+	failed atomic.Bool // a write failed
 }
 
 func (d *drainWriter) Write(b []byte) (int, error) {
@@ -345,6 +347,7 @@ func (d *drainWriter) Write(b []byte) (int, error) {
 	n, err := d.w.Write(b)
 	if err != nil {
 		// Nothing more can reach the client: stop waiting for answers.
+		d.failed.Store(true)
 		d.p.update(func() { d.p.closed = true })
 		if d.onFail != nil {
 			d.onFail()

@@ -368,7 +368,8 @@ func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
 // input that arrives after ctx is done is not read. A request the server
 // sent the client and that is still unanswered (an approval asked by
 // elicitation) fails, and the call it was asked for is refused.
-// ServeStdio returns nil at the end of in, ctx.Err() when ctx ended it.
+// ServeStdio returns nil at the end of in or of out (the client is gone),
+// ctx.Err() when ctx ended it.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	p := newPending()
 	// The reader's wait for answers ends StopWait after the stop at most.
@@ -391,6 +392,11 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	select {
 	case err = <-done:
 		halt("the session ended")
+		if w.failed.Load() {
+			// The client is gone; the SDK's error is the write that
+			// found it so. That is how the session ended, not a fault.
+			err = nil
+		}
 	case <-ctx.Done():
 		why := "the harness was told to stop"
 		if c := context.Cause(ctx); c != nil && c != ctx.Err() {

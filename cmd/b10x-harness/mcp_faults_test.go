@@ -36,6 +36,7 @@ import (
 type stdioProc struct {
 	cmd    *exec.Cmd
 	in     io.WriteCloser
+	out    io.ReadCloser
 	lines  chan []byte // stdout, line by line; closed at its end
 	stderr *syncBuf
 	done   chan struct{}
@@ -57,7 +58,7 @@ func startStdioCmd(t *testing.T, cmd *exec.Cmd) *stdioProc {
 	must(t, err)
 	out, err := cmd.StdoutPipe()
 	must(t, err)
-	p.in = in
+	p.in, p.out = in, out
 	must(t, cmd.Start())
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -307,6 +308,40 @@ func TestMCPStdioEOFDuringRun(t *testing.T) {
 	}
 	if end := runEnd(t, rec); end["how"] != "the client closed its input" || end["cancelled_calls"] != float64(1) {
 		t.Errorf("run_end %v", end)
+	}
+}
+
+// TestMCPStdioClientGone: a client that goes away whole (its ends of
+// stdin and stdout both closed, as when it is killed) while a run call
+// runs: the call is cancelled, its tree killed, and the harness, whose
+// answer now meets a closed pipe, still records the end (a write to a
+// closed stdout must fail, not kill the harness with SIGPIPE).
+func TestMCPStdioClientGone(t *testing.T) {
+	testenv.Require(t, atkExecution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	ws, _ := sampleWorkspace(t)
+	rec := filepath.Join(t.TempDir(), "rec.jsonl")
+	p := startStdio(t, "--workspace", ws, "--allow-program", "sh", "--approve", "all", "--record", rec)
+	marker := faultMarker(8000)
+	p.send(t, initLine, initializedLine)
+	p.answer(t, "1", time.Minute)
+	p.send(t, runLine(2, "sh", "-c", fmt.Sprintf("sleep %s & wait", marker)))
+	waitMarked(t, marker, 1, 30*time.Second, p.stderr)
+	p.out.Close()
+	p.in.Close()
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the server did not exit after its client went away\n%s", p.stderr)
+	}
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		t.Fatalf("the harness was killed by %s", ws.Signal())
+	}
+	if p.code != exitInterrupted {
+		t.Errorf("exit %d, want %d\n%s", p.code, exitInterrupted, p.stderr)
+	}
+	waitUnmarked(t, marker, 5*time.Second)
+	if got, want := recordLines(t, rec), []string{"run_start", "call run cancelled", "run_end cancelled"}; !slices.Equal(got, want) {
+		t.Errorf("record %v, want %v", got, want)
 	}
 }
 
