@@ -252,6 +252,21 @@ type Call struct {
 	// (a catalogue entry called directly under the verbs surface). It is
 	// refused as unpublished.
 	Unpresented bool
+
+	// Ignored lists, as NAME=VALUE, arguments the caller removed from Args
+	// before the gate because a client adds them to every tool and no tool
+	// takes them (Gemini CLI's wait_for_previous, under mcp). The record
+	// says so: a first step "client", verdict pass, detail "ignored ...".
+	// nil: nothing was removed.
+	Ignored []string
+}
+
+// clientStep is the record's step for c.Ignored, if any.
+func clientStep(c Call) []StepVerdict {
+	if len(c.Ignored) == 0 {
+		return nil
+	}
+	return []StepVerdict{{Step: "client", Verdict: "pass", Detail: capText("ignored "+strings.Join(c.Ignored, ", ")+" (added by the client to every tool; no tool takes it)", MaxMessage)}}
 }
 
 // Record writes the record line of a call a surface decided itself
@@ -270,7 +285,7 @@ func (g *Gate) Record(c Call, out Outcome) Outcome {
 		verdict = "refuse"
 	}
 	rec := CallRecord{Intent: record.Intent{Event: "call", Seq: out.Seq, Time: g.cfg.Now().UTC(), Surface: c.Surface, Via: c.Via, Entry: c.Name,
-		Args: record.Args(c.Args), Steps: []StepVerdict{{Step: "surface", Verdict: verdict, Detail: capText(out.Message, MaxMessage)}}},
+		Args: record.Args(c.Args), Steps: append(clientStep(c), StepVerdict{Step: "surface", Verdict: verdict, Detail: capText(out.Message, MaxMessage)})},
 		Status: out.Status, Reason: string(out.Reason), Message: capText(out.Message, MaxMessage), Meta: out.Meta, ResultSize: len(out.Result)}
 	if err := g.cfg.Recorder.Write(rec); err != nil {
 		g.setBroken(err)
@@ -302,7 +317,7 @@ func (g *Gate) Call(ctx context.Context, c Call) Outcome {
 	g.mu.Unlock()
 
 	rec := CallRecord{Intent: record.Intent{Event: "call", Seq: seq, Time: start.UTC(), Surface: c.Surface, Via: c.Via, Entry: c.Name, Args: record.Args(c.Args),
-		Steps: make([]StepVerdict, 0, 8)}}
+		Steps: append(make([]StepVerdict, 0, 8), clientStep(c)...)}}
 	acted := false
 	out := g.decide(ctx, c, ncalls, broken, &rec, &acted)
 	out.Seq, out.Entry = seq, c.Name

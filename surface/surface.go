@@ -124,25 +124,33 @@ func (s *Surface) Refuse(name string, args json.RawMessage, out gate.Outcome) ga
 // Dispatch decodes one call in the shape the model saw and passes it to the
 // gate. A name this surface does not present is refused as unpublished.
 func (s *Surface) Dispatch(ctx context.Context, name string, args json.RawMessage) gate.Outcome {
+	return s.DispatchIgnoring(ctx, name, args, nil)
+}
+
+// DispatchIgnoring is Dispatch for a call from which the caller removed
+// arguments a client adds to every tool and no tool takes (an MCP
+// client's own scheduling hint): ignored lists them as NAME=VALUE, and the
+// record says they were ignored (gate.Call.Ignored).
+func (s *Surface) DispatchIgnoring(ctx context.Context, name string, args json.RawMessage, ignored []string) gate.Outcome {
 	if s.kind == Flat {
-		return s.g.Call(ctx, gate.Call{Surface: string(Flat), Name: name, Args: args})
+		return s.g.Call(ctx, gate.Call{Surface: string(Flat), Name: name, Args: args, Ignored: ignored})
 	}
 	switch name {
 	case "tool_search":
-		return s.search(args)
+		return s.search(args, ignored)
 	case "tool_describe":
-		return s.describe(args)
+		return s.describe(args, ignored)
 	case "tool_invoke":
 		var a invokeArgs
 		if err := decodeStrict(args, &a); err != nil {
-			return s.g.Record(gate.Call{Surface: string(Verbs), Name: name, Args: args}, gate.Outcome{Status: gate.Refused, Reason: tools.ReasonInvalidArgument, Message: "tool_invoke: " + err.Error()})
+			return s.g.Record(gate.Call{Surface: string(Verbs), Name: name, Args: args, Ignored: ignored}, gate.Outcome{Status: gate.Refused, Reason: tools.ReasonInvalidArgument, Message: "tool_invoke: " + err.Error()})
 		}
 		inner := a.Arguments
 		if len(inner) == 0 || string(inner) == "null" {
 			inner = json.RawMessage("{}")
 		}
-		return s.g.Call(ctx, gate.Call{Surface: string(Verbs), Via: "tool_invoke", Name: a.Name, Args: inner})
+		return s.g.Call(ctx, gate.Call{Surface: string(Verbs), Via: "tool_invoke", Name: a.Name, Args: inner, Ignored: ignored})
 	}
 	// A catalogue entry called directly under verbs was never presented.
-	return s.g.Call(ctx, gate.Call{Surface: string(Verbs), Name: name, Args: args, Unpresented: true})
+	return s.g.Call(ctx, gate.Call{Surface: string(Verbs), Name: name, Args: args, Unpresented: true, Ignored: ignored})
 }

@@ -75,8 +75,8 @@ func decodeStrict(raw json.RawMessage, v any) error {
 	return nil
 }
 
-func (s *Surface) search(raw json.RawMessage) gate.Outcome {
-	c := gate.Call{Surface: string(Verbs), Name: "tool_search", Args: raw}
+func (s *Surface) search(raw json.RawMessage, ignored []string) gate.Outcome {
+	c := gate.Call{Surface: string(Verbs), Name: "tool_search", Args: raw, Ignored: ignored}
 	var a searchArgs
 	if err := decodeStrict(raw, &a); err != nil {
 		return s.g.Record(c, gate.Outcome{Status: gate.Refused, Reason: tools.ReasonInvalidArgument, Message: "tool_search: " + err.Error()})
@@ -106,8 +106,8 @@ func (s *Surface) search(raw json.RawMessage) gate.Outcome {
 	return s.g.Record(c, gate.Outcome{Status: gate.Executed, Result: b.String(), Meta: map[string]any{"matches": n}})
 }
 
-func (s *Surface) describe(raw json.RawMessage) gate.Outcome {
-	c := gate.Call{Surface: string(Verbs), Name: "tool_describe", Args: raw}
+func (s *Surface) describe(raw json.RawMessage, ignored []string) gate.Outcome {
+	c := gate.Call{Surface: string(Verbs), Name: "tool_describe", Args: raw, Ignored: ignored}
 	var a describeArgs
 	if err := decodeStrict(raw, &a); err != nil {
 		return s.g.Record(c, gate.Outcome{Status: gate.Refused, Reason: tools.ReasonInvalidArgument, Message: "tool_describe: " + err.Error()})
