@@ -201,7 +201,7 @@ func protocolVersions() []string {
 func (s *Server) instructions() string {
 	var b strings.Builder
 	b.WriteString("These tools act on one workspace, fixed by the harness's policy: paths are relative to its root, and client roots are ignored for every access decision. ")
-	b.WriteString("Every call passes the harness's gate (publication, arguments, paths and write scope, hooks, approval) and is recorded; a refused or failed call is an error result whose structuredContent carries the reason code. ")
+	b.WriteString("Every call passes the harness's gate (publication, arguments, paths and write scope, hooks, approval) and is recorded; a refused or failed call is an error result whose text begins with its status and reason code, e.g. \"refused (denied_path): ...\". ")
 	ceiling := s.cfg.Gate.Config().ApproveUpTo
 	fmt.Fprintf(&b, "Calls whose risk is above %s need approval: ", ceiling)
 	switch s.mode {
@@ -299,7 +299,8 @@ func (s *Server) call(ctx context.Context, req *sdk.CallToolRequest) (_ *sdk.Cal
 		stop := s.progress(ctx, req.Session, tok, &out)
 		defer stop()
 	}
-	o = s.cfg.Surface.Dispatch(ctx, req.Params.Name, req.Params.Arguments)
+	args, ignored := clientArgs(req.Params.Arguments, func() bool { return s.declares(req.Params.Name, WaitForPrevious) })
+	o = s.cfg.Surface.DispatchIgnoring(ctx, req.Params.Name, args, ignored)
 	return Result(o), nil
 }
 
@@ -330,18 +331,6 @@ func (s *Server) progress(ctx context.Context, ss *sdk.ServerSession, tok any, o
 		}
 	}()
 	return func() { close(done); <-finished }
-}
-
-// Result renders a gate outcome as a tools/call result: the text the model
-// reads (the result when executed; the status, reason code and message
-// otherwise), structuredContent the outcome itself (status, entry, reason,
-// message, result, meta, seq), and isError for every outcome but executed.
-func Result(o gate.Outcome) *sdk.CallToolResult {
-	text := o.Result
-	if o.IsError() {
-		text = fmt.Sprintf("%s (%s): %s", o.Status, o.Reason, o.Message)
-	}
-	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, StructuredContent: o, IsError: o.IsError()}
 }
 
 // Run serves one session on t until the client disconnects or ctx is

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -139,17 +140,34 @@ func (f *fixture) mustConnect(t *testing.T, opts *sdk.ClientOptions) *sdk.Client
 	return cs
 }
 
-// outcome decodes a result's structuredContent.
+// outcome reads the gate's outcome back from a result (Result): _meta's
+// data, with the content's text as the result when executed, or as the
+// message after "STATUS (REASON): " otherwise. A result of another shape
+// fails the test.
 func outcome(t *testing.T, r *sdk.CallToolResult) gate.Outcome {
 	t.Helper()
-	b, err := json.Marshal(r.StructuredContent)
+	if r.StructuredContent != nil || len(r.Content) != 1 {
+		t.Fatalf("a result with structuredContent %v and %d content blocks", r.StructuredContent, len(r.Content))
+	}
+	b, err := json.Marshal(r.Meta[OutcomeMeta])
 	if err != nil {
 		t.Fatal(err)
 	}
-	var o gate.Outcome
-	if err := json.Unmarshal(b, &o); err != nil {
-		t.Fatalf("structuredContent %s: %v", b, err)
+	var m Outcome
+	if err := json.Unmarshal(b, &m); err != nil || m.Status == "" {
+		t.Fatalf("_meta %s: %v", b, err)
 	}
+	o := gate.Outcome{Status: m.Status, Entry: m.Entry, Reason: m.Reason, Meta: m.Meta, Seq: m.Seq}
+	txt := text(r)
+	if !o.IsError() {
+		o.Result = txt
+		return o
+	}
+	prefix := fmt.Sprintf("%s (%s): ", o.Status, o.Reason)
+	if !strings.HasPrefix(txt, prefix) {
+		t.Fatalf("an error's text %q does not begin %q", txt, prefix)
+	}
+	o.Message = strings.TrimPrefix(txt, prefix)
 	return o
 }
 

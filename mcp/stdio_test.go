@@ -100,7 +100,7 @@ func TestStdioSession(t *testing.T) {
 	s.send(callLine)
 	r := s.recv()
 	res, _ := r["result"].(map[string]any)
-	if sc, _ := res["structuredContent"].(map[string]any); sc["status"] != "executed" || !strings.Contains(sc["result"].(string), "hello") {
+	if sc := wireOutcome(res); sc["status"] != "executed" || !strings.Contains(wireText(res), "hello") {
 		t.Fatal(r)
 	}
 	for _, bad := range []string{
@@ -278,7 +278,7 @@ func TestStdioEOFRefusesPendingApproval(t *testing.T) {
 		t.Errorf("took %s", el)
 	}
 	res, _ := got["5"]["result"].(map[string]any)
-	if sc, _ := res["structuredContent"].(map[string]any); sc["reason"] != "approval_rejected" {
+	if sc := wireOutcome(res); sc["reason"] != "approval_rejected" {
 		t.Fatalf("call 5: %v", got)
 	}
 	if _, err := os.Stat(filepath.Join(f.dir, "n.txt")); !os.IsNotExist(err) {
@@ -303,4 +303,23 @@ func TestStdioEOFWaitEndsWithContext(t *testing.T) {
 	if ctx.Err() == nil {
 		t.Fatal("EOF before the context ended, with a request unanswered")
 	}
+}
+
+// wireOutcome is a tools/call result's outcome as decoded JSON: its
+// _meta[OutcomeMeta] (nil when absent).
+func wireOutcome(res map[string]any) map[string]any {
+	meta, _ := res["_meta"].(map[string]any)
+	o, _ := meta[OutcomeMeta].(map[string]any)
+	return o
+}
+
+// wireText is the text of a tools/call result's first content block.
+func wireText(res map[string]any) string {
+	content, _ := res["content"].([]any)
+	if len(content) == 0 {
+		return ""
+	}
+	c, _ := content[0].(map[string]any)
+	s, _ := c["text"].(string)
+	return s
 }

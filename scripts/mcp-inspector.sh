@@ -87,7 +87,9 @@ echo "tools/list: $got"
 
 "$inspector" --cli "$bin" mcp --workspace "$ws" --method tools/call --tool-name file_read --tool-arg path=README.md > "$tmp/call.json" ||
 	fail "inspector tools/call file_read exited $?: $(cat "$tmp/call.json")"
-[[ $(json "$tmp/call.json" 'j.structuredContent.status' 2>&1) == executed ]] || fail "file_read not executed: $(cat "$tmp/call.json")"
+# The outcome as data is in _meta (decision 0078); no structuredContent.
+[[ $(json "$tmp/call.json" 'j._meta["b10x-harness/outcome"].status + " " + (j.structuredContent === undefined)' 2>&1) == "executed true" ]] ||
+	fail "file_read not executed, or with structuredContent: $(cat "$tmp/call.json")"
 json "$tmp/call.json" 'j.content[0].text' > "$tmp/text" || fail "file_read: no text content: $(cat "$tmp/call.json")"
 # console.log adds one newline to the file's own last one.
 printf '\n' | cat "$ws/README.md" - | cmp -s - "$tmp/text" || fail "file_read returned other content: $(cat "$tmp/call.json")"
@@ -96,7 +98,7 @@ echo "tools/call file_read: executed, the file's content"
 status=0
 "$inspector" --cli "$bin" mcp --workspace "$ws" --method tools/call --tool-name file_read --tool-arg path=../outside > "$tmp/refused.json" || status=$?
 [[ $status -ne 0 ]] || fail "the inspector took a refused call for a success"
-[[ $(json "$tmp/refused.json" 'j.isError + " " + j.structuredContent.reason' 2>&1) == "true denied_path" ]] ||
+[[ $(json "$tmp/refused.json" 'j.isError + " " + j._meta["b10x-harness/outcome"].reason' 2>&1) == "true denied_path" ]] ||
 	fail "a path outside the workspace: $(cat "$tmp/refused.json")"
 echo "tools/call file_read ../outside: isError, denied_path"
 

@@ -98,9 +98,7 @@ func TestAttackProgramSwapMCP(t *testing.T) {
 				}
 				b, _ := json.Marshal(r)
 				text := string(b)
-				var o map[string]any
-				sc, _ := json.Marshal(r.StructuredContent)
-				_ = json.Unmarshal(sc, &o)
+				o, _ := mcpOutcome(r)
 				res, _ := o["result"].(string)
 				kind := "other: " + text
 				switch {

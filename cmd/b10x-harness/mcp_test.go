@@ -106,10 +106,9 @@ func (s *mcpServer) call(t *testing.T, name string, args json.RawMessage) (*sdk.
 	if err != nil {
 		t.Fatalf("%s %s: %v\nstderr:\n%s", name, args, err, s.stderr)
 	}
-	b, _ := json.Marshal(r.StructuredContent)
-	var o map[string]any
-	if err := json.Unmarshal(b, &o); err != nil {
-		t.Fatalf("%s: structuredContent %s: %v", name, b, err)
+	o, err := mcpOutcome(r)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
 	}
 	return r, o
 }
@@ -159,7 +158,8 @@ func TestMCPListMatchesTools(t *testing.T) {
 }
 
 // TestMCPCallFileRead: a file_read through the binary is executed and
-// returns the file's text as content and the outcome as structuredContent.
+// returns the file's text as its one content block, the outcome in _meta,
+// no structuredContent (mcpOutcome checks).
 func TestMCPCallFileRead(t *testing.T) {
 	ws, _ := sampleWorkspace(t)
 	s := mcpMustConnect(t, nil, "--workspace", ws)

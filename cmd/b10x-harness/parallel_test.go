@@ -95,9 +95,7 @@ func TestMCPMaxParallel(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		b, _ := json.Marshal(r.StructuredContent)
-		var o map[string]any
-		return o, json.Unmarshal(b, &o)
+		return mcpOutcome(r)
 	}
 	outs := make([]map[string]any, n)
 	var wg sync.WaitGroup
