@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -38,4 +42,45 @@ func mcpOutcome(r *sdk.CallToolResult) (map[string]any, error) {
 	}
 	o["message"] = strings.TrimPrefix(tc.Text, prefix)
 	return o, nil
+}
+
+// TestMCPDefaultMaxResult: under mcp, max_result is mcp.DefaultMaxResult
+// unless --max-result or the policy file gives one; a read one byte over
+// it is refused with the hint to read a part, one of exactly it is served.
+func TestMCPDefaultMaxResult(t *testing.T) {
+	ws := t.TempDir()
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(ws, "under.txt"), bytes.Repeat([]byte("x"), mcp.DefaultMaxResult), 0o644))
+	must(t, os.WriteFile(filepath.Join(ws, "over.txt"), bytes.Repeat([]byte("x"), mcp.DefaultMaxResult+1), 0o644))
+	pol := filepath.Join(dir, "p.toml")
+	must(t, os.WriteFile(pol, []byte(fmt.Sprintf("workspace = %q\nmax_result = \"64KiB\"\n", ws)), 0o644))
+	for _, c := range []struct {
+		args []string
+		want float64
+	}{
+		{[]string{"--workspace", ws}, mcp.DefaultMaxResult},
+		{[]string{"--workspace", ws, "--max-result", "1MiB"}, 1 << 20},
+		{[]string{"--policy", pol}, 64 << 10},
+	} {
+		rec := filepath.Join(dir, fmt.Sprintf("rec-%d.jsonl", int(c.want)))
+		s := mcpMustConnect(t, nil, append(c.args, "--record", rec)...)
+		_, under := s.call(t, "file_read", json.RawMessage(`{"path":"under.txt"}`))
+		_, over := s.call(t, "file_read", json.RawMessage(`{"path":"over.txt"}`))
+		s.close(t)
+		start := readRecord(t, rec)[0]
+		p, _ := start["policy"].(map[string]any)
+		if p["max_result"] != c.want {
+			t.Errorf("%v: run_start's max_result %v, want %v", c.args, p["max_result"], c.want)
+		}
+		wantOver := "executed"
+		if c.want == mcp.DefaultMaxResult {
+			wantOver = "oversized_result"
+			if msg, _ := over["message"].(string); !strings.Contains(msg, "Read a part with offset and limit") {
+				t.Errorf("the refusal has no hint: %v", over)
+			}
+		}
+		if mcpReason(under) != "executed" || mcpReason(over) != wantOver {
+			t.Errorf("%v: under %v, over %v (want %s)", c.args, mcpReason(under), mcpReason(over), wantOver)
+		}
+	}
 }
