@@ -86,7 +86,9 @@ func TestSignalsForwarded(t *testing.T) {
 		go func() {
 			waitFile(t, filepath.Join(ws, "ready"), 30*time.Second)
 			sigs <- syscall.SIGUSR1
-			time.Sleep(200 * time.Millisecond) // the shell runs a trap between commands
+			// The shell runs a trap between commands: SIGINT only once
+			// the first trap has run, so the order is the test's.
+			waitFile(t, filepath.Join(ws, "got"), 30*time.Second)
 			sigs <- syscall.SIGINT
 		}()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
