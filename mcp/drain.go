@@ -112,32 +112,35 @@ func (m *message) isResponse() bool {
 	return m.Method == nil && (m.Result != nil || m.Error != nil)
 }
 
-// drainReader is the server's input. It passes the bytes of r through,
-// notes each request line (a message with a method and an id) and each
-// answer to a request the server sent, and at the end of input, or once
-// stop is closed, waits, before it reports io.EOF, until every request
-// passed on has been answered, ctx is done or the connection is closed.
-// Requests the server sent that are still unanswered then are answered
-// with an error, since nothing more will come from the client.
+// drainReader is the server's input. It passes the lines of r on, each
+// checked by frame first (frame.go), notes each request line (a message
+// with a method and an id) and each answer to a request the server sent,
+// and at the end of input, or once stop is closed, waits, before it
+// reports io.EOF, until every request passed on has been answered, ctx is
+// done or the connection is closed. Requests the server sent that are
+// still unanswered then are answered with an error, since nothing more
+// will come from the client.
 //
 // r is read by a goroutine of its own (started at the first Read), so
-// that stop ends the reading even while r blocks (stdin does); bytes read
-// from r after stop are dropped, never passed on.
+// that stop ends the reading even while r blocks (stdin does); lines read
+// from r and not yet passed on when stop closes are dropped.
 type drainReader struct {
 	ctx   context.Context
 	r     io.Reader
 	p     *pending
-	max   int             // a line longer than this is not inspected (the SDK refuses it)
+	max   int             // a line longer than this is skipped, never held whole
 	stop  <-chan struct{} // closed: pass nothing more on, drain (nil: never)
 	onEnd func()          // called once when r ends (nil: nothing)
+	frame *framer         // checks each line (nil: lines pass as they are)
 
-	line    []byte // the current line so far
-	skip    bool   // the current line is over max
-	tail    []byte // synthesized answers still to be read
+	line    []byte   // the current line so far
+	skipped int      // bytes of the current line dropped: it is over max
+	queue   [][]byte // checked lines, each with its newline, not yet begun
+	cur     []byte   // the rest of the line being passed on
+	tail    []byte   // synthesized answers still to be read
 	drained bool
 
 	pump    chan chunk // from the goroutine reading r
-	buf     []byte     // read from r, not yet passed on
 	ended   bool       // r ended (endErr), or stop or Close came
 	endErr  error
 	closeMu sync.Mutex
@@ -168,7 +171,32 @@ func (d *drainReader) Read(b []byte) (int, error) {
 	if d.drained {
 		return 0, io.EOF
 	}
-	if len(d.buf) == 0 && !d.ended {
+	for {
+		select {
+		case <-d.stop:
+			// The server stops: nothing read after it is served. The
+			// line begun goes on to its end, so that the SDK does not
+			// see half a message.
+			d.queue, d.ended = nil, true
+		default:
+		}
+		if len(d.cur) > 0 {
+			n := copy(b, d.cur)
+			d.cur = d.cur[n:]
+			return n, nil
+		}
+		if len(d.queue) > 0 {
+			d.cur, d.queue = d.queue[0], d.queue[1:]
+			d.note(d.cur)
+			continue
+		}
+		if d.ended {
+			if d.endErr != nil && d.endErr != io.EOF {
+				d.drained = true
+				return 0, d.endErr
+			}
+			return d.drain(b)
+		}
 		if d.pump == nil {
 			d.pump = make(chan chunk)
 			go func() {
@@ -184,55 +212,35 @@ func (d *drainReader) Read(b []byte) (int, error) {
 		}
 		select {
 		case c := <-d.pump:
-			d.buf = c.b
+			d.feed(c.b)
 			if c.err != nil {
+				d.endLine()
 				d.ended, d.endErr = true, c.err
 				if d.onEnd != nil {
 					d.onEnd()
 				}
 			}
 		case <-d.stop:
-			d.ended = true
 		case <-d.closedChan():
 			d.ended = true
 		}
 	}
-	select {
-	case <-d.stop:
-		d.buf = nil // the server stops: nothing read after it is served
-	default:
-	}
-	if len(d.buf) > 0 {
-		n := copy(b, d.buf)
-		d.scan(d.buf[:n])
-		d.buf = d.buf[n:]
-		return n, nil
-	}
-	if !d.ended {
-		return 0, nil
-	}
-	d.endLine()
-	if d.endErr != nil && d.endErr != io.EOF {
-		d.drained = true
-		return 0, d.endErr
-	}
-	return d.drain(b)
 }
 
-// scan notes the lines completed by b.
-func (d *drainReader) scan(b []byte) {
+// feed takes the bytes b read from r: each line it completes is checked
+// and queued.
+func (d *drainReader) feed(b []byte) {
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
-		chunk := b
+		part := b
 		if i >= 0 {
-			chunk = b[:i]
+			part = b[:i]
 		}
-		if !d.skip {
-			if len(d.line)+len(chunk) > d.max {
-				d.skip, d.line = true, nil
-			} else {
-				d.line = append(d.line, chunk...)
-			}
+		if d.skipped > 0 || len(d.line)+len(part) > d.max {
+			d.skipped += len(d.line) + len(part)
+			d.line = nil
+		} else {
+			d.line = append(d.line, part...)
 		}
 		if i < 0 {
 			return
@@ -242,12 +250,29 @@ func (d *drainReader) scan(b []byte) {
 	}
 }
 
+// endLine checks the current line and queues what the SDK is to read of
+// it.
 func (d *drainReader) endLine() {
-	line, skip := d.line, d.skip
-	d.line, d.skip = d.line[:0], false
-	if skip || len(bytes.TrimSpace(line)) == 0 {
+	line, skipped := d.line, d.skipped
+	d.line, d.skipped = nil, 0
+	switch {
+	case skipped > 0:
+		if d.frame != nil {
+			d.frame.oversized(skipped, d.max)
+		}
 		return
+	case len(bytes.TrimSpace(line)) == 0:
+		return
+	case d.frame != nil:
+		if line = d.frame.check(line); line == nil {
+			return
+		}
 	}
+	d.queue = append(d.queue, append(line, '\n'))
+}
+
+// note records the requests and answers of one line passed on.
+func (d *drainReader) note(line []byte) {
 	ms := messages(line)
 	if len(ms) == 0 {
 		return
@@ -315,13 +340,17 @@ func (d *drainReader) Close() error {
 }
 
 // drainWriter is the server's output: it notes each answer it writes, and
-// each request it sends the client. The SDK writes one whole message (or
-// batch) per Write.
+// each request it sends the client, and puts the client's own id back into
+// each answer (frame.restore). The SDK writes one whole message (or batch)
+// per Write; the framer's own answers go out through answer, one message
+// at a time too.
 type drainWriter struct {
 	w      io.Writer
 	p      *pending
+	frame  *framer     // nil: ids pass as they are
 	onFail func()      // called on a failed write: the client's end is gone (nil: nothing)
 	failed atomic.Bool // a write failed
+	mu     sync.Mutex  // one message at a time
 }
 
 func (d *drainWriter) Write(b []byte) (int, error) {
@@ -344,15 +373,11 @@ func (d *drainWriter) Write(b []byte) (int, error) {
 			}
 		})
 	}
-	n, err := d.w.Write(b)
-	if err != nil {
-		// Nothing more can reach the client: stop waiting for answers.
-		d.failed.Store(true)
-		d.p.update(func() { d.p.closed = true })
-		if d.onFail != nil {
-			d.onFail()
-		}
+	out := b
+	if d.frame != nil {
+		out, _ = d.frame.restore(b)
 	}
+	err := d.write(out)
 	var answered []string
 	for _, m := range ms {
 		if m.isResponse() && idKey(m.ID) != "" {
@@ -366,7 +391,29 @@ func (d *drainWriter) Write(b []byte) (int, error) {
 			}
 		})
 	}
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// answer writes one of the framer's answers; a failure is the client's
+// end gone, as for the SDK's own writes.
+func (d *drainWriter) answer(b []byte) { _ = d.write(b) }
+
+func (d *drainWriter) write(b []byte) error {
+	d.mu.Lock()
+	_, err := d.w.Write(b)
+	d.mu.Unlock()
+	if err != nil {
+		// Nothing more can reach the client: stop waiting for answers.
+		d.failed.Store(true)
+		d.p.update(func() { d.p.closed = true })
+		if d.onFail != nil {
+			d.onFail()
+		}
+	}
+	return err
 }
 
 func (d *drainWriter) Close() error { return nil }

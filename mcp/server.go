@@ -85,8 +85,9 @@ type Config struct {
 	// openWorldHint. false: no tool is open-world.
 	Network bool
 	// MaxMessage caps one incoming JSON-RPC message on ServeStdio, in
-	// bytes; 0: DefaultMaxMessage. A larger message ends the session with
-	// an error (it is never read whole). Run uses the transport's own cap.
+	// bytes; 0: DefaultMaxMessage. A larger message is skipped (it is
+	// never read whole) and answered with an error, and the session goes
+	// on. Run uses the transport's own cap.
 	MaxMessage int64
 	// StopWait bounds how long ServeStdio and ServeStreamable wait, once
 	// they stop, for the calls they cancelled to end, be recorded and be
@@ -342,10 +343,16 @@ func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
 }
 
 // ServeStdio serves one session on newline-delimited JSON-RPC read from in
-// and written to out, until in ends, out fails or ctx is done. One message
-// longer than Config.MaxMessage ends the session, and ServeStdio returns
-// an error: it is never read whole. Malformed input also ends the session
-// with an error. in and out are not closed.
+// and written to out, until in ends, out fails or ctx is done. in and out
+// are not closed.
+//
+// Every line is checked before the SDK reads it (frame.go): one that is
+// not JSON is answered -32700, one that is not a valid request,
+// notification or response (a batch among them), or a request whose id is
+// already in flight, -32600, and a message longer than Config.MaxMessage
+// is skipped without being read whole and answered -32600; the session
+// goes on after each. Every answer carries the request's id exactly as the
+// client wrote it.
 //
 // The session ends by stopping the server (see CancelledAtStop): at the
 // end of in (a client closes stdin to shut its server down), when out
@@ -370,12 +377,15 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 		}
 	}
 	stopReading := make(chan struct{})
-	r := &drainReader{ctx: drainCtx, r: in, p: p, max: int(s.maxMsg), stop: stopReading,
-		onEnd: func() { halt("the client closed its input") }}
 	w := &drainWriter{w: out, p: p, onFail: func() { halt("the client's end of the output closed") }}
+	w.frame = newFramer(w.answer)
+	r := &drainReader{ctx: drainCtx, r: in, p: p, max: int(s.maxMsg), stop: stopReading, frame: w.frame,
+		onEnd: func() { halt("the client closed its input") }}
 	done := make(chan error, 1)
 	go func() {
-		done <- s.Run(context.Background(), &sdk.IOTransport{Reader: r, Writer: w, MaxLineLength: int(s.maxMsg)})
+		// The reader holds a line to Config.MaxMessage; the line the SDK
+		// gets may be a little longer (the id is ours).
+		done <- s.Run(context.Background(), &sdk.IOTransport{Reader: r, Writer: w, MaxLineLength: -1})
 	}()
 	var err error
 	select {

@@ -129,17 +129,147 @@ func TestStdioSession(t *testing.T) {
 	}
 }
 
-func TestStdioMalformedEnds(t *testing.T) {
-	for _, bad := range []string{"not json", `{"jsonrpc":"2.0","id":1,"method":`, `[]`, `{"id":1}x`} {
-		f := newFixture(t, surface.Flat, ApproveDeny, gate.Config{}, Config{})
-		s := serveStdio(t, f.srv)
-		s.send(initLine)
-		s.recv()
-		s.send(bad)
-		s.in.Close()
-		if err := s.end(); err == nil {
-			t.Errorf("%q: the session ended without an error", bad)
+// rawAnswer reads up to the next line that answers a request (skipping
+// notifications) and returns it as written.
+func (s *stdio) rawAnswer() []byte {
+	s.t.Helper()
+	for {
+		l, err := s.out.ReadBytes('\n')
+		if err != nil {
+			s.t.Fatalf("reading an answer: %v", err)
 		}
+		var m map[string]any
+		if err := json.Unmarshal(l, &m); err != nil {
+			s.t.Fatalf("answer %q: %v", l, err)
+		}
+		if _, ok := m["method"]; !ok {
+			return l
+		}
+	}
+}
+
+// TestStdioBadInputAnswered: every line that is not a usable JSON-RPC
+// message is answered with the error the specification gives it, with id
+// null unless the line has a valid one, and the session carries on: the
+// request after each is answered.
+func TestStdioBadInputAnswered(t *testing.T) {
+	deep := `{"jsonrpc":"2.0","id":10,"method":"ping","params":{"a":` + strings.Repeat("[", 999) + strings.Repeat("]", 999) + `}}`
+	cases := []struct {
+		line string
+		code float64
+		id   string // the answer's id, as written
+	}{
+		{"not json", codeParseError, "null"},
+		{`{"jsonrpc":"2.0","id":1,"method":`, codeParseError, "null"},
+		{`{"id":1}x`, codeParseError, "null"},
+		{"\x00\x01\xfe binary", codeParseError, "null"},
+		{`{"jsonrpc":"2.0","id":2,"method":"ping"}` + "\x00", codeParseError, "null"},
+		{`{"jsonrpc":"2.0","id":11,"method":"ping","params":{"x":"` + "\xff" + `"}}`, codeParseError, "null"},
+		{deep, codeParseError, "null"},
+		{`[]`, codeInvalidRequest, "null"},
+		{`[{"jsonrpc":"2.0","id":5,"method":"ping"}]`, codeInvalidRequest, "null"},
+		{`"a string"`, codeInvalidRequest, "null"},
+		{`{"jsonrpc":"1.0","id":7,"method":"ping"}`, codeInvalidRequest, "7"},
+		{`{"id":7,"method":"ping"}`, codeInvalidRequest, "7"},
+		{`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`, codeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":[1],"method":"ping"}`, codeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":true,"method":"ping"}`, codeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":null,"method":"ping"}`, codeInvalidRequest, "null"},
+		{`{"jsonrpc":"2.0","id":8,"method":5}`, codeInvalidRequest, "8"},
+		{`{"jsonrpc":"2.0","id":"nine"}`, codeInvalidRequest, `"nine"`},
+	}
+	f := newFixture(t, surface.Flat, ApproveDeny, gate.Config{}, Config{})
+	s := serveStdio(t, f.srv)
+	s.send(initLine)
+	s.recv()
+	s.send(initdLine)
+	for i, c := range cases {
+		s.send(c.line)
+		var m struct {
+			ID    json.RawMessage
+			Error struct{ Code float64 }
+		}
+		l := s.rawAnswer()
+		if err := json.Unmarshal(l, &m); err != nil || m.Error.Code != c.code || string(m.ID) != c.id {
+			t.Errorf("%.60q: answered %s, want code %v and id %s", c.line, l, c.code, c.id)
+		}
+		s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"after-%d","method":"ping"}`, i))
+		if l := s.rawAnswer(); !bytes.Contains(l, []byte(fmt.Sprintf(`"id":"after-%d","result":{}`, i))) {
+			t.Fatalf("after %.60q: %s", c.line, l)
+		}
+	}
+	s.in.Close()
+	if err := s.end(); err != nil {
+		t.Fatalf("ServeStdio: %v", err)
+	}
+}
+
+// TestStdioIDsAsWritten: an answer carries its request's id exactly as the
+// client wrote it, whatever the number, and a string id with escapes.
+func TestStdioIDsAsWritten(t *testing.T) {
+	f := newFixture(t, surface.Flat, ApproveDeny, gate.Config{}, Config{})
+	s := serveStdio(t, f.srv)
+	s.send(initLine)
+	s.recv()
+	s.send(initdLine)
+	for _, id := range []string{`1.5`, `1e30`, `-0`, `12345678901234567890`, `-7`, `0.1e-3`, `"x"`, `"b10x-1"`, `"a\u0062"`, `""`} {
+		s.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"ping"}`)
+		if l := s.rawAnswer(); !bytes.HasPrefix(l, []byte(`{"jsonrpc":"2.0","id":`+id+`,"result":{}}`)) {
+			t.Errorf("id %s answered %s", id, l)
+		}
+	}
+	// A call's answer too.
+	s.send(strings.Replace(callLine, `"id":3`, `"id":3.25`, 1))
+	if l := s.rawAnswer(); !bytes.HasPrefix(l, []byte(`{"jsonrpc":"2.0","id":3.25,"result":{`)) {
+		t.Errorf("tools/call id 3.25 answered %s", l)
+	}
+}
+
+// TestStdioDuplicateIDInFlight: a request whose id is in flight is refused
+// with that id, and the request in flight goes on; once answered, its id
+// may be used again. A notifications/cancelled names a request by the
+// client's id and cancels it.
+func TestStdioDuplicateIDInFlight(t *testing.T) {
+	slow := slowSearch{started: make(chan struct{}), release: make(chan struct{})}
+	f := newFixture(t, surface.Flat, ApproveDeny, gate.Config{Tools: append(tools.ReadTools(), slow)}, Config{})
+	s := serveStdio(t, f.srv)
+	s.send(initLine)
+	s.recv()
+	s.send(initdLine)
+	search := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":{"pattern":"x"}}}`
+	s.send(search)
+	<-slow.started
+	s.send(strings.Replace(callLine, `"id":3`, `"id":7`, 1))
+	if l := s.rawAnswer(); !bytes.HasPrefix(l, []byte(`{"jsonrpc":"2.0","id":7,"error":{"code":-32600,`)) {
+		t.Fatalf("a second request with id 7 in flight: %s", l)
+	}
+	close(slow.release)
+	if l := s.rawAnswer(); !bytes.HasPrefix(l, []byte(`{"jsonrpc":"2.0","id":7,"result":{`)) || !bytes.Contains(l, []byte(`"done"`)) {
+		t.Fatalf("the search's answer: %s", l)
+	}
+	s.send(strings.Replace(callLine, `"id":3`, `"id":7`, 1))
+	if l := s.rawAnswer(); !bytes.HasPrefix(l, []byte(`{"jsonrpc":"2.0","id":7,"result":{`)) {
+		t.Fatalf("id 7 once free again: %s", l)
+	}
+
+	slow2 := slowSearch{started: make(chan struct{}), release: make(chan struct{})}
+	f = newFixture(t, surface.Flat, ApproveDeny, gate.Config{Tools: []tools.Tool{slow2}}, Config{})
+	s = serveStdio(t, f.srv)
+	s.send(initLine)
+	s.recv()
+	s.send(initdLine)
+	s.send(strings.Replace(search, `"id":7`, `"id":"c-1"`, 1))
+	<-slow2.started
+	s.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c-1","reason":"the user pressed Esc"}}`)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(f.rec.calls(t)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the cancelled call was not recorded")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if recs := f.rec.calls(t); recs[0].Reason != string(tools.ReasonCancelled) {
+		t.Fatalf("recorded %+v", recs[0])
 	}
 }
 
@@ -155,22 +285,26 @@ func TestStdioMessageOverCap(t *testing.T) {
 	if r := s.recv(); r["result"] == nil {
 		t.Fatal(r)
 	}
-	// One over it ends the session with an error before it is read whole:
-	// the writer of an endless line is cut off.
+	// One over it is skipped, never held whole, and answered; the session
+	// goes on.
 	go func() {
 		io.WriteString(s.in, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"file_read","arguments":{"path":"`)
 		chunk := bytes.Repeat([]byte("a"), 32<<10)
-		for {
-			if _, err := s.in.Write(chunk); err != nil {
-				return
-			}
+		for range 8 {
+			s.in.Write(chunk)
 		}
+		io.WriteString(s.in, `"}}}`+"\n")
+		s.send(listLine)
 	}()
-	err := s.end()
-	if err == nil || !strings.Contains(err.Error(), "maximum") {
-		t.Fatalf("ServeStdio: %v", err)
+	if l := s.rawAnswer(); !bytes.HasPrefix(l, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,`)) || !bytes.Contains(l, []byte("more than 65536 bytes")) {
+		t.Fatalf("the message over the cap: %s", l)
 	}
-	s.in.CloseWithError(io.ErrClosedPipe)
+	if r := s.recv(); r["id"] != float64(2) || r["result"] == nil {
+		t.Fatalf("after the message over the cap: %v", r)
+	}
+	if n := len(f.rec.calls(t)); n != 1 {
+		t.Fatalf("%d calls recorded, want 1", n)
+	}
 }
 
 // serveLines writes lines to a real pipe, closes its write end at once

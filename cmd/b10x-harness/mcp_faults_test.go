@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -710,5 +711,86 @@ func TestMCPHelpAndSessionFlags(t *testing.T) {
 		if r.code != exitUsage || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", c.flag, r.code, r.stdout, r.stderr, c.want)
 		}
+	}
+}
+
+// TestMCPStdioBadInput: malformed and invalid lines on stdio are each
+// answered with their JSON-RPC error (-32700 parse error, -32600 invalid
+// request), id null unless the line carries a valid one, and the session
+// carries on: the request after each is answered, and the session ends
+// normally. Ids come back exactly as written; a message over the 9 MiB cap
+// is skipped and answered; a request whose id is in flight (here, waiting
+// for its approval) is refused with that id while the first goes on.
+func TestMCPStdioBadInput(t *testing.T) {
+	testenv.Require(t, atkWrites(), "file_write (a confined workspace)", testenv.ShapeNoLandlock)
+	ws, _ := sampleWorkspace(t)
+	rec := filepath.Join(t.TempDir(), "rec.jsonl")
+	p := startStdio(t, "--workspace", ws, "--record", rec, "--approve", "prompt")
+	p.send(t, strings.Replace(initLine, `"capabilities":{}`, `"capabilities":{"elicitation":{}}`, 1), initializedLine)
+	p.answer(t, "1", time.Minute)
+	raw := func(id string) string {
+		for l := range p.lines {
+			if bytes.HasPrefix(l, []byte(`{"jsonrpc":"2.0","id":`+id+`,`)) {
+				return string(l)
+			}
+		}
+		t.Fatalf("stdout ended before the answer to %s\n%s", id, p.stderr)
+		return ""
+	}
+	big := `{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"file_read","arguments":{"path":"` + strings.Repeat("a", 10<<20) + `"}}}`
+	for i, c := range []struct{ line, code, id string }{
+		{"not json", "-32700", "null"},
+		{"\x00\x01\xfe\xff", "-32700", "null"},
+		{`{"jsonrpc":"2.0","id":2,"method":"ping"}` + "\x00", "-32700", "null"},
+		{`{"jsonrpc":"2.0","id":3,"method":"ping","params":` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}`, "-32700", "null"},
+		{`[{"jsonrpc":"2.0","id":4,"method":"ping"}]`, "-32600", "null"},
+		{`[]`, "-32600", "null"},
+		{`{"jsonrpc":"1.0","id":5,"method":"ping"}`, "-32600", "5"},
+		{`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`, "-32600", "null"},
+		{`{"jsonrpc":"2.0","id":false,"method":"ping"}`, "-32600", "null"},
+		{`{"jsonrpc":"2.0","id":null,"method":"ping"}`, "-32600", "null"},
+		{big, "-32600", "null"},
+	} {
+		p.send(t, c.line)
+		if l := raw(c.id); !strings.Contains(l, `"error":{"code":`+c.code+`,`) {
+			t.Errorf("%.50q: answered %.200s, want code %s", c.line, l, c.code)
+		}
+		p.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":"ok-%d","method":"ping"}`, i))
+		if l := raw(fmt.Sprintf(`"ok-%d"`, i)); !strings.Contains(l, `"result":{}`) {
+			t.Fatalf("after %.50q: %s", c.line, l)
+		}
+	}
+	for _, id := range []string{"1.5", "1e30", "-0", `"s"`} {
+		p.send(t, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"file_read","arguments":{"path":"hello.txt"}}}`)
+		if l := raw(id); !strings.Contains(l, `hello\nworld`) {
+			t.Errorf("id %s: %s", id, l)
+		}
+	}
+	// A write waits for its approval: id 40 is in flight.
+	p.send(t, `{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"file_write","arguments":{"path":"new.txt","content":"x"}}}`)
+	var ask map[string]any
+	for l := range p.lines {
+		if json.Unmarshal(l, &ask) == nil && ask["method"] == "elicitation/create" {
+			break
+		}
+	}
+	p.send(t, `{"jsonrpc":"2.0","id":40,"method":"ping"}`)
+	if l := raw("40"); !strings.Contains(l, `"error":{"code":-32600,`) || !strings.Contains(l, "already in flight") {
+		t.Errorf("a second request with id 40: %s", l)
+	}
+	askID, _ := json.Marshal(ask["id"])
+	p.send(t, `{"jsonrpc":"2.0","id":`+string(askID)+`,"result":{"action":"decline"}}`)
+	if l := raw("40"); !strings.Contains(l, "approval_rejected") {
+		t.Errorf("the write after its approval was declined: %s", l)
+	}
+	p.in.Close()
+	if code := p.exit(t, 30*time.Second); code != 0 {
+		t.Errorf("exit %d, want 0\n%s", code, p.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "new.txt")); !os.IsNotExist(err) {
+		t.Error("the declined write wrote")
+	}
+	if got := recordLines(t, rec); len(got) != 7 || got[5] != "call file_write approval_rejected" || got[6] != "run_end client_closed" {
+		t.Errorf("record %v", got)
 	}
 }
