@@ -55,7 +55,7 @@ hosttest: lint build
 	@./$(BIN) doctor | grep -q '^run helper: *embedded helper image' || { echo "make: $(BIN) does not use its embedded helper image:"; ./$(BIN) doctor | grep '^run helper'; exit 1; }
 	B10X_REQUIRE_HELPER_IMAGE=1 $(GO) test -ldflags='$(HELPER_LDFLAGS)' -count=1 ./...
 
-test: hosttest containertest mcptest vmtest-ci
+test: hosttest containertest mcptest interoptest vmtest-ci
 
 # vmtest boots the VM shapes (see vmtest/README.md); it installs qemu and
 # fetches Debian's kernel itself when they are missing. -selftest first
@@ -113,6 +113,15 @@ containertest: image
 
 mcptest: build
 	./scripts/mcp-inspector.sh
+
+# interoptest drives `b10x-harness mcp` with Claude Code, Codex CLI, Gemini
+# CLI and the MCP TypeScript SDK, pinned and installed from npm into a cache
+# (scripts/interop.sh), each against a fake model API on loopback
+# (interop/). Part of `make test`; it fails when a client cannot be
+# installed or run.
+.PHONY: interoptest
+interoptest: build
+	./scripts/interop.sh
 
 clean:
 	rm -rf bin confine/spawn/internal/helperimage/bin/helper-*

@@ -1,0 +1,78 @@
+package interop
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/b10x/harness/interop/fakemodel"
+)
+
+// codexSeen: Codex puts a line of its own before the content's text, and
+// the Responses API has no error mark.
+func codexSeen(t *testing.T, r fakemodel.Result) (string, *bool) {
+	t.Helper()
+	loc := wallTime.FindStringIndex(r.Text)
+	if loc == nil {
+		t.Errorf("a Codex result without its Wall time line: %q", r.Text)
+		return r.Text, nil
+	}
+	return r.Text[loc[1]:], nil
+}
+
+// codexConfig is the documented configuration (the server's block),
+// behind the keys that point Codex at the fake model.
+func codexConfig(t *testing.T, f *fixture, m *fakemodel.Server, server string) string {
+	t.Helper()
+	home := filepath.Join(f.dir, "codex")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `model = "fake-model"
+model_provider = "fake"
+approval_policy = "never"
+sandbox_mode = "read-only"
+` + server + `
+[model_providers.fake]
+name = "fake"
+base_url = "` + m.URL() + `/v1"
+wire_api = "responses"
+env_key = "FAKE_API_KEY"
+`
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return home
+}
+
+// TestCodex drives Codex CLI (codex exec) through the whole scenario over
+// stdio with the documented configuration: its own approval passes every
+// tool to the gate, it waits for a harness slow to answer initialize
+// (held back 1.5 s), and it declines the elicitation the run call asks.
+func TestCodex(t *testing.T) {
+	bin := clientPath(t, "codex")
+	f := newFixture(t)
+	f.writeSized(t)
+	f.give(t)
+	sc := fullScenario(f, scenarioOptions{client: "codex", runRefused: "declined by the MCP client's user"})
+	m := startModel(t, fakemodel.OpenAI, sc.script())
+	log := filepath.Join(f.dir, "wire.jsonl")
+	home := codexConfig(t, f, m, f.docServer(t, docBlock(t, "codex"), log, "1500ms", "--allow-program", "echo", "--approve-up-to", "medium"))
+	out, _ := runClient(t, 120*time.Second, f.ws, baseEnv(f, "CODEX_HOME="+home, "FAKE_API_KEY=fake"),
+		bin, "exec", "--skip-git-repo-check", "Work in this project.")
+	if !strings.Contains(out, "done") {
+		t.Errorf("codex exec printed %q", out)
+	}
+
+	check(t, f, m, sc, codexSeen)
+	checkWorkspace(t, f, "codex")
+	checkEnd(t, f, "client_closed")
+	evs := wire(t, log)
+	checkWireResults(t, evs)
+	checkEnding(t, evs, "SIGTERM")
+	if h := readHandshake(t, evs); h.discover || h.version != "2025-06-18" || !h.elicitation {
+		t.Errorf("handshake: %+v; want initialize at 2025-06-18 with elicitation", h)
+	}
+}

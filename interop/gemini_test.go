@@ -1,0 +1,100 @@
+package interop
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/b10x/harness/interop/fakemodel"
+)
+
+var geminiToolError = regexp.MustCompile(`(?s)^MCP tool '([a-z_]+)' reported tool error for function call: .* with response: (\[.*\])$`)
+
+// geminiSeen: Gemini CLI shows its model the content's text between
+// untrusted_context lines, and an error as its own message holding the
+// whole result as JSON; the text the model reads is the content's text
+// within.
+func geminiSeen(t *testing.T, r fakemodel.Result) (string, *bool) {
+	t.Helper()
+	if !r.IsError {
+		const open, end = "<untrusted_context>\n", "\n</untrusted_context>"
+		if !strings.HasPrefix(r.Text, open) || !strings.HasSuffix(r.Text, end) {
+			t.Errorf("a Gemini CLI result not within untrusted_context: %q", r.Text)
+			return r.Text, &r.IsError
+		}
+		return strings.TrimSuffix(strings.TrimPrefix(r.Text, open), end), &r.IsError
+	}
+	m := geminiToolError.FindStringSubmatch(r.Text)
+	if m == nil {
+		t.Errorf("a Gemini CLI error of another shape: %q", r.Text)
+		return r.Text, &r.IsError
+	}
+	var parts []struct {
+		FunctionResponse struct {
+			Response struct {
+				Content []struct{ Text string } `json:"content"`
+			} `json:"response"`
+		} `json:"functionResponse"`
+	}
+	if err := json.Unmarshal([]byte(m[2]), &parts); err != nil || len(parts) != 1 || len(parts[0].FunctionResponse.Response.Content) != 1 {
+		t.Errorf("a Gemini CLI error's response %s: %v", m[2], err)
+		return r.Text, &r.IsError
+	}
+	return parts[0].FunctionResponse.Response.Content[0].Text, &r.IsError
+}
+
+// TestGemini drives Gemini CLI (gemini -p) through the whole scenario over
+// stdio with the documented settings; its model sends wait_for_previous as
+// its schema offers, the harness ignores it and says so in the record; it
+// has no elicitation, so the run call is refused saying why.
+func TestGemini(t *testing.T) {
+	bin := clientPath(t, "gemini")
+	f := newFixture(t)
+	f.writeSized(t)
+	f.give(t)
+	sc := fullScenario(f, scenarioOptions{client: "gemini", runRefused: `no elicitation capability`, waitForPrevious: true})
+	m := startModel(t, fakemodel.Gemini, sc.script())
+	log := filepath.Join(f.dir, "wire.jsonl")
+	var settings map[string]any
+	doc := f.docServer(t, docBlock(t, "gemini"), log, "0s", "--allow-program", "echo", "--approve-up-to", "medium")
+	if err := json.Unmarshal([]byte(doc), &settings); err != nil {
+		t.Fatalf("the documented settings: %v\n%s", err, doc)
+	}
+	settings["security"] = map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}
+	b, _ := json.Marshal(settings)
+	if err := os.MkdirAll(filepath.Join(f.home, ".gemini"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.home, ".gemini", "settings.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := runClient(t, 120*time.Second, f.ws, baseEnv(f, "GOOGLE_GEMINI_BASE_URL="+m.URL(), "GEMINI_API_KEY=fake", "GEMINI_CLI_TRUST_WORKSPACE=true"),
+		bin, "-m", "gemini-2.5-pro", "-p", "Work in this project.")
+	if !strings.Contains(out, "done") {
+		t.Errorf("gemini printed %q", out)
+	}
+
+	check(t, f, m, sc, geminiSeen)
+	checkWorkspace(t, f, "gemini")
+	checkEnd(t, f, "client_closed")
+	evs := wire(t, log)
+	checkWireResults(t, evs)
+	checkEnding(t, evs, "SIGTERM")
+	if h := readHandshake(t, evs); h.discover || h.version != "2025-06-18" || h.elicitation {
+		t.Errorf("handshake: %+v; want initialize at 2025-06-18 without elicitation", h)
+	}
+	// Its model is offered wait_for_previous on every tool.
+	main := m.Main()
+	if len(main) == 0 {
+		t.Fatal("no request")
+	}
+	for name, decl := range main[0].Tools {
+		if !strings.Contains(string(decl), `"wait_for_previous"`) {
+			t.Errorf("Gemini CLI's declaration of %s has no wait_for_previous: %s", name, decl)
+		}
+	}
+}
