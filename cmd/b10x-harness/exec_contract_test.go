@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,27 +78,6 @@ func startExec(t *testing.T, ws string, args ...string) (*exec.Cmd, *bytes.Buffe
 	}
 }
 
-// waitStatus waits for cmd (at most a minute) and returns its exit status.
-func waitStatus(t *testing.T, cmd *exec.Cmd) int {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode()
-		}
-		must(t, err)
-		return 0
-	case <-time.After(time.Minute):
-		cmd.Process.Kill()
-		<-done
-		t.Fatal("exec did not end within a minute of the signal")
-		return -1
-	}
-}
-
 // TestExecForwardsSignals: without a terminal, as a CI runner sends them,
 // the signals exec gets reach its command, which cleans up and ends with a
 // status of its own; one that ignores them is killed --grace later, whole
@@ -129,7 +107,7 @@ func TestExecForwardsSignals(t *testing.T) {
 		cmd, out := startExec(t, ws, c.args...)
 		sent := time.Now()
 		must(t, cmd.Process.Signal(c.sig))
-		status := waitStatus(t, cmd)
+		status := waitExit(t, cmd)
 		took := time.Since(sent)
 		got, _ := os.ReadFile(filepath.Join(ws, "got"))
 		if status != c.status || strings.TrimSpace(string(got)) != c.got {
