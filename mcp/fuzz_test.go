@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"io"
@@ -43,5 +44,59 @@ func FuzzServer(f *testing.F) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("ServeStdio did not end on %q", data)
 		}
+	})
+}
+
+// FuzzStdioFraming: whatever lines come first, a well-formed request after
+// them is answered (JSON-RPC by the book, frame.go): no input ends the
+// session or makes it drop what follows.
+func FuzzStdioFraming(f *testing.F) {
+	for _, seed := range []string{
+		"not json", `[]`, `[` + listLine + `]`, `{"jsonrpc":"1.0","id":1,"method":"ping"}`, `{"jsonrpc":"2.0","id":{},"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, `{"jsonrpc":"2.0","id":1e400,"method":"ping"}`, "\x00\xff", `{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\x00",
+		`{"jsonrpc":"2.0","id":"a","result":{}}`, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"zz"}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"file_read","arguments":{"path":"f.txt"}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"initialize","params":{}}`, `{"jsonrpc":"2.0","id":4,"method":"tools/list","params":[]}`,
+		`{"jsonrpc":"2.0","id":5,"method":"ping","params":"\ud800"}`, `{"jsonrpc":"2.0","id":"\u0000","method":"ping"}`,
+		`{"jsonrpc":"2.0","id":6,"method":"ping","jsonrpc":"1.0"}`, `{"jsonrpc":"2.0","ID":7,"Method":"ping"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	const probe = `{"jsonrpc":"2.0","id":"probe-7f3a","method":"ping"}`
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fx := newFixture(t, surface.Flat, ApproveDeny, gate.Config{Recorder: gate.NewRecorder(io.Discard)}, Config{MaxMessage: 1 << 16})
+		in := initLine + "\n" + initdLine + "\n" + string(data) + "\n" + probe + "\n"
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			fx.srv.ServeStdio(context.Background(), inR, outW)
+			outW.Close()
+		}()
+		go io.WriteString(inW, in) // stdin stays open until the probe is answered
+		answered := make(chan bool, 1)
+		go func() {
+			sc := bufio.NewScanner(outR)
+			sc.Buffer(nil, 4<<20)
+			for sc.Scan() {
+				if bytes.HasPrefix(sc.Bytes(), []byte(`{"jsonrpc":"2.0","id":"probe-7f3a",`)) {
+					answered <- true
+					io.Copy(io.Discard, outR)
+					return
+				}
+			}
+			answered <- false
+		}()
+		select {
+		case ok := <-answered:
+			if !ok {
+				t.Fatalf("the session ended before answering the request after %q", data)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the request after %q was not answered", data)
+		}
+		inW.Close()
+		<-done
 	})
 }
