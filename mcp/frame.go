@@ -27,6 +27,8 @@ import (
 //     id, and the request in flight goes on;
 //   - a line longer than the message cap is skipped, never read whole, and
 //     answered -32600 with id null;
+//   - the SDK's answer with error code 0 (a request before initialize, a
+//     second initialize) goes out as -32600;
 //
 // and the session carries on after each. A request that passes goes to the
 // SDK under an id of the server's own ("b10x-N"), and its answer goes back
@@ -255,6 +257,12 @@ func (f *framer) restore(b []byte) ([]byte, bool) {
 	f.mu.Unlock()
 	if !ok {
 		return b, false
+	}
+	// The SDK answers a request before initialize, and a second
+	// initialize, with error code 0, which JSON-RPC does not define: they
+	// are invalid requests.
+	if rest, ok := bytes.CutPrefix(after, []byte(`,"error":{"code":0,`)); ok {
+		after = append([]byte(`,"error":{"code":-32600,`), rest...)
 	}
 	out := make([]byte, 0, len(b)-len(ours)-2+len(id))
 	out = append(out, b[:start]...)

@@ -204,6 +204,23 @@ func TestStdioBadInputAnswered(t *testing.T) {
 	}
 }
 
+// TestStdioBeforeInitialize: a request before initialize and a second
+// initialize are invalid requests (-32600), not the SDK's code 0.
+func TestStdioBeforeInitialize(t *testing.T) {
+	f := newFixture(t, surface.Flat, ApproveDeny, gate.Config{}, Config{})
+	s := serveStdio(t, f.srv)
+	s.send(listLine)
+	if l := s.rawAnswer(); !bytes.HasPrefix(l, []byte(`{"jsonrpc":"2.0","id":2,"error":{"code":-32600,`)) {
+		t.Errorf("tools/list before initialize: %s", l)
+	}
+	s.send(initLine)
+	s.recv()
+	s.send(strings.Replace(initLine, `"id":1`, `"id":9`, 1))
+	if l := s.rawAnswer(); !bytes.HasPrefix(l, []byte(`{"jsonrpc":"2.0","id":9,"error":{"code":-32600,`)) {
+		t.Errorf("a second initialize: %s", l)
+	}
+}
+
 // TestStdioIDsAsWritten: an answer carries its request's id exactly as the
 // client wrote it, whatever the number, and a string id with escapes.
 func TestStdioIDsAsWritten(t *testing.T) {

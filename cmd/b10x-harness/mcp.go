@@ -152,7 +152,7 @@ func signalContext() (context.Context, func()) {
 func (c *mcpCmd) Help() string {
 	return `A stdio session ends when the client ends it: SIGINT (Claude Code), SIGTERM (Codex, Gemini CLI) or the end of stdin. An HTTP server (--listen) ends on SIGINT or SIGTERM. Either way the calls still in flight are cancelled (a run call's program gets SIGTERM and --grace before its tree is killed), every answer computed is written to its client, and the record's run_end says how the session ended (ended_by, how, cancelled_calls). A call whose HTTP request goes away (the client's connection was reset) is cancelled too.
 
-Exit status: 0 when the session ended with no call in flight (run_end ended_by client_closed over stdio, stopped over HTTP); 130 when calls in flight were cut short by the end (ended_by cancelled); 1 when the session broke (malformed input, ended_by error) or the run record could not be written (a full disk: it says so on stderr, even if the session ended normally); 2 for a usage or policy error, before anything is served.`
+Exit status: 0 when the session ended with no call in flight (run_end ended_by client_closed over stdio, stopped over HTTP); 130 when calls in flight were cut short by the end (ended_by cancelled); 1 when the session broke (its input could not be read, ended_by error) or the run record could not be written (a full disk: it says so on stderr, even if the session ended normally); 2 for a usage or policy error, before anything is served.`
 }
 
 // listen checks the HTTP flags, reads the token and opens the listener:
