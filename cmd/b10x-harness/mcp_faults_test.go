@@ -729,13 +729,20 @@ func TestMCPStdioBadInput(t *testing.T) {
 	p.send(t, strings.Replace(initLine, `"capabilities":{}`, `"capabilities":{"elicitation":{}}`, 1), initializedLine)
 	p.answer(t, "1", time.Minute)
 	raw := func(id string) string {
-		for l := range p.lines {
-			if bytes.HasPrefix(l, []byte(`{"jsonrpc":"2.0","id":`+id+`,`)) {
-				return string(l)
+		timeout := time.After(time.Minute)
+		for {
+			select {
+			case l, ok := <-p.lines:
+				if !ok {
+					t.Fatalf("stdout ended before the answer to %s\n%s", id, p.stderr)
+				}
+				if bytes.HasPrefix(l, []byte(`{"jsonrpc":"2.0","id":`+id+`,`)) {
+					return string(l)
+				}
+			case <-timeout:
+				t.Fatalf("no answer to %s within a minute\n%s", id, p.stderr)
 			}
 		}
-		t.Fatalf("stdout ended before the answer to %s\n%s", id, p.stderr)
-		return ""
 	}
 	big := `{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"file_read","arguments":{"path":"` + strings.Repeat("a", 10<<20) + `"}}}`
 	for i, c := range []struct{ line, code, id string }{
@@ -769,9 +776,12 @@ func TestMCPStdioBadInput(t *testing.T) {
 	// A write waits for its approval: id 40 is in flight.
 	p.send(t, `{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"file_write","arguments":{"path":"new.txt","content":"x"}}}`)
 	var ask map[string]any
-	for l := range p.lines {
-		if json.Unmarshal(l, &ask) == nil && ask["method"] == "elicitation/create" {
-			break
+	for ask["method"] != "elicitation/create" {
+		select {
+		case l := <-p.lines:
+			json.Unmarshal(l, &ask)
+		case <-time.After(time.Minute):
+			t.Fatalf("no elicitation/create for the write\n%s", p.stderr)
 		}
 	}
 	p.send(t, `{"jsonrpc":"2.0","id":40,"method":"ping"}`)
