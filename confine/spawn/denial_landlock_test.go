@@ -1,6 +1,8 @@
 package spawn
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,14 +22,20 @@ func TestLandlockOnlyDenial(t *testing.T) {
 	testenv.Require(t, abi > 0, "Landlock", testenv.ShapeNoLandlock)
 	for name, r := range runners(t) {
 		ws := workspace(t)
-		res, out, err := run(t, r, shSpec(t, ws, "mknod c0 c 1 3; echo rc=$?; true > /usr/share/x; echo rc=$?"))
+		res, out, err := run(t, r, shSpec(t, ws, "mknod c0 c 1 3; echo rc=$?"))
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, out)
 		}
+		// Only Landlock refuses it (EACCES): the workspace is writable,
+		// and a device node is no set-id mode seccomp would refuse. (The
+		// shell's wording and status differ between coreutils and
+		// busybox, which the VM shapes run.)
 		got := string(out.stdout.Bytes()) + string(out.stderr.Bytes())
-		if res.ExitCode != 0 || !strings.Contains(got, "rc=1\nrc=2\n") ||
-			!strings.Contains(got, "Permission denied") || !strings.Contains(got, "Read-only file system") {
+		if res.ExitCode != 0 || strings.Contains(got, "rc=0") || !strings.Contains(got, "Permission denied") {
 			t.Fatalf("%s: %+v\n%s", name, res, got)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, "c0")); err == nil {
+			t.Fatalf("%s: the device node was made", name)
 		}
 	}
 }
