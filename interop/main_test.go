@@ -1,3 +1,10 @@
+// Package interop tests `b10x-harness mcp` with the agents people use as
+// its clients — Claude Code, Codex CLI, Gemini CLI — and a program written
+// with the MCP TypeScript SDK, each run for real (pinned, from npm) and
+// driven offline by a fake model API on loopback (interop/fakemodel).
+// `make interoptest` installs the clients and runs these tests; without the
+// clients installed they are skipped (see clientPath). docs/mcp.md,
+// section "Tests with the agents people use", says what each test checks.
 package interop
 
 import (
