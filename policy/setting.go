@@ -89,6 +89,10 @@ type Variant struct {
 	Commands Command
 	Help     string   // the flag's help for these commands ("": the usual)
 	Enum     []string // the words these commands take (nil: every word)
+	// Default is the default these commands show and apply ("": the
+	// usual); the command applies it itself when neither a flag nor the
+	// file gives the setting.
+	Default string
 }
 
 // Alias is a boolean flag that stands for one value of a setting: given,
@@ -182,6 +186,17 @@ func (s Setting) Words() []string {
 		return e.words()
 	}
 	return nil
+}
+
+// DefaultFor is the setting's default in command c: a variant's, or the
+// usual one.
+func (s Setting) DefaultFor(c Command) string {
+	for _, v := range s.For {
+		if v.Commands&c != 0 && v.Default != "" {
+			return v.Default
+		}
+	}
+	return s.Default
 }
 
 // FlagFor is the help and the enum words of the setting's flag in command

@@ -92,10 +92,12 @@ var settings = []Setting{
 	},
 	{
 		Key: "max_result", Kind: Size, Default: "256KiB", Commands: Session,
-		Help:     "Largest tool result returned to the model.",
+		Help:     "Largest tool result returned to the model (under mcp, 32KiB unless given: what the MCP clients tested pass their model whole).",
 		FlagHelp: "Largest tool result returned to the model. A larger read result is a failed outcome; a write's or run's (which has acted) is shortened with a note saying what was cut. Never cut silently.",
-		Check:    positive("must be a positive size"),
-		Field:    func(p *Policy) any { return &p.MaxResult },
+		For: []Variant{{Commands: MCP, Default: "32KiB",
+			Help: "Largest tool result returned to the model: 32KiB unless given, what Claude Code, Codex CLI and Gemini CLI pass their model whole (docs/mcp.md). A larger read result is a failed outcome with a hint to read a part; a write's or run's (which has acted) is shortened with a note saying what was cut. Never cut silently."}},
+		Check: positive("must be a positive size"),
+		Field: func(p *Policy) any { return &p.MaxResult },
 	},
 	{
 		Key: "allow_program", Kind: List, Placeholder: "PROGRAM", Commands: Session,

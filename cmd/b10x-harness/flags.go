@@ -108,8 +108,8 @@ func (p *PolicyFlags) bind(c policy.Command) {
 func flagField(s policy.Setting, c policy.Command) reflect.StructField {
 	help, words := s.FlagFor(c)
 	kv := []string{"name", s.Flag(), "help", help}
-	if s.Default != "" && s.HostDefault == nil {
-		kv = append(kv, "default", s.Default)
+	if d := s.DefaultFor(c); d != "" && s.HostDefault == nil {
+		kv = append(kv, "default", d)
 	}
 	if words != nil {
 		kv = append(kv, "enum", strings.Join(words, ","))
