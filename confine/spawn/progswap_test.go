@@ -152,17 +152,16 @@ func TestProgramOutsideViewReplaced(t *testing.T) {
 
 // TestProgramSwapRace: while one call keeps swapping the pinned program
 // (a hard link of the pinned file itself, a link to a script outside the
-// view, a script of its own: each put in place by rename), other calls
+// view, a script of its own: each put in place by rename), 40 other calls
 // start it. Every call either runs the pinned file or fails at its
 // "program" step; none reads or runs anything outside the view, and none
-// runs the child's script: the program here is an ELF binary, executed by
-// the descriptor that was checked.
+// runs the child's script: the program here is an ELF binary (a copy of
+// this test binary, running its pid probe), executed by the descriptor
+// that was checked.
 func TestProgramSwapRace(t *testing.T) {
-	echo, err := filepath.EvalSymlinks(lookPath(t, "echo"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := os.ReadFile(echo)
+	// A copy of this test binary, which runs its probe whatever it is
+	// called (the VM shapes' echo is busybox, which goes by argv[0]).
+	body, err := os.ReadFile(selfExe(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,13 +195,15 @@ func TestProgramSwapRace(t *testing.T) {
 			_, swapOut, swapErr = runCtx(ctx, t, swapper, s)
 		}()
 		var ran, refused atomic.Int64
-		for i := 0; i < 60; i++ {
-			_, out, err := run(t, r, f.spec(t, "pinned"))
+		for i := 0; i < 40; i++ {
+			s := f.spec(t, "pid")
+			s.Argv[0] = "b10x-reexec:" + probeEntry
+			_, out, err := run(t, r, s)
 			var se *SetupError
 			switch {
 			case leaked(out) || strings.Contains(out.String(), "EVIL-RAN"):
 				t.Errorf("%s: call %d ran or read what the child put there:\n%s", name, i, out)
-			case err == nil && string(out.stdout.Bytes()) == "pinned\n":
+			case err == nil && probes(out)["pid"] != "":
 				ran.Add(1)
 			case errors.As(err, &se) && se.Step == "program "+f.tool:
 				refused.Add(1)
@@ -219,7 +220,7 @@ func TestProgramSwapRace(t *testing.T) {
 			t.Fatalf("%s: the swapper: %v\n%s", name, swapErr, swapOut)
 		}
 		t.Logf("%s: %d calls ran the pinned program, %d were refused; %s", name, ran.Load(), refused.Load(), strings.TrimSpace(string(swapOut.stdout.Bytes())))
-		// Sixty calls against a swap that spends about a third of its
+		// Forty calls against a swap that spends about a third of its
 		// time in each state: both outcomes are seen, or the race was not
 		// raced.
 		if ran.Load() == 0 || refused.Load() == 0 {
