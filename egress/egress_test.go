@@ -341,7 +341,7 @@ func TestCloseEndsEverything(t *testing.T) {
 				return
 			}
 			accepted.Add(1)
-			go io.Copy(io.Discard, c)
+			go func() { io.Copy(io.Discard, c); c.Close() }()
 		}
 	}()
 	_, port, _ := net.SplitHostPort(hold.Addr().String())
@@ -375,7 +375,19 @@ func TestCloseEndsEverything(t *testing.T) {
 	if n := r.served.Open(); n < 5 {
 		t.Errorf("%d connections open, want the 2 tunnels, their 2 destinations and the one waiting", n)
 	}
-	denied := r.served.Close()
+	// Close ends the tunnels itself: it does not wait for their idle
+	// timeout (5 minutes here) to end them.
+	closed := make(chan []Event, 1)
+	go func() { closed <- r.served.Close() }()
+	var denied []Event
+	select {
+	case denied = <-closed:
+	case <-time.After(20 * time.Second):
+		for _, c := range tunnels {
+			c.Close() // so that Close, and the test, can end
+		}
+		t.Fatalf("Close has not returned after 20 s: it leaves the tunnels to their idle timeout")
+	}
 	if r.served.Open() != 0 {
 		t.Errorf("%d connections open after Close", r.served.Open())
 	}

@@ -60,7 +60,7 @@ func TestTunnelIntegrity(t *testing.T) {
 			if !strings.Contains(line, " 200 ") {
 				t.Fatalf("CONNECT: %q", line)
 			}
-			_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 			werr := make(chan error, 1)
 			go func() {
 				_, err := io.Copy(c, bytes.NewReader(data))
