@@ -94,7 +94,9 @@ func TestForwardIdleOnMovement(t *testing.T) {
 	_, err = io.ReadAll(resp.Body)
 	took := time.Since(last)
 	resp.Body.Close()
-	if err == nil || took < idle || took > 20*idle {
+	// The proxy last moved a byte before the client read it: a close
+	// "too early" is one well before the idle timeout, not a jitter.
+	if err == nil || took < idle/2 || took > 20*idle {
 		t.Errorf("a response that stopped: ended %v after its last byte (%v), want about the idle timeout of %v", took, err, idle)
 	}
 	ev := r.waitEvent("slow.test", 3)

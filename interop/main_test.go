@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -203,13 +204,30 @@ func trimNL(b []byte) []byte {
 	return b
 }
 
-// wire reads a tee log.
+// wire reads a tee log, once the harness behind it has exited (its
+// "exit" event): a client may be gone before the harness it stopped has
+// finished stopping. It waits at most 30 s, then returns what is there.
 func wire(t *testing.T, log string) []wireEvent {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		evs := readWire(t, log)
+		if slices.ContainsFunc(evs, func(ev wireEvent) bool { return ev.Dir == "exit" }) || time.Now().After(deadline) {
+			return evs
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// readWire reads a tee log as it is now.
+func readWire(t *testing.T, log string) []wireEvent {
 	t.Helper()
 	b, err := os.ReadFile(log)
 	if err != nil {
 		t.Fatalf("the tee log: %v", err)
 	}
+	// A line still being written is read next time.
+	b = b[:bytes.LastIndexByte(b, '\n')+1]
 	var evs []wireEvent
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(nil, 64<<20)
