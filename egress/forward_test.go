@@ -16,13 +16,15 @@ import (
 	"time"
 )
 
-// TestForwardIdleOnMovement: with an idle timeout of 300 ms, a response
-// whose body comes in 20 pieces 60 ms apart (1.2 s) arrives whole, as does
+// TestForwardIdleOnMovement: with an idle timeout of 600 ms, a response
+// whose body comes in 30 pieces 40 ms apart (1.2 s) arrives whole, as does
 // a request body sent the same way; a response that stops after three
 // pieces is cut about the idle timeout after its last byte, and its event
 // says so.
 func TestForwardIdleOnMovement(t *testing.T) {
-	const idle, pace, pieces = 300 * time.Millisecond, 60 * time.Millisecond, 20
+	// A pause of 40 ms between pieces leaves a loaded machine 560 ms
+	// before the idle timeout; the 30 pieces take twice the idle timeout.
+	const idle, pace, pieces = 600 * time.Millisecond, 40 * time.Millisecond, 30
 	stalled := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
