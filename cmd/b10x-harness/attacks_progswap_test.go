@@ -126,6 +126,11 @@ func TestAttackProgramSwapMCP(t *testing.T) {
 					kind = "interpreter found a link"
 				case mcpReason(o) == "program_not_allowed" && o["status"] == "refused":
 					kind = "refused"
+				case mcpReason(o) == "tool_error" && strings.Contains(text, "(step exec "+f.tool+")"):
+					// The script executed by its checked path found the
+					// swapper's link there in the instant after the check
+					// (decision 0071): nothing ran.
+					kind = "swapped before exec by name"
 				case mcpReason(o) == "program_not_allowed" && o["status"] == "failed":
 					kind = "refused in the sandbox"
 				}

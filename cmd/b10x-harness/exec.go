@@ -157,6 +157,17 @@ func (c *execCmd) Run(e *env) error {
 			case <-ctx.Done():
 				return
 			case sig := <-sigs:
+				if x.Grace <= 0 && slices.Contains(terminating, sig) {
+					// No grace: the whole tree is killed at once, the
+					// signal not forwarded (a trap would run half).
+					firstMu.Lock()
+					if first == nil {
+						first = sig
+					}
+					firstMu.Unlock()
+					cancel()
+					continue
+				}
 				select {
 				case forward <- sig:
 				default: // the command is not reading them fast enough: drop

@@ -69,6 +69,7 @@ func opErr(op, operand string, err error) error {
 // Every failure before the program's execve is reported on the status
 // pipe and ends the helper, and with it the namespace.
 func Main() {
+	sigs := catchSignals()
 	p := startStage()
 	// Nothing this stage holds (the helper image, the runtime's own
 	// descriptors) reaches the second stage but what it is given.
@@ -95,7 +96,7 @@ func Main() {
 	if err != nil {
 		fail("start the program's stage", err)
 	}
-	initLoop(pid)
+	initLoop(pid, sigs)
 }
 
 // startStage begins either stage: it locks the thread (every step of a

@@ -89,13 +89,27 @@ func startProgram(p *Plan) (int, error) {
 	return pid, nil
 }
 
+// forwardedSignals are the signals the init passes on to the program. They
+// are caught from the helper's start (catchSignals): as PID 1 of its
+// namespace, an init with no handler ignores what an ancestor sends it, so
+// a cancel that came while the view was being built would wait the whole
+// grace; caught, it reaches the program as soon as it runs.
+var forwardedSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH}
+
+// catchSignals starts catching forwardedSignals, for initLoop.
+func catchSignals() chan os.Signal {
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, forwardedSignals...)
+	return sigs
+}
+
 // initLoop is the first stage's life once the program runs: PID 1 of the
 // namespace. It forwards the signals it is sent to the program, reaps
 // every orphan, and when the program ends reports its wait status on the
 // status pipe and exits (with the program's exit status, or 128 plus its
 // signal's number); the kernel then kills whatever is left in the
 // namespace.
-func initLoop(pid int) {
+func initLoop(pid int, sigs chan os.Signal) {
 	// Signals a shell would not forward must not end the init (and with
 	// it the call) or make its runtime print a trace on the program's
 	// stderr, where a program can send them (below Landlock ABI 6, which
@@ -103,8 +117,6 @@ func initLoop(pid int) {
 	signal.Ignore(syscall.SIGABRT, syscall.SIGALRM, syscall.SIGPIPE, syscall.SIGPROF, syscall.SIGVTALRM,
 		syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGTRAP, syscall.SIGSTKFLT, syscall.SIGPWR,
 		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH)
 	go func() {
 		for s := range sigs {
 			sig, ok := s.(syscall.Signal)
