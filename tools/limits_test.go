@@ -80,7 +80,7 @@ func TestFieldCapsRefuseEarly(t *testing.T) {
 		// Under emulation (the VM shapes) everything is about five times
 		// slower, the compile it guards against too.
 		bound := 3 * time.Second
-		if testenv.Shape() != testenv.ShapeHost {
+		if testenv.InVM() {
 			bound = 15 * time.Second
 		}
 		if tc.field == "pattern" && took > bound {

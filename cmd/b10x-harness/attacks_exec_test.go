@@ -825,7 +825,13 @@ func TestAttackExecOutputFlood(t *testing.T) {
 	})
 	t.Run("exec", func(t *testing.T) {
 		t.Parallel()
-		e := a.execPrepare(t, nil, "--timeout", "2s", "--", "yes")
+		// As for run: under emulation the sandbox's setup alone can take
+		// two seconds, and a limit that falls before yes starts is 125.
+		limit := "2s"
+		if testenv.InVM() {
+			limit = "10s"
+		}
+		e := a.execPrepare(t, nil, "--timeout", limit, "--", "yes")
 		cmd := e.cmd
 		var n countingWriter
 		var stderr bytes.Buffer

@@ -88,7 +88,7 @@ func TestAttackProgramSwapMCP(t *testing.T) {
 	// Under emulation (the VM shapes) a run call takes about a second:
 	// fewer calls there, which must never show what lies outside the view
 	// but need not see every outcome.
-	perClient, host := 10, testenv.Shape() == testenv.ShapeHost
+	perClient, host := 10, !testenv.InVM()
 	if !host {
 		perClient = 3
 	}

@@ -26,7 +26,7 @@ func TestExecExitStatuses(t *testing.T) {
 	// Under emulation (the VM shapes) a sandbox takes more than a second
 	// to start: the time limit must fall while the program runs.
 	limit := "1s"
-	if testenv.Shape() != testenv.ShapeHost {
+	if testenv.InVM() {
 		limit = "20s"
 	}
 	for _, c := range []struct {

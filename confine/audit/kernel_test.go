@@ -178,7 +178,8 @@ func TestChildDenied(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Require(t, abi >= 7, fmt.Sprintf("Landlock ABI 7 (have %d)", abi),
-		testenv.ShapeDebian61, testenv.ShapeDebian612, testenv.ShapeNoLandlock, testenv.ShapeNoUserns, testenv.ShapeCgroupV1)
+		append([]string{testenv.ShapeDebian61, testenv.ShapeDebian612, testenv.ShapeNoLandlock, testenv.ShapeNoUserns, testenv.ShapeCgroupV1},
+			testenv.HostLacks(abi < 7)...)...)
 	touch := filepath.Join(t.TempDir(), "x")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=1", "B10X_AUDIT_TOUCH="+touch)

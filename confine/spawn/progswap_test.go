@@ -200,7 +200,7 @@ func TestProgramSwapRace(t *testing.T) {
 		// Under emulation (the VM shapes) a call takes about a second:
 		// fewer calls there, which still must never run what the child
 		// put in place, but need not see both outcomes.
-		calls, host := 30, testenv.Shape() == testenv.ShapeHost
+		calls, host := 30, !testenv.InVM()
 		if !host {
 			calls = 8
 		}
