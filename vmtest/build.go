@@ -27,6 +27,8 @@ type testPkg struct {
 	Binary     string // built test binary on the host
 	// TimeoutSeconds overrides the -timeout flag for this package (self-test).
 	TimeoutSeconds int
+	// Shapes, when not empty, are the only shapes it runs in (-pkgs-in).
+	Shapes []string
 }
 
 // goListPkg is the part of `go list -json` vmtest reads.
@@ -420,6 +422,58 @@ func addModule(t *tree, modRoot string, files []string) error {
 		}
 		if err := t.file(name, st.Mode().Perm(), hp); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// runsIn reports whether p runs in shape.
+func (p testPkg) runsIn(shape string) bool {
+	return len(p.Shapes) == 0 || slices.Contains(p.Shapes, shape)
+}
+
+// restrictShapes applies -pkgs-in: for each shape named, the packages its
+// patterns match get that shape in their Shapes; a package some shapes
+// were restricted to and others not runs in every shape not named, too.
+// Each pattern must match at least one package of pkgs, so a typo cannot
+// leave a shape with nothing to run.
+func restrictShapes(modRoot string, pkgs []testPkg, in map[string][]string) error {
+	if len(in) == 0 {
+		return nil
+	}
+	selected := map[string]map[string]bool{} // import path -> shapes naming it
+	for shape, patterns := range in {
+		for _, pat := range patterns {
+			matched, err := listPackages(modRoot, []string{pat}, true)
+			if err != nil {
+				return fmt.Errorf("-pkgs-in %s: %w", shape, err)
+			}
+			n := 0
+			for _, m := range matched {
+				if !slices.ContainsFunc(pkgs, func(p testPkg) bool { return p.ImportPath == m.ImportPath }) {
+					continue
+				}
+				if selected[m.ImportPath] == nil {
+					selected[m.ImportPath] = map[string]bool{}
+				}
+				selected[m.ImportPath][shape] = true
+				n++
+			}
+			if n == 0 {
+				return fmt.Errorf("-pkgs-in %s: %s matches no package of -pkgs", shape, pat)
+			}
+		}
+	}
+	all := append([]string{}, protocol.VMShapes...)
+	for i := range pkgs {
+		var shapes []string
+		for _, s := range all {
+			if _, restricted := in[s]; !restricted || selected[pkgs[i].ImportPath][s] {
+				shapes = append(shapes, s)
+			}
+		}
+		if len(shapes) < len(all) {
+			pkgs[i].Shapes = shapes
 		}
 	}
 	return nil

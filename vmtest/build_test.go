@@ -455,3 +455,36 @@ func TestBuildTests(t *testing.T) {
 		t.Errorf("colliding package names share the binary %s", pkgs[0].Binary)
 	}
 }
+
+// TestRestrictShapes: -pkgs-in SHAPE=PATTERNS leaves, in SHAPE, only the
+// packages PATTERNS match; every other shape still runs everything; a
+// pattern matching none of -pkgs is an error, not an empty shape.
+func TestRestrictShapes(t *testing.T) {
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs, err := listPackages(root, []string{"./confine/spawn/internal/..."}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pkgs) < 2 {
+		t.Fatalf("want at least two packages, got %d", len(pkgs))
+	}
+	in := map[string][]string{protocol.ShapeNoUserns: {"./confine/spawn/internal/helperimage"}}
+	if err := restrictShapes(root, pkgs, in); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pkgs {
+		named := strings.HasSuffix(p.ImportPath, "/helperimage")
+		if p.runsIn(protocol.ShapeNoUserns) != named {
+			t.Errorf("%s runs in no-userns: %v", p.ImportPath, p.runsIn(protocol.ShapeNoUserns))
+		}
+		if !p.runsIn(protocol.ShapeDebian61) || !p.runsIn(protocol.ShapeOrdinary) {
+			t.Errorf("%s left out of a shape not named: %v", p.ImportPath, p.Shapes)
+		}
+	}
+	if err := restrictShapes(root, pkgs, map[string][]string{protocol.ShapeCgroupV1: {"./agent/..."}}); err == nil || !strings.Contains(err.Error(), "matches no package of -pkgs") {
+		t.Errorf("a pattern outside -pkgs: %v", err)
+	}
+}

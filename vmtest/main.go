@@ -46,7 +46,8 @@ type options struct {
 	keep         bool
 	selftest     bool
 	ldflags      string
-	env          []string // NAME=value for every test binary
+	env          []string            // NAME=value for every test binary
+	pkgsIn       map[string][]string // shape -> package patterns (-pkgs-in)
 }
 
 func main() {
@@ -71,6 +72,27 @@ func realMain(argv []string) int {
 	fs.BoolVar(&o.selftest, "selftest", false, "first boot a guest with packages built to pass, fail, skip, leak and hang, and stop unless vmtest judges each correctly")
 	fs.BoolVar(&o.keep, "keep", false, "keep the build directory (test binaries, initramfs) and print its path")
 	fs.StringVar(&o.ldflags, "ldflags", "", "more linker flags for the test binaries (make passes the helper image's stamp, -X=...)")
+	fs.Func("pkgs-in", "SHAPE=PATTERNS: in SHAPE run only the packages of -pkgs that the comma-separated PATTERNS match (repeatable; a shape not named runs them all)", func(v string) error {
+		shape, pats, ok := strings.Cut(v, "=")
+		if !ok || shape == "" || strings.TrimSpace(pats) == "" {
+			return fmt.Errorf("want SHAPE=PATTERNS, got %q", v)
+		}
+		if !slices.Contains(protocol.VMShapes, shape) {
+			return fmt.Errorf("%q is not a VM shape (%s)", shape, strings.Join(protocol.VMShapes, ", "))
+		}
+		if _, dup := o.pkgsIn[shape]; dup {
+			return fmt.Errorf("shape %s given twice", shape)
+		}
+		if o.pkgsIn == nil {
+			o.pkgsIn = map[string][]string{}
+		}
+		for _, p := range strings.Split(pats, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				o.pkgsIn[shape] = append(o.pkgsIn[shape], p)
+			}
+		}
+		return nil
+	})
 	fs.Func("env", "NAME=value for every test binary, in every shape (repeatable)", func(v string) error {
 		if name, _, ok := strings.Cut(v, "="); !ok || name == "" {
 			return fmt.Errorf("want NAME=value, got %q", v)
@@ -167,6 +189,18 @@ func runAll(ctx context.Context, o options) (int, error) {
 		names = append(names, p.ImportPath)
 	}
 	step("%d packages with tests: %s", len(pkgs), strings.Join(names, " "))
+	if err := restrictShapes(modRoot, pkgs, o.pkgsIn); err != nil {
+		return 2, err
+	}
+	for _, shape := range slices.Sorted(maps.Keys(o.pkgsIn)) {
+		var in []string
+		for _, p := range pkgs {
+			if p.runsIn(shape) {
+				in = append(in, p.Rel)
+			}
+		}
+		step("shape %s runs %d of them: %s", shape, len(in), strings.Join(in, " "))
+	}
 
 	var vmShapes []string
 	hostShape := false
@@ -386,7 +420,7 @@ func (m *machine) image(name string, pkgs []testPkg, cfg protocol.Config) (strin
 	pkgs = slices.DeleteFunc(slices.Clone(pkgs), func(p testPkg) bool { return p.Binary == "" })
 	t0 = time.Now()
 	for _, p := range pkgs {
-		cfg.Packages = append(cfg.Packages, protocol.Package{ImportPath: p.ImportPath, Binary: "/tests/" + filepath.Base(p.Binary), Dir: p.Rel, TimeoutSeconds: p.TimeoutSeconds})
+		cfg.Packages = append(cfg.Packages, protocol.Package{ImportPath: p.ImportPath, Binary: "/tests/" + filepath.Base(p.Binary), Dir: p.Rel, TimeoutSeconds: p.TimeoutSeconds, Shapes: p.Shapes})
 	}
 	cfg.SrcRoot = "/src"
 	files, skipped, err := moduleFiles(m.modRoot)
@@ -415,11 +449,14 @@ func (m *machine) runShapes(ctx context.Context, o options, pkgs []testPkg, shap
 	if err != nil {
 		return nil, err
 	}
-	var expected []string
-	for _, p := range pkgs {
-		if _, bad := broken[p.ImportPath]; !bad {
-			expected = append(expected, p.ImportPath)
+	expected := func(shape string) []string {
+		var e []string
+		for _, p := range pkgs {
+			if _, bad := broken[p.ImportPath]; !bad && p.runsIn(shape) {
+				e = append(e, p.ImportPath)
+			}
 		}
+		return e
 	}
 	results := make([]*shapeResult, len(shapes))
 	sem := make(chan struct{}, o.parallel)
@@ -430,7 +467,7 @@ func (m *machine) runShapes(ctx context.Context, o options, pkgs []testPkg, shap
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			r := m.runShape(ctx, s, s, initrd, expected, o)
+			r := m.runShape(ctx, s, s, initrd, expected(s), o)
 			for _, pkg := range slices.Sorted(maps.Keys(broken)) {
 				r.Problems = append(r.Problems, pkg+": does not build (see above)")
 			}

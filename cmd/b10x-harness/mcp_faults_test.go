@@ -533,6 +533,7 @@ func vmRSS(t *testing.T, pid int) int {
 // comes back near where it was before them. Measured on the server's
 // process from /proc.
 func TestMCPHTTPSessionsMemory(t *testing.T) {
+	t.Parallel() // most of it is waiting for sessions to expire
 	n := 10000
 	if testing.Short() || testenv.InVM() {
 		n = 2000

@@ -294,7 +294,11 @@ func TestCallCancelledBySignal(t *testing.T) {
 	t0 := time.Now()
 	must(t, cmd.Process.Signal(syscall.SIGTERM))
 	_ = cmd.Wait()
-	if took := time.Since(t0); took > 10*time.Second {
+	bound := 10 * time.Second
+	if testenv.InVM() {
+		bound = 30 * time.Second // emulated CPUs, two guests at once
+	}
+	if took := time.Since(t0); took > bound {
 		t.Errorf("the cancel took %s", took)
 	}
 	var o map[string]any

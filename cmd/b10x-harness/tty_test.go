@@ -287,6 +287,10 @@ func TestExecRestoresTerminal(t *testing.T) {
 // to any key), or when the call times out.
 func TestExecRestoresTerminalOnSignal(t *testing.T) {
 	ws, bin, p, before := ttySetup(t)
+	grace := "1s"
+	if testenv.InVM() {
+		grace = "3s"
+	}
 	for _, c := range []struct {
 		name    string
 		sig     syscall.Signal
@@ -302,7 +306,9 @@ func TestExecRestoresTerminalOnSignal(t *testing.T) {
 		{"timeout", 0, "2s", exitTimeout},
 	} {
 		os.Remove(filepath.Join(ws, "hostile.out"))
-		args := []string{"--workspace", ws}
+		// A short grace: the child's SIGQUIT trace blocks on the
+		// terminal it stopped, so that case always ends at the grace.
+		args := []string{"--workspace", ws, "--grace", grace}
 		if c.timeout != "" {
 			args = append(args, "--timeout", c.timeout)
 		}

@@ -109,6 +109,9 @@ func run(args []string) int {
 	sayf("%sINFO setup %.2fs after init start (uptime %s)", protocol.Prefix, time.Since(start).Seconds(), uptime())
 	failed := 0
 	for i, p := range cfg.Packages {
+		if !p.RunsIn(shape) {
+			continue
+		}
 		if !runPackage(env, cfg, i, p) {
 			failed++
 		}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -75,6 +76,14 @@ type Package struct {
 	// TimeoutSeconds overrides Config.TimeoutSeconds for this package when
 	// positive.
 	TimeoutSeconds int `json:"timeout_s,omitempty"`
+	// Shapes, when not empty, are the only shapes the package runs in
+	// (vmtest's -pkgs-in); every other shape leaves it out.
+	Shapes []string `json:"shapes,omitempty"`
+}
+
+// RunsIn reports whether p runs in shape.
+func (p Package) RunsIn(shape string) bool {
+	return len(p.Shapes) == 0 || slices.Contains(p.Shapes, shape)
 }
 
 // Config is the guest's whole configuration except the shape, which comes on

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,7 @@ func TestParseLineRejects(t *testing.T) {
 }
 
 func TestConfigRoundTrip(t *testing.T) {
-	c := Config{Packages: []Package{{ImportPath: "m/a", Binary: "/tests/a.test", Dir: "a/b", TimeoutSeconds: 3}}, SrcRoot: "/src", Run: "TestX|TestY", TimeoutSeconds: 600, GraceSeconds: 2, Env: []string{"A=b=c"}}
+	c := Config{Packages: []Package{{ImportPath: "m/a", Binary: "/tests/a.test", Dir: "a/b", TimeoutSeconds: 3, Shapes: []string{"no-userns"}}}, SrcRoot: "/src", Run: "TestX|TestY", TimeoutSeconds: 600, GraceSeconds: 2, Env: []string{"A=b=c"}}
 	b, err := c.Marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -56,8 +57,11 @@ func TestConfigRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back.Run != c.Run || back.TimeoutSeconds != 600 || back.Grace() != 2*time.Second || len(back.Packages) != 1 || back.Packages[0] != c.Packages[0] || back.Env[0] != "A=b=c" {
+	if back.Run != c.Run || back.TimeoutSeconds != 600 || back.Grace() != 2*time.Second || len(back.Packages) != 1 || !reflect.DeepEqual(back.Packages[0], c.Packages[0]) || back.Env[0] != "A=b=c" {
 		t.Errorf("read back %+v, want %+v", back, c)
+	}
+	if p := back.Packages[0]; !p.RunsIn("no-userns") || p.RunsIn("debian-6.1") || !(Package{}).RunsIn("debian-6.1") {
+		t.Errorf("package shapes %v: RunsIn wrong", p.Shapes)
 	}
 	if got := back.Timeout(back.Packages[0]); got != 3*time.Second {
 		t.Errorf("package timeout override: %v", got)
