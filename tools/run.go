@@ -102,6 +102,9 @@ func ResolvePrograms(decls []string, path string, view RunView) (Programs, error
 		if pinned.Path != canon {
 			return nil, setting.Errorf(setting.AllowProgram, d, "changed while it was resolved (%s, then %s)", canon, pinned.Path)
 		}
+		if err := checkOutsideView(canon, view); err != nil {
+			return nil, setting.Errorf(setting.AllowProgram, d, "%v", err)
+		}
 		p[d] = pinned
 	}
 	return p, nil

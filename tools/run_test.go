@@ -117,8 +117,9 @@ func TestResolveProgramsOddPaths(t *testing.T) {
 			t.Errorf("PATH %q: planted resolved to %v, want not found", path, p)
 		}
 	}
+	goodView := RunView{Read: []spawn.Pinned{{Path: good}}} // a script outside the view is refused
 	for _, path := range []string{good, "bin:" + good, ".:" + good, ":" + good, good + ":bin"} {
-		p, err := ResolvePrograms([]string{"tool"}, path, RunView{})
+		p, err := ResolvePrograms([]string{"tool"}, path, goodView)
 		if err != nil || p["tool"].Path != filepath.Join(good, "tool") {
 			t.Errorf("PATH %q: tool resolved to %v, %v; want %s", path, p, err, filepath.Join(good, "tool"))
 		}
@@ -195,6 +196,7 @@ func TestResolveProgramsPlantedLink(t *testing.T) {
 		t.Errorf("a program through a link in the workspace: %v, want refused", err)
 	}
 	must(t, os.Symlink(script, filepath.Join(outside, "link")))
+	view.Read = append(view.Read, spawn.Pinned{Path: outside}) // a script outside the view is refused
 	p, err := ResolvePrograms([]string{filepath.Join(outside, "link")}, "", view)
 	if canon, _ := filepath.EvalSymlinks(script); err != nil || p[filepath.Join(outside, "link")].Path != canon {
 		t.Errorf("a program through a link outside: %v, %v; want pinned at %s", p, err, canon)

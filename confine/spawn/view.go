@@ -286,6 +286,21 @@ func viewable(what, p string) error {
 	return nil
 }
 
+// InView reports whether the canonical path p is visible to a run child
+// whose view holds the system directories and dirs (the workspace and the
+// extra paths), without a bind of its own.
+func InView(p string, dirs []string) bool {
+	if withinAny(p, systemDirs) {
+		return true
+	}
+	for _, d := range dirs {
+		if d != "" && within(p, d) {
+			return true
+		}
+	}
+	return false
+}
+
 // canonical resolves p to an absolute path without symlinks.
 func canonical(p string) (string, error) {
 	c, err := filepath.EvalSymlinks(p)
