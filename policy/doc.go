@@ -33,9 +33,20 @@
 // # Precedence and sources
 //
 // A flag given on the command line wins, then the policy file's key, then
-// the default. Policy.Sources says which, key by key; a resource limit
-// that was given (by a flag or the file) is Required: it must hold or the
-// session refuses to start, where a default limit degrades with a note.
+// the user defaults file's, then the default. Policy.Sources says which,
+// key by key; a resource limit that was given (by a flag or either file)
+// is Required: it must hold or the session refuses to start, where a
+// default limit degrades with a note.
+//
+// # The user defaults file
+//
+// A user's own defaults (UserDefaultsPath: under $XDG_CONFIG_HOME) are a
+// policy file like any other, with the same keys and checks
+// (LoadUserDefaults). What differs is that no flag names it, so its keys'
+// sources and its errors name it by UserDefaultsOrigin and its path, and
+// that it is not an error for it to be missing. Policy.UserDefaults names
+// it and its SHA-256 for the record. Whether a command reads it, and where
+// it must not lie (a workspace a model may write), the command decides.
 //
 // # Syntaxes others own
 //

@@ -68,3 +68,19 @@ func ExamplePolicy_Validate() {
 	// Output:
 	// net host: contradicts allow_domain, deny_domain and allow_cidr, which need net proxy (the host's network admits everything)
 }
+
+// The user defaults file is where the XDG Base Directory Specification
+// puts a program's configuration; its keys' sources name it.
+func ExampleUserDefaultsPath() {
+	env := map[string]string{"HOME": "/home/ada"}
+	getenv := func(k string) string { return env[k] }
+	fmt.Println(policy.UserDefaultsPath(getenv))
+	env["XDG_CONFIG_HOME"] = "/srv/ada/config"
+	fmt.Println(policy.UserDefaultsPath(getenv))
+	env["XDG_CONFIG_HOME"] = "config" // relative: ignored
+	fmt.Println(policy.UserDefaultsPath(getenv))
+	// Output:
+	// /home/ada/.config/b10x-harness/policy.toml
+	// /srv/ada/config/b10x-harness/policy.toml
+	// /home/ada/.config/b10x-harness/policy.toml
+}

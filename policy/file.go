@@ -67,9 +67,34 @@ func Load(path string, checks Checks) (*File, error) {
 // you mean confine?)". A value that is only wrong beside another
 // setting's (Validate's rules) is not refused here.
 func Parse(path string, content []byte, checks Checks) (*File, error) {
+	return parse(origin{path: path, name: path}, content, checks)
+}
+
+// origin is where a policy file's values come from: the file's path, and
+// the name its positions and errors begin with (the path, or "user
+// defaults PATH").
+type origin struct {
+	path, name string
+	user       bool // the user defaults file, which no flag names
+}
+
+// pos is a position in the file: "ci.toml:3:1".
+func (o origin) pos(line, col int) string { return fmt.Sprintf("%s:%d:%d", o.name, line, col) }
+
+// fail is an error of the file as a whole: of --policy's file by the
+// flag's key, of the user defaults file at its name.
+func (o origin) fail(err error) *Error {
+	if o.user {
+		return at(o.name, "", "", err)
+	}
+	return &Error{Key: "policy", Value: o.path, Err: err, Usage: true}
+}
+
+// parse is Parse of the file o.
+func parse(o origin, content []byte, checks Checks) (*File, error) {
 	sum := sha256.Sum256(content)
-	f := &File{Ref: FileRef{Path: path, SHA256: hex.EncodeToString(sum[:])}, Pos: map[string]string{}, vals: map[string]any{}, checks: checks}
-	pos := func(line, col int) string { return fmt.Sprintf("%s:%d:%d", path, line, col) }
+	f := &File{Ref: FileRef{Path: o.path, SHA256: hex.EncodeToString(sum[:])}, Pos: map[string]string{}, vals: map[string]any{}, checks: checks}
+	pos := o.pos
 
 	// Positions first: a syntax error is reported here, with its place.
 	p := unstable.Parser{}
@@ -116,7 +141,7 @@ func Parse(path string, content []byte, checks Checks) (*File, error) {
 			sh := p.Shape(p.Range(pe.Highlight))
 			return nil, at(pos(sh.Start.Line, sh.Start.Column), "", "", errors.New(pe.Message))
 		}
-		return nil, errorf("policy", path, "%v", err)
+		return nil, o.fail(err)
 	}
 
 	// Types and unknown keys: decoded strictly into a struct of one field
@@ -148,7 +173,7 @@ func Parse(path string, content []byte, checks Checks) (*File, error) {
 			}
 			return nil, at(pos(line, col), "", "", errors.New(msg))
 		}
-		return nil, errorf("policy", path, "%v", err)
+		return nil, o.fail(err)
 	}
 	for _, key := range f.keys {
 		if i, ok := index[key]; ok {

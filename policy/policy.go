@@ -39,6 +39,10 @@ type Policy struct {
 	// File is the policy file the values came from (nil: none); the record
 	// names it and its SHA-256.
 	File *FileRef
+	// UserDefaults is the user defaults file the values came from too
+	// (nil: none was read); the record names it and its SHA-256 apart
+	// from File.
+	UserDefaults *FileRef
 	// Sources says where each key's value came from ("flag --confine",
 	// "ci.toml:3:1"); a key it does not name has its default. A limit
 	// (a setting with a Controller) named here must hold: see Required.
