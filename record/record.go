@@ -251,6 +251,10 @@ type Policy struct {
 	Effective json.RawMessage `json:"effective,omitempty"`
 	// File is the policy file the session read, with its SHA-256.
 	File *PolicyFile `json:"file,omitempty"`
+	// UserDefaults is the user defaults file the session read too
+	// (docs/policy.md), with its SHA-256; absent when it read none. An
+	// optional field, absent from earlier records of the same version.
+	UserDefaults *PolicyFile `json:"user_defaults,omitempty"`
 }
 
 // PolicyFile names a policy file and its content's SHA-256.

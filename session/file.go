@@ -1,11 +1,23 @@
 package session
 
-import "github.com/b10x/harness/policy"
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/b10x/harness/policy"
+)
 
 // LoadedFile is a policy file read and checked (a policy.File, whose
 // values were checked with Checks): its values, which keys it sets and
 // where.
-type LoadedFile struct{ *policy.File }
+type LoadedFile struct {
+	*policy.File
+
+	real string // the path read, every link resolved when it was read ("": not resolved)
+}
 
 // LoadFile reads the policy file at path strictly (policy.Load with
 // Checks): an unknown key, a value of the wrong type or a bad value is an
@@ -18,13 +30,84 @@ func ParseFile(path string, content []byte) (*LoadedFile, error) {
 	return loaded(policy.Parse(path, content, Checks))
 }
 
+// LoadUserDefaults reads the user defaults file at path strictly
+// (policy.LoadUserDefaults with Checks): its keys' positions and its
+// errors begin "user defaults PATH". Nil and no error when there is
+// nothing at path. Its real path (RealPath) is resolved as it is read, for
+// Inside. Nothing is started.
+func LoadUserDefaults(path string) (*LoadedFile, error) {
+	f, err := policy.LoadUserDefaults(path, Checks)
+	if err != nil || f == nil {
+		return nil, err
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return nil, &Error{Pos: policy.UserDefaultsOrigin + " " + path, Err: fmt.Errorf("resolving its links: %w", cause(err)), Usage: true}
+	}
+	return &LoadedFile{File: f, real: real}, nil
+}
+
 func loaded(f *policy.File, err error) (*LoadedFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &LoadedFile{f}, nil
+	return &LoadedFile{File: f}, nil
 }
 
 // Apply sets in p every key the file sets, each checked, with the file's
 // position as its source; an error names the key at its position.
 func (lf *LoadedFile) Apply(p *Policy) error { return lf.File.Apply(&p.Policy) }
+
+// RealPath is the file's path with every link resolved: as it was when
+// LoadUserDefaults read it, or, for another file, as it is now.
+func (lf *LoadedFile) RealPath() (string, error) {
+	if lf.real != "" {
+		return lf.real, nil
+	}
+	return filepath.EvalSymlinks(lf.Ref.Path)
+}
+
+// Inside reports whether the file lies inside the directory dir: whether
+// dir is the directory of its real path (RealPath) or an ancestor of it.
+// Directories are compared as the kernel knows them (device and inode),
+// not by name, so that another name of dir (a link to it, a bind mount of
+// it, another case spelling on a filesystem that folds case) is dir too.
+// A dir that does not exist holds nothing (false); an error is what kept
+// the question from being answered (fail closed: the caller refuses).
+//
+// It does not see a second hard link of the file itself: a link in dir
+// to the same file is not found.
+func (lf *LoadedFile) Inside(dir string) (bool, error) {
+	ws, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	real, err := lf.RealPath()
+	if err != nil {
+		return false, err
+	}
+	for d := filepath.Dir(real); ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil {
+			return false, err
+		}
+		if os.SameFile(st, ws) {
+			return true, nil
+		}
+		if d == filepath.Dir(d) {
+			return false, nil
+		}
+	}
+}
+
+// cause is err without the operation and path a *fs.PathError adds.
+func cause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

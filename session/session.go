@@ -278,6 +278,9 @@ func (s *Session) runStart(o Options, torn int64) record.RunStart {
 	if p.File != nil {
 		pol.File = &record.PolicyFile{Path: p.File.Path, SHA256: p.File.SHA256}
 	}
+	if u := p.UserDefaults; u != nil {
+		pol.UserDefaults = &record.PolicyFile{Path: u.Path, SHA256: u.SHA256}
+	}
 	var pub []record.Published
 	for _, en := range g.Published() {
 		pub = append(pub, record.Published{Name: en.Name, Operation: en.Operation, Risk: en.Risk.String()})
