@@ -240,7 +240,7 @@ func (d *direct) prepare(s Spec) (*prepared, error) {
 		// After the trees: startOnce passes Stdio.Proxy there.
 		pl.ProxyFD, pl.ProxyPort = treeFD+len(p.idmapped), uint16(s.ProxyPort)
 	}
-	setIdentity(pl, useUser, d.root, uid, gid)
+	setIdentity(pl, useUser, d.root, s.CallerIDs, uid, gid)
 	if abi >= 1 {
 		if err := landlockPlan(pl, abi, rules); err != nil {
 			return nil, &SetupError{Step: "landlock ruleset", Err: err}
@@ -631,7 +631,7 @@ func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob [
 				return nil, nil, &SetupError{Step: "identity", Err: notIdmapped(w.Path, w == p.workspace, "the kernel refused a user namespace")}
 			}
 			p.useUser = false
-			setIdentity(p.plan, false, d.root, p.hostUID, p.hostGID)
+			setIdentity(p.plan, false, d.root, false, p.hostUID, p.hostGID)
 			var enc helper.Encoder
 			p.plan.Encode(&enc)
 			blob = enc.B

@@ -62,13 +62,22 @@ func (d *direct) childIdentity(ws Pinned, useUser bool) (uid, gid int, idmap boo
 // the harness is not root (its namespace maps 0 to the harness's ids) and
 // the host ids themselves when it is (its namespace maps every id to
 // itself); without one the program switches to hostUID/hostGID.
-func setIdentity(pl *helper.Plan, useUser, root bool, hostUID, hostGID int) {
+//
+// Inside its own namespace the program is that namespace's root, or with
+// callerIDs the host ids themselves, so that id(1) and the owner ls shows
+// of the files it makes tell the truth (Spec.CallerIDs). Either way it is
+// the same host id with no capability.
+func setIdentity(pl *helper.Plan, useUser, root, callerIDs bool, hostUID, hostGID int) {
 	pl.NestUser = useUser
 	switch {
 	case useUser && !root:
 		pl.ChildUID, pl.ChildGID = 0, 0
 	default:
 		pl.ChildUID, pl.ChildGID = uint32(hostUID), uint32(hostGID)
+	}
+	pl.NSUID, pl.NSGID = 0, 0
+	if useUser && callerIDs {
+		pl.NSUID, pl.NSGID = uint32(hostUID), uint32(hostGID)
 	}
 }
 

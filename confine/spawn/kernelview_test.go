@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/internal/testenv"
 	"github.com/b10x/harness/internal/testenv/ia32"
 )
@@ -116,8 +117,18 @@ func hexData(t *testing.T, name, v string) string {
 // p).
 func readKernelView(t *testing.T, name string, r Runner, ws string, extra ...string) (kernelView, Result) {
 	t.Helper()
+	return readKernelViewOf(t, name, r, ws, nil, extra...)
+}
+
+// readKernelViewOf is readKernelView of a spec edit changes first.
+func readKernelViewOf(t *testing.T, name string, r Runner, ws string, edit func(*Spec), extra ...string) (kernelView, Result) {
+	t.Helper()
 	ps := append([]string{"read:/proc/self/status", "read:/proc/self/uid_map", "read:/proc/self/gid_map", "read:/proc/self/mountinfo"}, extra...)
-	res, out, err := run(t, r, probeSpec(t, ws, ps...))
+	spec := probeSpec(t, ws, ps...)
+	if edit != nil {
+		edit(&spec)
+	}
+	res, out, err := run(t, r, spec)
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("%s: %v %+v\n%s", name, err, res, out)
 	}
@@ -204,6 +215,55 @@ func TestKernelViewIdentity(t *testing.T) {
 		}
 		if got := v.status["Uid"]; got != "0 0 0 0" {
 			t.Errorf("%s: Uid %q, want 0 of its own namespace", name, got)
+		}
+		fi, err := os.Lstat(made)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if int(st.Uid) != wantUID || int(st.Gid) != wantGID {
+			t.Errorf("%s: the child's file is %d:%d on the host, want %d:%d", name, st.Uid, st.Gid, wantUID, wantGID)
+		}
+	}
+}
+
+// TestKernelViewCallerIDs: with Spec.CallerIDs the program's namespace
+// maps the host id onto itself: id(1) inside says the host uid and gid
+// (as bwrap keeps the caller's), the file it makes is that id's on the
+// host, and it holds no capability, as root of its namespace does not
+// either.
+func TestKernelViewCallerIDs(t *testing.T) {
+	wantUID, wantGID := os.Geteuid(), os.Getegid()
+	mapUID, mapGID := 0, 0
+	if os.Geteuid() == 0 {
+		wantUID, wantGID = testOwner, testOwner
+		mapUID, mapGID = testOwner, testOwner
+	}
+	for name, r := range runners(t) {
+		ws := workspace(t)
+		made := filepath.Join(ws, "made")
+		v, res := readKernelViewOf(t, name, r, ws, func(s *Spec) { s.CallerIDs = true }, "write:"+made, "uid")
+		if !slices.Contains(res.Layers, confine.LayerUserNS) {
+			// Without a user namespace the program switches to the host
+			// ids whichever way: TestFailsClosedWithoutNamespaces.
+			testenv.Require(t, false, "user namespaces for the run child", testenv.ShapeNoUserns)
+		}
+		if v.p["write:"+made] != "ok" {
+			t.Fatalf("%s: write in the workspace: %q", name, v.p["write:"+made])
+		}
+		if want := fmt.Sprintf("%d %d 1", wantUID, mapUID); v.uidMap != want {
+			t.Errorf("%s: uid_map %q, want %q (the host id, onto itself)", name, v.uidMap, want)
+		}
+		if want := fmt.Sprintf("%d %d 1", wantGID, mapGID); v.gidMap != want {
+			t.Errorf("%s: gid_map %q, want %q", name, v.gidMap, want)
+		}
+		if want := strings.Repeat(strconv.Itoa(wantUID)+" ", 4); v.status["Uid"] != want[:len(want)-1] || v.p["uid"] != strconv.Itoa(wantUID) {
+			t.Errorf("%s: Uid %q, getuid %q; want %d", name, v.status["Uid"], v.p["uid"], wantUID)
+		}
+		for _, set := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
+			if got := v.status[set]; got != "0000000000000000" {
+				t.Errorf("%s: %s = %q, want no capability", name, set, got)
+			}
 		}
 		fi, err := os.Lstat(made)
 		if err != nil {

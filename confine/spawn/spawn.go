@@ -107,6 +107,16 @@ type Spec struct {
 	// hard link that already exists elsewhere in the workspace), and a
 	// file created during the call.
 	Masked []string
+	// CallerIDs runs the program, inside its user namespace, as the host
+	// uid and gid it runs as (the harness's own, or the workspace owner's
+	// when the harness is root; docs/decisions/0037-child-identity.md),
+	// so that id(1), $(id -u) and the owner of the files it makes tell
+	// the truth, and programs that refuse root (or act differently as
+	// root: npm, pip, initdb) run as they would for the user. False: it
+	// is root of that namespace. Either way it is the same host id and
+	// holds no capability. Where there is no user namespace the program
+	// switches to the host ids, whichever this says.
+	CallerIDs bool
 	// Net false (the default) gives the child a fresh network namespace that
 	// holds only a loopback interface: nothing outside the call is
 	// reachable. Net true leaves the host's network reachable; the Landlock

@@ -27,6 +27,7 @@ func encodeSpec(e *helper.Encoder, s Spec) {
 	e.Strs(s.ReadOnly)
 	e.Strs(s.Anchored)
 	e.Strs(s.Masked)
+	e.Bool(s.CallerIDs)
 	e.Bool(s.Probe)
 	e.I64(int64(s.ProxyPort))
 }
@@ -59,6 +60,7 @@ func decodeSpec(d *helper.Decoder) Spec {
 	s.ReadOnly = d.Strs()
 	s.Anchored = d.Strs()
 	s.Masked = d.Strs()
+	s.CallerIDs = d.Bool()
 	s.Probe = d.Bool()
 	s.ProxyPort = int(d.I64())
 	return s

@@ -129,9 +129,14 @@ type Plan struct {
 	// have a user namespace of its own.
 	NestUser bool
 	// ChildUID and ChildGID are the ids, in the helper's user namespace,
-	// that the program runs as: with NestUser its root maps to them, else
-	// it switches to them. Either way it holds no capability.
+	// that the program runs as: with NestUser its namespace maps NSUID
+	// and NSGID onto them, else it switches to them. Either way it holds
+	// no capability.
 	ChildUID, ChildGID uint32
+	// NSUID and NSGID are the program's ids in its own user namespace
+	// (NestUser): 0, root of it, or the host ids it runs as, so that
+	// id(1) tells the truth (spawn.Spec.CallerIDs).
+	NSUID, NSGID uint32
 	Seccomp            []byte // raw classic BPF (struct sock_filter, 8 bytes each); empty: none
 	// Landlock: LandlockFS and LandlockScoped are the ruleset's handled
 	// filesystem rights and scopes; both zero applies no domain.
@@ -230,6 +235,8 @@ func (p *Plan) Encode(e *Encoder) {
 	e.Bool(p.NestUser)
 	e.U32(p.ChildUID)
 	e.U32(p.ChildGID)
+	e.U32(p.NSUID)
+	e.U32(p.NSGID)
 	e.Str(string(p.Seccomp))
 	e.U64(p.LandlockFS)
 	e.U64(p.LandlockScoped)
@@ -278,6 +285,8 @@ func DecodePlan(d *Decoder) *Plan {
 	p.NestUser = d.Bool()
 	p.ChildUID = d.U32()
 	p.ChildGID = d.U32()
+	p.NSUID = d.U32()
+	p.NSGID = d.U32()
 	p.Seccomp = []byte(d.Str())
 	if len(p.Seccomp)%8 != 0 {
 		d.Failf("seccomp program of " + strconv.Itoa(len(p.Seccomp)) + " bytes")

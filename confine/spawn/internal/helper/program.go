@@ -50,12 +50,22 @@ func startProgram(p *Plan) (int, error) {
 	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if p.NestUser {
 		attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWCGROUP
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(p.ChildUID), Size: 1}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(p.ChildGID), Size: 1}}
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: int(p.NSUID), HostID: int(p.ChildUID), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: int(p.NSGID), HostID: int(p.ChildGID), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
-		// Become the new namespace's root: this process's own id is not
-		// mapped in it (only ChildUID is, onto 0).
-		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
+		// Become the one id the new namespace maps (this process's own is
+		// not mapped in it): its root, or the host ids themselves. Not
+		// root, the second stage holds no capability from its execve on;
+		// it needs none (it mounts nothing, and empties the sets anyway).
+		attr.Credential = &syscall.Credential{Uid: p.NSUID, Gid: p.NSGID, NoSetGroups: true}
+		if p.NSUID != 0 {
+			// A new user namespace starts with a full bounding set, and a
+			// stage that is not root of it loses every capability at its
+			// execve: CAP_SETPCAP is kept (ambient) for the stage to empty
+			// the bounding set, then dropped with everything else and
+			// read back (dropCapabilities).
+			attr.AmbientCaps = []uintptr{capSetPCap}
+		}
 	} else {
 		attr.Credential = &syscall.Credential{Uid: p.ChildUID, Gid: p.ChildGID, Groups: []uint32{}}
 		attr.Cloneflags = syscall.CLONE_NEWCGROUP
@@ -88,6 +98,9 @@ func startProgram(p *Plan) (int, error) {
 	}()
 	return pid, nil
 }
+
+// capSetPCap is CAP_SETPCAP.
+const capSetPCap = 8
 
 // forwardedSignals are the signals the init passes on to the program. They
 // are caught from the helper's start (catchSignals): as PID 1 of its
@@ -246,15 +259,15 @@ func confineProgram(p *Plan) (layers uint32, step string, err error) {
 	return layers, "", nil
 }
 
-// checkIdentity fails unless this process runs as the plan says: uid and
-// gid 0 of its own user namespace (NestUser), or ChildUID and ChildGID.
+// checkIdentity fails unless this process runs as the plan says: NSUID and
+// NSGID of its own user namespace (NestUser), or ChildUID and ChildGID.
 // Supplementary groups are not checked: as root the helper dropped them
 // (setgroups), and a harness that is not root cannot drop its own (the
 // kernel forbids it in a user namespace it made), so they are its own.
 func checkIdentity(p *Plan) error {
 	wantUID, wantGID := p.ChildUID, p.ChildGID
 	if p.NestUser {
-		wantUID, wantGID = 0, 0
+		wantUID, wantGID = p.NSUID, p.NSGID
 	}
 	for _, id := range []struct {
 		nr   uintptr
