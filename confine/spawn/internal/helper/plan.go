@@ -137,7 +137,7 @@ type Plan struct {
 	// (NestUser): 0, root of it, or the host ids it runs as, so that
 	// id(1) tells the truth (spawn.Spec.CallerIDs).
 	NSUID, NSGID uint32
-	Seccomp            []byte // raw classic BPF (struct sock_filter, 8 bytes each); empty: none
+	Seccomp      []byte // raw classic BPF (struct sock_filter, 8 bytes each); empty: none
 	// Landlock: LandlockFS and LandlockScoped are the ruleset's handled
 	// filesystem rights and scopes; both zero applies no domain.
 	LandlockFS     uint64
