@@ -56,6 +56,22 @@ func (e Event) Line(seq int64) record.Net {
 		Rule: e.Rule, Addr: e.Addr, BytesUp: e.BytesUp, BytesDown: e.BytesDown, DurationMS: e.Duration.Milliseconds(), Error: e.Error}
 }
 
+// Destination is host and port as one would write them (host:port, an
+// IPv6 address in brackets), or what is known of them: a request refused
+// before it named a destination (a malformed one, a limit reached first)
+// has neither.
+func Destination(host string, port int) string {
+	switch {
+	case host == "" && port == 0:
+		return "(no destination named)"
+	case port == 0:
+		return host
+	case host == "":
+		return fmt.Sprintf("(no host named):%d", port)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}
+
 // Denied reports whether the attempt was refused by a rule or a limit.
 func (e Event) Denied() bool { return e.Decision == "denied" }
 

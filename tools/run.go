@@ -645,7 +645,7 @@ func deniedText(denied []egress.Event) string {
 			fmt.Fprintf(&b, "\n  ... and %d more (see the run record)", len(denied)-i)
 			break
 		}
-		fmt.Fprintf(&b, "\n  %s:%d (%s)", e.Host, e.Port, e.Rule)
+		fmt.Fprintf(&b, "\n  %s (%s)", egress.Destination(e.Host, e.Port), e.Rule)
 	}
 	return b.String()
 }

@@ -200,7 +200,7 @@ func (c *execCmd) Run(e *env) error {
 	if ch != nil {
 		// Every connection of the command ends with it.
 		for _, d := range ch.Close() {
-			fmt.Fprintf(e.stderr, "b10x-harness: network: denied %s:%d (%s)\n", termsafe.Line(d.Host), d.Port, termsafe.Line(d.Rule))
+			fmt.Fprintf(e.stderr, "b10x-harness: network: denied %s (%s)\n", termsafe.Line(egress.Destination(d.Host, d.Port)), termsafe.Line(d.Rule))
 		}
 	}
 	netMu.Lock()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/b10x/harness/egress"
 	"github.com/b10x/harness/internal/termsafe"
 	"github.com/b10x/harness/record"
 )
@@ -74,7 +75,7 @@ func (c *recordSummaryCmd) Run(e *env) error {
 		for i, q := range d.Seqs {
 			seqs[i] = fmt.Sprintf("#%d", q)
 		}
-		fmt.Fprintf(e.stdout, "denied: %s:%d ×%d (%s), by call %s\n", termsafe.Line(d.Host), d.Port, d.Count, termsafe.Line(d.Rule), strings.Join(seqs, " "))
+		fmt.Fprintf(e.stdout, "denied: %s ×%d (%s), by call %s\n", termsafe.Line(egress.Destination(d.Host, d.Port)), d.Count, termsafe.Line(d.Rule), strings.Join(seqs, " "))
 	}
 	for _, t := range s.Torn {
 		fmt.Fprintf(e.stdout, "torn: line %d (%d bytes) is not a record line (a write cut short), skipped\n", t.Line, t.Bytes)
