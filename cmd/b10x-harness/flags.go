@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -42,7 +43,8 @@ func (b *byteSize) UnmarshalText(text []byte) error {
 // per setting of the table the command takes (built by bind into the
 // struct kong.Plugins holds).
 type PolicyFlags struct {
-	Policy string `help:"Read the policy from this TOML file (see examples/policies/ and b10x-harness policy schema); a flag given here overrides the file's key of the same name, key by key." placeholder:"FILE" type:"path"`
+	Policy         string `help:"Read the policy from this TOML file (see examples/policies/ and b10x-harness policy schema); a flag given here overrides the file's key of the same name, key by key." placeholder:"FILE" type:"path"`
+	NoUserDefaults bool   `help:"Do not read the user defaults file ($XDG_CONFIG_HOME/b10x-harness/policy.toml, else ~/.config/b10x-harness/policy.toml), as B10X_HARNESS_NO_USER_DEFAULTS=1 does. exec never reads it."`
 	kong.Plugins
 
 	fields []settingFlag
@@ -212,6 +214,16 @@ func (p *PolicyFlags) policy(e *env) (session.Policy, error) {
 	if e.file != nil {
 		ref := e.file.Ref
 		pol.File = &ref
+	}
+	if ud := e.userDefaults; ud != nil {
+		if p.NoUserDefaults {
+			return pol, errors.New("bug: --no-user-defaults was given, and the user defaults file was read")
+		}
+		if err := checkUserDefaults(ud, pol.Workspace); err != nil {
+			return pol, err
+		}
+		ref := ud.Ref
+		pol.UserDefaults = &ref
 	}
 	if err := pol.Validate(); err != nil {
 		return pol, err

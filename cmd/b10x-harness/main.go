@@ -68,10 +68,13 @@ type env struct {
 	stdout, stderr io.Writer
 	args           []string // the command line as given, before parsing
 
-	// file is the --policy file (nil: none); sources says where each
-	// policy key's value came from, filled in after parsing.
-	file    *session.LoadedFile
-	sources map[string]string
+	// file is the --policy file (nil: none), userDefaults the user
+	// defaults file (nil: none, skipped, or a command that does not read
+	// it); sources says where each policy key's value came from, filled in
+	// after parsing.
+	file         *session.LoadedFile
+	userDefaults *session.LoadedFile
+	sources      map[string]string
 }
 
 func main() {
@@ -97,12 +100,17 @@ func realMain(args []string, e env) (code int) {
 			os.Setenv("TMPDIR", abs)
 		}
 	}
+	ud, err := loadUserDefaults(args, os.Getenv)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "b10x-harness: %s\n", termsafe.Message(renderError(err, nil)))
+		return usageStatus(args)
+	}
 	lf, err := loadPolicyFile(args)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "b10x-harness: %s\n", termsafe.Message(renderError(err, nil)))
 		return usageStatus(args)
 	}
-	e.file = lf
+	e.file, e.userDefaults = lf, ud
 	// Kong turns invalid UTF-8 in an argument into U+FFFD, which could alias
 	// one name to another. So: no argument may be invalid UTF-8, except the
 	// last one of call (its ARGS_JSON), which callCmd takes byte for byte so
@@ -120,8 +128,8 @@ func realMain(args []string, e env) (code int) {
 	e.args = args
 	exited := -1
 	opts := []kong.Option{}
-	if lf != nil {
-		opts = append(opts, kong.Resolvers(fileResolver{lf}))
+	if lf != nil || ud != nil {
+		opts = append(opts, kong.Resolvers(fileResolver{[]*session.LoadedFile{lf, ud}}))
 	}
 	parser, err := kong.New(cliFor(args), append(opts,
 		kong.Name("b10x-harness"),
@@ -144,7 +152,7 @@ func realMain(args []string, e env) (code int) {
 		fmt.Fprintf(e.stderr, "b10x-harness: %s\n", termsafe.Message(perr.Error()))
 		return usageStatus(args)
 	}
-	e.sources = sourcesOf(kctx, lf)
+	e.sources = sourcesOf(kctx, lf, ud)
 	if err := kctx.Run(&e); err != nil {
 		var ee exitError
 		if errors.As(err, &ee) {

@@ -12,7 +12,7 @@ import (
 
 type policyCmd struct {
 	Check  policyCheckCmd  `cmd:"" help:"Check a policy file: unknown keys, wrong types and bad values are refused with FILE:LINE:COL and the key (exit 2); nothing is started."`
-	Show   policyShowCmd   `cmd:"" help:"Print the effective policy (--policy FILE and flags) and where each value came from: a flag, the file's line, or the default."`
+	Show   policyShowCmd   `cmd:"" help:"Print the effective policy (flags, --policy FILE, the user defaults file) and where each value came from: a flag, a file's line, or the default."`
 	Schema policySchemaCmd `cmd:"" help:"Print the JSON Schema of a policy file, for editors."`
 }
 
@@ -45,10 +45,16 @@ func (c *policyShowCmd) Run(e *env) error {
 		if pol.File != nil {
 			out["file"] = pol.File
 		}
+		if pol.UserDefaults != nil {
+			out["user_defaults"] = pol.UserDefaults
+		}
 		return writeJSON(e.stdout, "  ", out)
 	}
 	if pol.File != nil {
 		fmt.Fprintf(e.stdout, "# policy file %s, sha256 %s\n", termsafe.Line(pol.File.Path), pol.File.SHA256)
+	}
+	if u := pol.UserDefaults; u != nil {
+		fmt.Fprintf(e.stdout, "# %s %s, sha256 %s\n", policy.UserDefaultsOrigin, termsafe.Line(u.Path), u.SHA256)
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	for _, kv := range eff {

@@ -157,7 +157,7 @@ func TestPolicyKeysAreFlags(t *testing.T) {
 	}
 	// Flags that are not policy: what a command does, prints or reads
 	// (mcp's, how it serves, are not listed).
-	notPolicy := []string{"help", "version", "policy", "yes", "json", "quiet", "report", "provider", "model", "base_url",
+	notPolicy := []string{"help", "version", "policy", "no_user_defaults", "yes", "json", "quiet", "report", "provider", "model", "base_url",
 		"max_tokens", "request_timeout"}
 	for _, cmd := range []policy.Command{policy.Call, policy.Run, policy.Tools, policy.MCP, policy.Show, policy.Exec} {
 		node := findNode(k.Model.Node, cmd.String())

@@ -11,9 +11,10 @@ import (
 	"github.com/b10x/harness/session"
 )
 
-// The policy file and the command line (docs/policy.md): a key the file
-// sets is the value of its flag unless the command line gives that flag
-// itself; each flag replaces the file's key whole (a list too).
+// The policy file, the user defaults file and the command line
+// (docs/policy.md): a key a file sets is the value of its flag unless the
+// command line gives that flag itself, the --policy file's key before the
+// user defaults file's; each replaces what is below it whole (a list too).
 
 // loadPolicyFile reads the file --policy names in args (up to a "--"),
 // nil when there is none. It is read before the command line is parsed so
@@ -50,6 +51,99 @@ func loadPolicyFile(args []string) (*session.LoadedFile, error) {
 	return lf, nil
 }
 
+// noUserDefaultsEnv, set to 1, skips the user defaults file as
+// --no-user-defaults does; 0 or empty reads it.
+const noUserDefaultsEnv = "B10X_HARNESS_NO_USER_DEFAULTS"
+
+// loadUserDefaults reads the user defaults file
+// (policy.UserDefaultsPath, by getenv) for the command args name, as
+// loadPolicyFile reads --policy's: nil when there is none, when the
+// command takes no settings, when it is exec (decision 0082: a CI step is
+// the same on a laptop and a runner), for --help, or when args give
+// --no-user-defaults (up to a "--") or the environment
+// B10X_HARNESS_NO_USER_DEFAULTS=1. Whether it lies inside the workspace is
+// checked once the workspace is known (checkUserDefaults).
+func loadUserDefaults(args []string, getenv func(string) string) (*session.LoadedFile, error) {
+	c := commandOf(args)
+	if c == 0 || c == policy.Exec {
+		return nil, nil
+	}
+	if v := getenv(noUserDefaultsEnv); v != "" {
+		skip, ok := boolWord(v)
+		if !ok {
+			return nil, usagef("%s=%q: want 1 (skip the user defaults file) or 0", noUserDefaultsEnv, v)
+		}
+		if skip {
+			return nil, nil
+		}
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		// Help is the same with a user defaults file or without, even a
+		// bad one (help COMMAND reads none).
+		if a == "--no-user-defaults" || a == "--help" || a == "-h" {
+			return nil, nil
+		}
+		if v, ok := strings.CutPrefix(a, "--no-user-defaults="); ok {
+			// A word kong does not take skips the file too: kong then
+			// refuses the flag, and that is the error to see.
+			if skip, ok := boolWord(v); skip || !ok {
+				return nil, nil
+			}
+		}
+	}
+	path := policy.UserDefaultsPath(getenv)
+	if path == "" {
+		return nil, nil
+	}
+	lf, err := session.LoadUserDefaults(path)
+	if err != nil || lf == nil {
+		return nil, err
+	}
+	if err := lf.For(c); err != nil {
+		return nil, err
+	}
+	return lf, nil
+}
+
+// boolWord reads a boolean as kong reads a flag's: true, 1, yes; false,
+// 0, no; in any case.
+func boolWord(v string) (b, ok bool) {
+	switch strings.ToLower(v) {
+	case "true", "1", "yes":
+		return true, true
+	case "false", "0", "no":
+		return false, true
+	}
+	return false, false
+}
+
+// checkUserDefaults refuses the user defaults file ud (nil: none) when it
+// lies inside the workspace, where a model could write it and so choose
+// the next session's policy: its real path is judged, by the directories'
+// identity (session.LoadedFile.Inside), whichever way the workspace was
+// given (a flag, a policy file's key, the default).
+func checkUserDefaults(ud *session.LoadedFile, workspace string) error {
+	if ud == nil {
+		return nil
+	}
+	name := policy.UserDefaultsOrigin + " " + ud.Ref.Path
+	in, err := ud.Inside(workspace)
+	if err != nil {
+		return usagef("%s: cannot tell whether it lies inside the workspace %s: %v", name, workspace, err)
+	}
+	if !in {
+		return nil
+	}
+	as := ""
+	if real, _ := ud.RealPath(); real != ud.Ref.Path {
+		as = " (its real path is " + real + ")"
+	}
+	return usagef("%s: refused: it lies inside the workspace %s%s, where a model could write it and so choose the next session's policy; move it out of the workspace, or give --no-user-defaults", name, workspace, as)
+}
+
 // commandOf is the command args name that takes settings ("call", "policy
 // show"), 0 for none.
 func commandOf(args []string) policy.Command {
@@ -63,9 +157,10 @@ func commandOf(args []string) policy.Command {
 	return policy.CommandNamed(name)
 }
 
-// fileResolver gives kong the policy file's value of each flag the command
-// line does not set.
-type fileResolver struct{ lf *session.LoadedFile }
+// fileResolver gives kong, for each flag the command line does not set,
+// the value of the first of its files that sets the key: the --policy
+// file, then the user defaults file (nil ones are skipped).
+type fileResolver struct{ files []*session.LoadedFile }
 
 func (fileResolver) Validate(*kong.Application) error { return nil }
 
@@ -74,7 +169,15 @@ func (r fileResolver) Resolve(_ *kong.Context, _ *kong.Path, f *kong.Flag) (any,
 	if key == "policy" {
 		return nil, nil
 	}
-	v, ok := r.lf.Value(key)
+	var v any
+	ok := false
+	for _, lf := range r.files {
+		if lf != nil {
+			if v, ok = lf.Value(key); ok {
+				break
+			}
+		}
+	}
 	if !ok {
 		return nil, nil
 	}
@@ -95,9 +198,10 @@ func flagKey(flag string) string { return strings.ReplaceAll(flag, "-", "_") }
 func keyFlag(key string) string { return "--" + strings.ReplaceAll(key, "_", "-") }
 
 // sourcesOf says where each policy key's value came from: "flag --x" for a
-// flag on the command line, the file's position for a key of the policy
-// file that no flag overrode; absent keys are defaults.
-func sourcesOf(kctx *kong.Context, lf *session.LoadedFile) map[string]string {
+// flag on the command line, the position in the first of files (in
+// fileResolver's order) that sets a key no flag overrode ("ci.toml:3:1",
+// "user defaults PATH:3:1"); absent keys are defaults.
+func sourcesOf(kctx *kong.Context, files ...*session.LoadedFile) map[string]string {
 	src := map[string]string{}
 	for _, p := range kctx.Path {
 		if p.Flag == nil {
@@ -105,9 +209,13 @@ func sourcesOf(kctx *kong.Context, lf *session.LoadedFile) map[string]string {
 		}
 		key := flagKey(p.Flag.Name)
 		if p.Resolved {
-			if lf != nil {
+			for _, lf := range files {
+				if lf == nil {
+					continue
+				}
 				if pos, ok := lf.Pos[key]; ok {
 					src[key] = pos
+					break
 				}
 			}
 			continue
