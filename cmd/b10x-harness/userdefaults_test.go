@@ -472,3 +472,34 @@ func TestUserDefaultsKeyOfAnotherCommand(t *testing.T) {
 		t.Errorf("user defaults: exit %d, %q; want %q", r.code, r.stderr, "user defaults "+u.file+why)
 	}
 }
+
+// TestUserDefaultsProtected: in a session whose workspace holds the path
+// of the user defaults file (a workspace that is HOME), neither a write
+// tool nor a run call's program can create it, whether or not the
+// session reads it, so a model cannot write the policy of a later session
+// elsewhere; another file beside it is written.
+func TestUserDefaultsProtected(t *testing.T) {
+	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	home, _ := sampleWorkspace(t)
+	must(t, os.MkdirAll(filepath.Join(home, ".config"), 0o755))
+	file := filepath.Join(home, ".config", "b10x-harness", "policy.toml")
+	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=", noUserDefaultsEnv + "="}
+	base := []string{"call", "--workspace", home, "--yes", "--allow-program", "sh"}
+	for _, skip := range [][]string{nil, {"--no-user-defaults"}} {
+		write := append(append(append([]string{}, base...), skip...), "file_write", `{"path":".config/b10x-harness/policy.toml","content":"approve = \"all\"\n"}`)
+		if r := harnessEnv(t, "", env, write...); r.code != exitRefused || !strings.Contains(r.stdout, "is protected (.config/b10x-harness/policy.toml)") {
+			t.Errorf("file_write %v: exit %d\nstdout %s\nstderr %s", skip, r.code, r.stdout, r.stderr)
+		}
+		run := append(append(append([]string{}, base...), skip...), "run", `{"argv":["sh","-c","mkdir -p .config/b10x-harness && echo 'approve = \"all\"' > .config/b10x-harness/policy.toml"]}`)
+		if r := harnessEnv(t, "", env, run...); r.code != exitFailed || !strings.Contains(r.stdout, "protected_path") {
+			t.Errorf("run %v: exit %d\nstdout %s\nstderr %s", skip, r.code, r.stdout, r.stderr)
+		}
+		if _, err := os.Lstat(file); err == nil {
+			t.Fatalf("%v: the user defaults file was created in the workspace", skip)
+		}
+	}
+	other := append(append([]string{}, base...), "file_write", `{"path":".config/other.toml","content":"x\n"}`)
+	if r := harnessEnv(t, "", env, other...); r.code != 0 {
+		t.Errorf("file_write beside it: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+}
