@@ -14,6 +14,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -22,6 +24,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/b10x/harness/internal/reexec"
 )
 
 // The second transport: MCP streamable HTTP on a Unix socket or a loopback
@@ -76,13 +80,16 @@ func ReadToken(path string) ([]byte, error) {
 }
 
 // Listener is what Listen opened: a Unix socket or a TCP listener, plain
-// or TLS. Close it once; it removes the socket file it created, when the
-// process may still remove it.
+// or TLS. Close it once; the socket file it created is removed then.
 type Listener struct {
 	net.Listener
 	name string // what String shows: unix:PATH or HOST:PORT
 	path string // the socket file, "" for TCP
 	id   fileID // the socket file's identity, to remove only our own
+	// reaper removes the socket file when reaperEnd is closed (by Close,
+	// or by the kernel when the harness dies, SIGKILL included).
+	reaper    *exec.Cmd
+	reaperEnd *os.File
 
 	closeOnce sync.Once
 	closeErr  error
@@ -93,11 +100,15 @@ type Listener struct {
 func (l *Listener) String() string { return l.name }
 
 // Close closes the listener and removes the socket file it created, if it
-// is still the same file. Removing it fails where the harness has confined
-// its own writes (Landlock) and the socket is outside the workspace: the
-// error says so and the file stays, for the next Listen to replace. Close
-// may be called more than once (ServeStreamable closes it, and so does its
-// caller): the calls after the first return the first one's result.
+// is still the same file. The harness cannot remove it itself once it has
+// confined its own writes (Landlock: removing a file needs the remove_file
+// right on its directory, which would let it remove any file there), so
+// the socket's reaper, started by Listen before that and never confined,
+// removes it; Close waits for it. If the reaper could not be started, or
+// fails, the error says so and the file stays, for the next Listen to
+// replace. Close may be called more than once (ServeStreamable closes it,
+// and so does its caller): the calls after the first return the first
+// one's result.
 func (l *Listener) Close() error {
 	l.closeOnce.Do(func() { l.closeErr = l.close() })
 	return l.closeErr
@@ -107,6 +118,13 @@ func (l *Listener) close() error {
 	err := l.Listener.Close()
 	if l.path == "" {
 		return err
+	}
+	if l.reaper != nil {
+		l.reaperEnd.Close()
+		_ = l.reaper.Wait()
+		if id, ok := statID(l.path); !ok || id != l.id {
+			return err // removed (or no longer ours)
+		}
 	}
 	if id, ok := statID(l.path); ok && id == l.id {
 		if rerr := os.Remove(l.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
@@ -249,7 +267,54 @@ func listenUnix(path string) (*Listener, error) {
 		return nil, fmt.Errorf("--listen unix:%s: %w", abs, err)
 	}
 	id, _ := statID(abs)
-	return &Listener{Listener: ul, name: "unix:" + abs, path: abs, id: id}, nil
+	l := &Listener{Listener: ul, name: "unix:" + abs, path: abs, id: id}
+	l.reaper, l.reaperEnd = startSocketReaper(abs)
+	return l, nil
+}
+
+const socketReaperEntry = "socket-reaper"
+
+func init() { reexec.Register(socketReaperEntry, socketReaperMain) }
+
+// startSocketReaper starts the process that removes the socket at path
+// when the returned pipe end is closed; nil, nil when it cannot be started
+// (Close then tries itself, and says why it could not).
+func startSocketReaper(path string) (*exec.Cmd, *os.File) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil
+	}
+	cmd := reexec.Command(socketReaperEntry, path)
+	cmd.Stdin = r
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	// Its own process group: a Ctrl-C to the harness's group must not end
+	// it before the harness has closed the socket.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	r.Close()
+	if err != nil {
+		w.Close()
+		return nil, nil
+	}
+	return cmd, w
+}
+
+// socketReaperMain is the reaper: argv[1] is the socket's path; when
+// stdin ends it removes the path if it is still the socket that was there
+// at the start (same device and inode), never another file put there since.
+func socketReaperMain() {
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	if len(os.Args) != 2 {
+		os.Exit(2)
+	}
+	path := os.Args[1]
+	before, ok := statID(path)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	if after, ok2 := statID(path); ok && ok2 && after == before {
+		_ = os.Remove(path)
+	}
+	os.Exit(0)
 }
 
 // Handler returns the streamable HTTP handler of the server: the SDK's
