@@ -119,10 +119,12 @@ func TestAttackProgramSwapMCP(t *testing.T) {
 					// instant after the check (decision 0071): in the
 					// view, and it could not read the secret (above).
 					kind = "own script"
-				case mcpReason(o) == "executed" && strings.Contains(res, "cannot open "+f.tool):
-					// The script's interpreter, opening it by name after
-					// the check, found the link the swapper had put there
-					// since: its target lies outside the view.
+				case mcpReason(o) == "executed" && (strings.Contains(res, "cannot open "+f.tool) || strings.Contains(res, "can't open '"+f.tool+"'")):
+					// The script's interpreter (dash's wording, or
+					// busybox's in the VM shapes), opening it by name
+					// after the check, found the link the swapper had put
+					// there since (its target lies outside the view), or
+					// nothing, between the swapper's rm and its ln.
 					kind = "interpreter found a link"
 				case mcpReason(o) == "program_not_allowed" && o["status"] == "refused":
 					kind = "refused"

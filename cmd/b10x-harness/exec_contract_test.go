@@ -23,23 +23,7 @@ func TestExecExitStatuses(t *testing.T) {
 	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
 	ws, _ := sampleWorkspace(t)
 	must(t, os.WriteFile(filepath.Join(ws, "noexec.sh"), []byte("#!/bin/sh\necho ran\n"), 0o644))
-	// The time limit must fall while the program runs: on this host a
-	// sandbox starts in tens of milliseconds, under emulation (the VM
-	// shapes) in seconds, so there the limit is four times what a call of
-	// true took here and now, plus two seconds.
-	limit := func() string {
-		if !testenv.InVM() {
-			return "1s"
-		}
-		cmd := harnessCommand("exec", "--workspace", ws, "--", "true")
-		cmd.Dir = ws
-		cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1")
-		t0 := time.Now()
-		if r := runHarnessCmd(t, cmd, ""); r.code != 0 {
-			t.Fatalf("exec true: exit %d: %s", r.code, r.stderr)
-		}
-		return (4*time.Since(t0) + 2*time.Second).Round(time.Second).String()
-	}()
+	limit := execLimit(t, ws, "1s")
 	for _, c := range []struct {
 		what   string
 		args   []string
@@ -69,6 +53,26 @@ func TestExecExitStatuses(t *testing.T) {
 			t.Errorf("%s: the message names what the user never gave: %q", c.what, r.stderr)
 		}
 	}
+}
+
+// execLimit is a --timeout for exec in ws that falls while its program
+// runs: onHost on this host, where a sandbox starts in tens of
+// milliseconds; under emulation (the VM shapes), where it takes seconds
+// and longer under load, four times what a call of true took there and
+// then, plus two seconds.
+func execLimit(t *testing.T, ws, onHost string) string {
+	t.Helper()
+	if !testenv.InVM() {
+		return onHost
+	}
+	cmd := harnessCommand("exec", "--workspace", ws, "--", "true")
+	cmd.Dir = ws
+	cmd.Env = append(os.Environ(), "B10X_TEST_MAIN=1")
+	t0 := time.Now()
+	if r := runHarnessCmd(t, cmd, ""); r.code != 0 {
+		t.Fatalf("exec true: exit %d: %s", r.code, r.stderr)
+	}
+	return (4*time.Since(t0) + 2*time.Second).Round(time.Second).String()
 }
 
 // startExec starts `exec` with args in ws, its output in buffers, and

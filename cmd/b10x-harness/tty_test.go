@@ -303,7 +303,7 @@ func TestExecRestoresTerminalOnSignal(t *testing.T) {
 		{"SIGINT", syscall.SIGINT, "", 128 + int(syscall.SIGINT)},
 		{"SIGHUP", syscall.SIGHUP, "", 128 + int(syscall.SIGHUP)},
 		{"SIGQUIT", syscall.SIGQUIT, "", 128 + int(syscall.SIGQUIT)},
-		{"timeout", 0, "2s", exitTimeout},
+		{"timeout", 0, execLimit(t, ws, "2s"), exitTimeout},
 	} {
 		os.Remove(filepath.Join(ws, "hostile.out"))
 		// A short grace: the child's SIGQUIT trace blocks on the
