@@ -14,7 +14,7 @@ HELPER_ARCH := $(shell $(GO) env GOARCH)
 HELPER := confine/spawn/internal/helperimage/bin/helper-$(HELPER_ARCH)
 HELPER_LDFLAGS = -X=github.com/b10x/harness/confine/spawn/internal/helperimage.stamp=$(shell sha256sum $(HELPER) | cut -d' ' -f1)
 
-.PHONY: all build build-debug install helper helper-ldflags test hosttest lint vmtest vmtest-ci mutate demo demo-calls bench bench-spawn clean
+.PHONY: all build build-debug install man helper helper-ldflags test hosttest lint vmtest vmtest-ci mutate demo demo-calls bench bench-spawn clean
 .PHONY: image containertest
 
 all: build
@@ -40,11 +40,20 @@ build: helper
 build-debug: helper
 	$(GO) build -ldflags='$(HELPER_LDFLAGS)' -o $(BIN) ./cmd/b10x-harness
 
+# man writes the manual page, section 1, which the binary makes from its
+# own commands and flags (the hidden `b10x-harness man`).
+MAN := bin/b10x-harness.1
+man: build
+	./$(BIN) man > $(MAN).tmp || { rm -f $(MAN).tmp; exit 1; }
+	mv $(MAN).tmp $(MAN)
+
 # install copies the release binary (with its embedded helper image) to
-# $(PREFIX)/bin, as root typically PREFIX=/usr/local.
+# $(PREFIX)/bin and its manual page to $(PREFIX)/share/man/man1, as root
+# typically PREFIX=/usr/local.
 PREFIX ?= /usr/local
-install: build
+install: build man
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/b10x-harness
+	install -D -m 0644 $(MAN) $(DESTDIR)$(PREFIX)/share/man/man1/b10x-harness.1
 
 lint:
 	$(GO) vet ./...

@@ -59,6 +59,9 @@ type cli struct {
 	Policy policyCmd `cmd:"" help:"Check a policy file, show the effective policy and where each value came from, or print the policy file's JSON Schema."`
 	Help   helpCmd   `cmd:"" help:"Show the help of a command (b10x-harness help exec), or of every command."`
 
+	Completion completionCmd `cmd:"" help:"Print the shell completion script for bash, zsh or fish, made from this binary's commands and flags."`
+	Man        manCmd        `cmd:"" hidden:"" help:"Print the manual page (roff, section 1), made from this binary's commands and flags."`
+
 	Version kong.VersionFlag `help:"Print the version and exit."`
 }
 
