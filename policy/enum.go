@@ -83,6 +83,15 @@ const (
 	LimitsBestEffort Limits = "best-effort" // it is applied where the host can, and said (once) and recorded where it cannot
 )
 
+// ChildUID is who a run call's program is inside its user namespace.
+type ChildUID string
+
+// Identities. The zero value means ChildCaller.
+const (
+	ChildCaller ChildUID = "caller" // the host uid and gid it runs as: id(1) tells the truth
+	ChildRoot   ChildUID = "root"   // root of its namespace (no capability either way)
+)
+
 // Surface is the shape the model sees the tools in.
 type Surface string
 
@@ -105,6 +114,7 @@ func (Net) words() []string           { return []string{"none", "host", "proxy"}
 func (LimitsFrom) words() []string    { return []string{"call", "enclosing"} }
 func (Surface) words() []string       { return []string{"flat", "verbs"} }
 func (Limits) words() []string        { return []string{"required", "best-effort"} }
+func (ChildUID) words() []string      { return []string{"caller", "root"} }
 
 // String returns the word.
 func (c Confine) String() string { return string(c) }
@@ -139,6 +149,17 @@ func (l Limits) String() string {
 	}
 	return string(l)
 }
+
+// String returns the word; the zero value is "caller".
+func (c ChildUID) String() string {
+	if c == "" {
+		return string(ChildCaller)
+	}
+	return string(c)
+}
+
+// UnmarshalText sets c from a word: `"x": want caller, root` otherwise.
+func (c *ChildUID) UnmarshalText(b []byte) error { return parseEnum(c, b, "") }
 
 // UnmarshalText sets l from a word: `"x": want required, best-effort`
 // otherwise.

@@ -33,6 +33,7 @@ type Policy struct {
 	MaxResult     int64         // max_result: largest tool result, in bytes
 	Programs      []string      // allow_program: what run may start as argv[0]
 	Surface       Surface       // surface
+	Quiet         bool          // quiet: no notes on stderr (what the host lacks, what a session did at start)
 	Run           RunPolicy
 	Agent         Agent
 
@@ -87,6 +88,9 @@ type RunPolicy struct {
 	PassEnv        []string // pass_env: variables passed to run calls
 	SetEnv         []string // setenv: NAME=VALUE for run calls, after pass_env's
 	MaxOutput      int64    // max_output: cap of each of stdout and stderr of a run call
+	// ChildUID (child_uid) is who the program is inside its user
+	// namespace: the host ids it runs as (caller) or root of it.
+	ChildUID ChildUID
 }
 
 // Agent is what only the model loop reads (run; mcp names agents too).

@@ -113,6 +113,18 @@ var settings = []Setting{
 		Field:    func(p *Policy) any { return &p.Run.Timeout },
 	},
 	{
+		Key: "child_uid", Kind: Enum, Default: "caller", Commands: Session | Exec,
+		Help:     "Who a run call's program is inside its user namespace: caller, the host uid and gid it runs as (the harness's own, or the workspace owner's when the harness is root), so id(1) and the owner of what it makes tell the truth; or root, uid 0 of that namespace. The same host id and no capability either way (docs/decisions/0083-child-uid.md).",
+		FlagHelp: "Who a run call's program is inside its user namespace: caller (the host uid and gid it runs as, so id -u tells the truth) or root (uid 0 of that namespace); the same host id and no capability either way.",
+		Field:    func(p *Policy) any { return &p.Run.ChildUID },
+	},
+	{
+		Key: "quiet", Kind: Bool, Commands: Session | Exec,
+		Help:     "Say no notes on stderr (what the host lacks, what was degraded, stale cgroup leaves removed), and under run print only the final summary. Errors and refusals are still said, and the record holds everything.",
+		FlagHelp: "Say no notes on stderr (what the host lacks, what was degraded); run prints only its final summary. Errors and refusals are still said, and the record holds everything.",
+		Field:    func(p *Policy) any { return &p.Quiet },
+	},
+	{
 		Key: "grace", Kind: Duration, Default: DefaultGrace.String(), Commands: Session | Exec,
 		Help:     "How long a program has to end after SIGTERM (a run call cancelled, a signal to exec, which forwards it) before its whole process tree is killed; 0: at once.",
 		FlagHelp: "How long a program has to end after SIGTERM (a run call cancelled; exec forwards the signals it gets, SIGINT and SIGTERM among them) before its whole process tree is killed; 0: at once.",
@@ -139,8 +151,8 @@ var settings = []Setting{
 	{
 		Key: "pids_max", Kind: Int, Default: "512", Commands: Session | Exec,
 		Controller: cgroup.ControllerPids, Layer: "pids-limit",
-		Help:     "pids.max of each run call's cgroup; given here, it must be enforceable or the harness refuses to start.",
-		FlagHelp: "pids.max of each run call's cgroup. The default degrades with a note where the host has no pids controller; a value given here refuses to start there.",
+		Help:     "pids.max of each run call's cgroup (0: no pids limit); given here, it must be enforceable or the harness refuses to start.",
+		FlagHelp: "pids.max of each run call's cgroup (0: no pids limit). The default degrades with a note where the host has no pids controller; a value given here refuses to start there.",
 		Check:    notNegative(""),
 		Field:    func(p *Policy) any { return &p.Run.PidsMax },
 	},

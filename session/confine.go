@@ -17,6 +17,7 @@ import (
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/egress"
+	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/tools"
 )
@@ -290,6 +291,7 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 		Limits:    lim,
 		TmpSize:   p.Run.TmpSize,
 		Net:       p.Run.NetMode() == "host",
+		CallerIDs: p.Run.ChildUID != policy.ChildRoot,
 		Egress:    egressPolicy,
 		View:      view,
 		MaxOutput: int(p.Run.MaxOutput),

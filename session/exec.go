@@ -14,6 +14,7 @@ import (
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/egress"
+	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/internal/setting"
 	"github.com/b10x/harness/tools"
 )
@@ -28,8 +29,10 @@ type Execution struct {
 	// proxy (nil otherwise): the caller serves it on an egress.Channel
 	// whose Child is the spawn's Stdio.Proxy.
 	Egress *egress.Policy
-	// Notes are said once before the command starts.
+	// Notes are said once before the command starts, unless Quiet.
 	Notes []string
+	// Quiet is the policy's quiet: the caller says no notes.
+	Quiet bool
 	// Grace is how long the command has to end after the caller forwarded
 	// it a terminating signal (the policy's grace) before the caller ends
 	// the run's context, which kills its whole tree at once: Spec.Grace is
@@ -60,7 +63,7 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &Execution{limits: lim, Grace: p.Run.Grace}
+	x := &Execution{limits: lim, Grace: p.Run.Grace, Quiet: p.Quiet}
 	ok := false
 	defer func() {
 		if !ok {
@@ -143,7 +146,7 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	x.Spec = spawn.Spec{
 		Program: progs[prog], Argv: argv, Env: ChildEnv(p.Run.PassEnv, p.Run.SetEnv), Dir: dir, Workspace: view.Workspace,
 		ReadPaths: view.Read, WritePaths: view.Write, Net: p.Run.NetMode() == "host", Limits: lim, Timeout: timeout,
-		TmpSize: p.Run.TmpSize,
+		TmpSize: p.Run.TmpSize, CallerIDs: p.Run.ChildUID != policy.ChildRoot,
 	}
 	if x.Egress != nil {
 		x.Spec.ProxyPort = egress.Port

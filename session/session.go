@@ -233,7 +233,7 @@ func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 		if !above && strings.HasPrefix(n, noTerminalNote) {
 			continue
 		}
-		if o.Logf != nil {
+		if o.Logf != nil && !p.Quiet {
 			o.Logf("%s", n)
 		}
 	}

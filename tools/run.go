@@ -302,6 +302,9 @@ type RunConfig struct {
 	Limits  cgroup.Limits
 	TmpSize int64 // cap of each of the child's /tmp and /dev/shm; 0: spawn.DefaultTmpSize
 	Net     bool
+	// CallerIDs runs each program as the host ids it is inside its user
+	// namespace, not as root of it (spawn.Spec.CallerIDs).
+	CallerIDs bool
 	// Egress, when not nil, gives each call a proxy that reaches what it
 	// admits (package egress): the call's network namespace is empty but
 	// for the proxy's listener at 127.0.0.1:egress.Port, and the child's
@@ -414,7 +417,7 @@ func (cfg RunConfig) spec(prog spawn.Pinned, argv []string, dir string, timeout 
 	s := spawn.Spec{
 		Program: prog, Argv: argv, Env: cfg.Env, Dir: dir, Workspace: cfg.View.Workspace,
 		ReadPaths: cfg.View.Read, WritePaths: cfg.View.Write, Net: cfg.Net, Limits: cfg.Limits, Timeout: timeout, Grace: cfg.Grace,
-		TmpSize: cfg.TmpSize,
+		TmpSize: cfg.TmpSize, CallerIDs: cfg.CallerIDs,
 	}
 	if cfg.Egress != nil {
 		s.ProxyPort = egress.Port

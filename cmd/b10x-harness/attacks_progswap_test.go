@@ -154,7 +154,11 @@ func TestAttackProgramSwapMCP(t *testing.T) {
 			t.Errorf("%d unexpected outcome(s): %s", n, k)
 		}
 	}
-	if host && (counts["pinned"] == 0 || counts["refused"]+counts["refused in the sandbox"] == 0) {
+	// The race was run: some calls got past the check while the swapper
+	// worked (the pinned file ran, or the window decision 0071 accepts
+	// for a script was hit) and some were refused.
+	ran := counts["pinned"] + counts["own script"] + counts["interpreter found a link"] + counts["swapped before exec by name"]
+	if host && (ran == 0 || counts["refused"]+counts["refused in the sandbox"] == 0) {
 		t.Errorf("outcomes %v: the swap and the calls did not overlap", counts)
 	}
 }

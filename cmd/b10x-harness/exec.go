@@ -106,8 +106,11 @@ func (c *execCmd) Run(e *env) error {
 		return execNotRun(e, err)
 	}
 	defer x.Close()
+	quiet := x.Quiet
 	for _, n := range x.Notes {
-		fmt.Fprintln(e.stderr, "b10x-harness: "+termsafe.Message(n))
+		if !quiet {
+			fmt.Fprintln(e.stderr, "b10x-harness: "+termsafe.Message(n))
+		}
 	}
 	runner, spec, timeout := x.Runner, x.Spec, x.Spec.Timeout
 	rec, closeRec, err := c.openRecord(argv)
@@ -213,7 +216,7 @@ func (c *execCmd) Run(e *env) error {
 		OOMKilled: res.OOMKilled, DurationMS: res.Duration.Milliseconds(), MemoryPeak: res.MemoryPeak, PidsPeak: res.PidsPeak, Layers: res.Layers,
 		Connections: connections}
 	rep.Missing = x.Missing(res.Layers)
-	if len(rep.Missing) > 0 && runErr == nil {
+	if len(rep.Missing) > 0 && runErr == nil && !quiet {
 		fmt.Fprintf(e.stderr, "b10x-harness: confine auto: ran without %s (this host lacks them; see `b10x-harness doctor`)\n", strings.Join(rep.Missing, ", "))
 	}
 	var se *spawn.SetupError

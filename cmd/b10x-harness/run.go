@@ -47,7 +47,6 @@ type runCmd struct {
 	BaseURL        string        `after:"surface" name:"base-url" help:"The provider's endpoint, e.g. an OpenAI-compatible server (vLLM, llama.cpp, Ollama). Keys come only from ANTHROPIC_API_KEY or OPENAI_API_KEY." placeholder:"URL"`
 	MaxTokens      int           `after:"surface" help:"Largest model response in tokens (0: 8192 for anthropic, unset for openai)."`
 	RequestTimeout time.Duration `after:"run-timeout" default:"10m" help:"Limit on each request to the provider, per attempt."`
-	Quiet          bool          `help:"Print only the final summary."`
 	JSON           bool          `help:"Print one JSON event per line (for CI) instead of the transcript."`
 	Task           string        `arg:"" optional:"" help:"The task for the model, or - to read it from stdin (not needed for replay)."`
 }
@@ -178,7 +177,7 @@ type runOutput struct {
 }
 
 func newRunOutput(w, errw io.Writer, c *runCmd, pol session.Policy, g *gate.Gate) *runOutput {
-	o := &runOutput{w: w, errw: errw, quiet: c.Quiet, json: c.JSON, kind: surface.Kind(pol.Surface)}
+	o := &runOutput{w: w, errw: errw, quiet: pol.Quiet, json: c.JSON, kind: surface.Kind(pol.Surface)}
 	// On a terminal the line is live, unless an approver may be prompting
 	// on that terminal during the call.
 	o.progress = progressLines
