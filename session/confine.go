@@ -17,8 +17,8 @@ import (
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/egress"
-	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/tools"
 )
 

@@ -14,8 +14,8 @@ import (
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/egress"
-	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/internal/setting"
+	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/tools"
 )
 
