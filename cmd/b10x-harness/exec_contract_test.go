@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -49,7 +50,9 @@ func TestExecExitStatuses(t *testing.T) {
 		if r.code != c.status || !strings.Contains(r.stderr, c.stderr) {
 			t.Errorf("%s: exit %d, want %d; stderr %q, want it to hold %q", c.what, r.code, c.status, r.stderr, c.stderr)
 		}
-		if strings.Contains(r.stderr, "--allow-program") || strings.Contains(r.stderr, "::") {
+		// ("exec::" was a message's prefix doubled; a note may quote
+		// /proc/self/cgroup's "0::" line.)
+		if strings.Contains(r.stderr, "--allow-program") || strings.Contains(r.stderr, "exec::") {
 			t.Errorf("%s: the message names what the user never gave: %q", c.what, r.stderr)
 		}
 	}
@@ -162,7 +165,7 @@ func TestLimitsBestEffort(t *testing.T) {
 	case 0: // this host enforces pids.max
 		t.Logf("this host enforces pids.max: both ran")
 	case exitSetupError:
-		if !strings.Contains(req.stderr, "--pids-max was given but cannot be enforced") || !strings.Contains(be.stderr, "ran without pids-limit") {
+		if !strings.Contains(req.stderr, "--pids-max was given but cannot be enforced") || !regexp.MustCompile(`ran without [a-z, -]*pids-limit`).MatchString(be.stderr) {
 			t.Errorf("required: %q; best-effort: %q; want the refusal named, then the limit it ran without", req.stderr, be.stderr)
 		}
 	default:
