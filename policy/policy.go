@@ -144,10 +144,10 @@ func (p *Policy) Required(key string) bool {
 	return ok && s.Controller != "" && p.Given(key)
 }
 
-// NetMode is the network run calls get: Net, except that any AllowDomain
-// with net none means the proxy.
+// NetMode is the network run calls get: Net, except that an allow rule
+// (allow_domain, allow_cidr) with net none means the proxy.
 func (r *RunPolicy) NetMode() Net {
-	if r.Net == NetNone && len(r.AllowDomain) > 0 {
+	if r.Net == NetNone && len(r.AllowDomain)+len(r.AllowCIDR) > 0 {
 		return NetProxy
 	}
 	return r.Net

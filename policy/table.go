@@ -166,10 +166,13 @@ var settings = []Setting{
 	},
 	{
 		Key: "net", Kind: Enum, Default: "none", Commands: Session | Exec,
-		Help:     "Network for run calls: none (an empty network namespace), host, or proxy (an empty namespace whose only way out is the harness's proxy, which admits the allow_domain names). Any allow_domain implies proxy.",
-		FlagHelp: "Network for run calls: none (an empty network namespace), host, or proxy (an empty namespace whose one way out is the harness's proxy, which admits only --allow-domain names). Any --allow-domain implies proxy.",
+		Help:     "Network for run calls: none (an empty network namespace), host, or proxy (an empty namespace whose only way out is the harness's proxy, which admits the allow_domain names and allow_cidr addresses). Any allow_domain or allow_cidr implies proxy.",
+		FlagHelp: "Network for run calls: none (an empty network namespace), host, or proxy (an empty namespace whose one way out is the harness's proxy, which admits only --allow-domain names and --allow-cidr addresses). Any --allow-domain or --allow-cidr implies proxy.",
 		Implied: func(p *Policy) (string, string, bool) {
 			if m := p.Run.NetMode(); m != p.Run.Net {
+				if len(p.Run.AllowDomain) == 0 {
+					return string(m), "allow_cidr (implies proxy)", true
+				}
 				return string(m), "allow_domain (implies proxy)", true
 			}
 			return "", "", false

@@ -88,6 +88,14 @@ var rules = []func(p *Policy) error{
 		}
 		return nil
 	},
+	// A deny rule narrows what an allow rule admits; alone it denies what
+	// the proxy denies already, which is everything.
+	func(p *Policy) error {
+		if len(p.Run.DenyDomain) > 0 && len(p.Run.AllowDomain)+len(p.Run.AllowCIDR) == 0 {
+			return errorf("deny_domain", p.Run.DenyDomain[0], "without allow_domain or allow_cidr denies what the proxy denies already (it admits only what an allow rule names): give what to allow, then what of it to deny")
+		}
+		return nil
+	},
 	func(p *Policy) error {
 		if p.Run.Net == NetHost && proxyRules(p) {
 			return errorf("net", "host", "contradicts allow_domain, deny_domain and allow_cidr, which need net proxy (the host's network admits everything)")
