@@ -116,7 +116,7 @@ func TestExec(t *testing.T) {
 		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
 	report := filepath.Join(t.TempDir(), "report.json")
-	r = harness(t, "", "exec", "--workspace", ws, "--timeout", "1s", "--report", report, "--", "sh", "-c", "sleep 1000.5151 & setsid sleep 1000.5151 & sleep 1000.5151")
+	r = harness(t, "", "exec", "--workspace", ws, "--timeout", execLimit(t, ws, "1s"), "--report", report, "--", "sh", "-c", "sleep 1000.5151 & setsid sleep 1000.5151 & sleep 1000.5151")
 	if r.code != 124 {
 		t.Fatalf("timeout: exit %d %s", r.code, r.stderr)
 	}
