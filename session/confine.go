@@ -384,6 +384,9 @@ func selfReadPaths(p *Policy, hooks []gate.Hook) ([]string, error) {
 // openCgroup opens the cgroup parent for run leaves when the plan uses
 // cgroup.kill. In auto a failure falls back to the PID namespace's
 // whole-tree kill (said once); in strict it is fatal.
+// noLeafNote begins the note openCgroup says when there is no leaf.
+const noLeafNote = "confine auto: no cgroup leaf for run calls "
+
 func openCgroup(m confine.Mode, plan confine.Plan, cu *cleanup, note func(string)) (*cgroup.Manager, error) {
 	if plan.WholeTreeKill != "cgroup.kill" {
 		return nil, nil
@@ -393,7 +396,7 @@ func openCgroup(m confine.Mode, plan confine.Plan, cu *cleanup, note func(string
 		if m == confine.Strict {
 			return nil, stepErr("confine", "strict", fmt.Errorf("cgroup: %w", err))
 		}
-		note("confine auto: no cgroup leaf for run calls (" + err.Error() + "); the whole tree is killed through its PID namespace, without resource limits")
+		note(noLeafNote + "(" + err.Error() + "); the whole tree is killed through its PID namespace, without resource limits")
 		return nil, nil
 	}
 	if removed, err := mgr.Sweep(); err == nil && len(removed) > 0 {

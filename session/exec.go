@@ -33,6 +33,10 @@ type Execution struct {
 	Notes []string
 	// Quiet is the policy's quiet: the caller says no notes.
 	Quiet bool
+	// MissingWhy, when not empty, is why the command gets no cgroup leaf
+	// (the cgroup's error), for the one note that names what it ran
+	// without (Missing).
+	MissingWhy string
 	// Grace is how long the command has to end after the caller forwarded
 	// it a terminating signal (the policy's grace) before the caller ends
 	// the run's context, which kills its whole tree at once: Spec.Grace is
@@ -135,7 +139,15 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	if x.Egress, err = p.egress(); err != nil {
 		return nil, err
 	}
-	mgr, err := openCgroup(p.mode(), plan, &x.cleanup, func(n string) { x.Notes = append(x.Notes, n) })
+	mgr, err := openCgroup(p.mode(), plan, &x.cleanup, func(n string) {
+		if strings.HasPrefix(n, noLeafNote) {
+			// Said once, with the layers it costs, after the command
+			// (MissingWhy).
+			x.MissingWhy = strings.TrimPrefix(n, noLeafNote)
+			return
+		}
+		x.Notes = append(x.Notes, n)
+	})
 	if err != nil {
 		return nil, err
 	}

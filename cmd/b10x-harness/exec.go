@@ -217,7 +217,11 @@ func (c *execCmd) Run(e *env) error {
 		Connections: connections}
 	rep.Missing = x.Missing(res.Layers)
 	if len(rep.Missing) > 0 && runErr == nil && !quiet {
-		fmt.Fprintf(e.stderr, "b10x-harness: confine auto: ran without %s (this host lacks them; see `b10x-harness doctor`)\n", strings.Join(rep.Missing, ", "))
+		why := "this host lacks them"
+		if x.MissingWhy != "" {
+			why = "no cgroup leaf " + x.MissingWhy
+		}
+		fmt.Fprintf(e.stderr, "b10x-harness: confine auto: ran without %s (%s; see `b10x-harness doctor`)\n", termsafe.Message(strings.Join(rep.Missing, ", ")), termsafe.Message(why))
 	}
 	var se *spawn.SetupError
 	switch {

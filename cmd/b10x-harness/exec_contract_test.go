@@ -168,6 +168,9 @@ func TestLimitsBestEffort(t *testing.T) {
 		if !strings.Contains(req.stderr, "--pids-max was given but cannot be enforced") || !regexp.MustCompile(`ran without [a-z, -]*pids-limit`).MatchString(be.stderr) {
 			t.Errorf("required: %q; best-effort: %q; want the refusal named, then the limit it ran without", req.stderr, be.stderr)
 		}
+		if n := strings.Count(be.stderr, "confine auto"); n != 1 {
+			t.Errorf("best-effort said %d notes of what it ran without, want one naming all: %q", n, be.stderr)
+		}
 	default:
 		t.Errorf("required: exit %d, stderr %q", req.code, req.stderr)
 	}
