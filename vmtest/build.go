@@ -29,6 +29,8 @@ type testPkg struct {
 	TimeoutSeconds int
 	// Shapes, when not empty, are the only shapes it runs in (-pkgs-in).
 	Shapes []string
+	// RunIn is the -test.run it gets in a shape (-run-in).
+	RunIn map[string]string
 }
 
 // goListPkg is the part of `go list -json` vmtest reads.
@@ -474,6 +476,39 @@ func restrictShapes(modRoot string, pkgs []testPkg, in map[string][]string) erro
 		}
 		if len(shapes) < len(all) {
 			pkgs[i].Shapes = shapes
+		}
+	}
+	return nil
+}
+
+// runInShapes applies -run-in: each entry "SHAPE:PATTERN" names the
+// packages (of pkgs) that get the regular expression as -test.run in
+// SHAPE. A pattern that matches none of pkgs is an error.
+func runInShapes(modRoot string, pkgs []testPkg, in map[string]string) error {
+	for key, re := range in {
+		shape, pat, _ := strings.Cut(key, ":")
+		matched, err := listPackages(modRoot, []string{pat}, true)
+		if err != nil {
+			return fmt.Errorf("-run-in %s: %w", key, err)
+		}
+		n := 0
+		for _, m := range matched {
+			for i := range pkgs {
+				if pkgs[i].ImportPath != m.ImportPath {
+					continue
+				}
+				if !pkgs[i].runsIn(shape) {
+					return fmt.Errorf("-run-in %s: %s does not run in %s (-pkgs-in)", key, m.ImportPath, shape)
+				}
+				if pkgs[i].RunIn == nil {
+					pkgs[i].RunIn = map[string]string{}
+				}
+				pkgs[i].RunIn[shape] = re
+				n++
+			}
+		}
+		if n == 0 {
+			return fmt.Errorf("-run-in %s: %s matches no package of -pkgs", key, pat)
 		}
 	}
 	return nil

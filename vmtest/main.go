@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -48,6 +49,7 @@ type options struct {
 	ldflags      string
 	env          []string            // NAME=value for every test binary
 	pkgsIn       map[string][]string // shape -> package patterns (-pkgs-in)
+	runIn        map[string]string   // "shape:pattern" -> -test.run (-run-in)
 }
 
 func main() {
@@ -91,6 +93,27 @@ func realMain(argv []string) int {
 				o.pkgsIn[shape] = append(o.pkgsIn[shape], p)
 			}
 		}
+		return nil
+	})
+	fs.Func("run-in", "SHAPE:PATTERN=REGEXP: in SHAPE, the packages PATTERN matches run only the tests REGEXP selects, as -test.run (repeatable; not with -run)", func(v string) error {
+		key, re, ok := strings.Cut(v, "=")
+		shape, pat, ok2 := strings.Cut(key, ":")
+		if !ok || !ok2 || shape == "" || pat == "" || re == "" {
+			return fmt.Errorf("want SHAPE:PATTERN=REGEXP, got %q", v)
+		}
+		if !slices.Contains(protocol.VMShapes, shape) {
+			return fmt.Errorf("%q is not a VM shape (%s)", shape, strings.Join(protocol.VMShapes, ", "))
+		}
+		if _, err := regexp.Compile(re); err != nil {
+			return fmt.Errorf("%s: %v", v, err)
+		}
+		if o.runIn == nil {
+			o.runIn = map[string]string{}
+		}
+		if _, dup := o.runIn[key]; dup {
+			return fmt.Errorf("%s given twice", key)
+		}
+		o.runIn[key] = re
 		return nil
 	})
 	fs.Func("env", "NAME=value for every test binary, in every shape (repeatable)", func(v string) error {
@@ -190,6 +213,12 @@ func runAll(ctx context.Context, o options) (int, error) {
 	}
 	step("%d packages with tests: %s", len(pkgs), strings.Join(names, " "))
 	if err := restrictShapes(modRoot, pkgs, o.pkgsIn); err != nil {
+		return 2, err
+	}
+	if len(o.runIn) > 0 && o.run != "" {
+		return 2, errors.New("-run-in and -run: give one")
+	}
+	if err := runInShapes(modRoot, pkgs, o.runIn); err != nil {
 		return 2, err
 	}
 	for _, shape := range slices.Sorted(maps.Keys(o.pkgsIn)) {
@@ -420,7 +449,7 @@ func (m *machine) image(name string, pkgs []testPkg, cfg protocol.Config) (strin
 	pkgs = slices.DeleteFunc(slices.Clone(pkgs), func(p testPkg) bool { return p.Binary == "" })
 	t0 = time.Now()
 	for _, p := range pkgs {
-		cfg.Packages = append(cfg.Packages, protocol.Package{ImportPath: p.ImportPath, Binary: "/tests/" + filepath.Base(p.Binary), Dir: p.Rel, TimeoutSeconds: p.TimeoutSeconds, Shapes: p.Shapes})
+		cfg.Packages = append(cfg.Packages, protocol.Package{ImportPath: p.ImportPath, Binary: "/tests/" + filepath.Base(p.Binary), Dir: p.Rel, TimeoutSeconds: p.TimeoutSeconds, Shapes: p.Shapes, RunIn: p.RunIn})
 	}
 	cfg.SrcRoot = "/src"
 	files, skipped, err := moduleFiles(m.modRoot)

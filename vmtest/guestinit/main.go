@@ -112,7 +112,11 @@ func run(args []string) int {
 		if !p.RunsIn(shape) {
 			continue
 		}
-		if !runPackage(env, cfg, i, p) {
+		pcfg := cfg
+		if r, ok := p.RunIn[shape]; ok {
+			pcfg.Run = r
+		}
+		if !runPackage(env, pcfg, i, p) {
 			failed++
 		}
 	}

@@ -79,6 +79,9 @@ type Package struct {
 	// Shapes, when not empty, are the only shapes the package runs in
 	// (vmtest's -pkgs-in); every other shape leaves it out.
 	Shapes []string `json:"shapes,omitempty"`
+	// RunIn maps a shape to the -test.run the package gets there
+	// (vmtest's -run-in), in place of Config.Run.
+	RunIn map[string]string `json:"run_in,omitempty"`
 }
 
 // RunsIn reports whether p runs in shape.
