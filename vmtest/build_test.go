@@ -488,3 +488,35 @@ func TestRestrictShapes(t *testing.T) {
 		t.Errorf("a pattern outside -pkgs: %v", err)
 	}
 }
+
+// TestRunInShapes: -run-in SHAPE:PATTERN=REGEXP gives the packages PATTERN
+// matches that -test.run in SHAPE only; a pattern matching none of -pkgs,
+// or a package the shape does not run (-pkgs-in), is an error.
+func TestRunInShapes(t *testing.T) {
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs, err := listPackages(root, []string{"./confine/spawn/internal/..."}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runInShapes(root, pkgs, map[string]string{protocol.ShapeOrdinary + ":./confine/spawn/internal/helperimage": "^TestX$"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pkgs {
+		named := strings.HasSuffix(p.ImportPath, "/helperimage")
+		if got := p.RunIn[protocol.ShapeOrdinary]; (got == "^TestX$") != named || p.RunIn[protocol.ShapeDebian61] != "" {
+			t.Errorf("%s: RunIn %v", p.ImportPath, p.RunIn)
+		}
+	}
+	if err := runInShapes(root, pkgs, map[string]string{protocol.ShapeOrdinary + ":./agent/...": "x"}); err == nil || !strings.Contains(err.Error(), "matches no package of -pkgs") {
+		t.Errorf("a pattern outside -pkgs: %v", err)
+	}
+	if err := restrictShapes(root, pkgs, map[string][]string{protocol.ShapeCgroupV1: {"./confine/spawn/internal/helper"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := runInShapes(root, pkgs, map[string]string{protocol.ShapeCgroupV1 + ":./confine/spawn/internal/helperimage": "x"}); err == nil || !strings.Contains(err.Error(), "does not run in") {
+		t.Errorf("a package the shape does not run: %v", err)
+	}
+}
