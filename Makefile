@@ -89,7 +89,7 @@ VM_CI_PKGS := ./confine/...,./cgroup/...,./gate/...,./surface/...,./tools/...,./
 VM_CI_PKGS_IN := \
 	-pkgs-in debian-6.12=./confine/...,./cgroup/...,./tools/...,./session/...,./cmd/... \
 	-pkgs-in no-landlock=./confine/...,./tools/...,./session/...,./cmd/... \
-	-pkgs-in no-userns=./confine/...,./tools/...,./session/...,./cmd/... \
+	-pkgs-in no-userns=./confine/...,./session/...,./cmd/... \
 	-pkgs-in cgroup-v1=./confine/...,./cgroup/...,./tools/...,./session/...,./cmd/... \
 	-pkgs-in ordinary=./confine/...,./cgroup/...,./session/...,./cmd/...
 # In ordinary, the cmd suite's tests whose expectations come from probing

@@ -67,3 +67,15 @@ func Require(t testing.TB, present bool, feature string, lackingIn ...string) {
 	}
 	t.Fatalf("%s: missing in shape %q, where it is expected", feature, Shape())
 }
+
+// KernelIndependent marks a costly test that exercises no kernel feature a
+// VM shape varies (a tool's crash consistency, its field caps, its locks):
+// it runs on the host and in debian-6.1, the shape with every package, and
+// is declared absent in the other VM shapes, which would only repeat it
+// under emulation. why says what it tests.
+func KernelIndependent(t testing.TB, why string) {
+	t.Helper()
+	s := Shape()
+	Require(t, s == ShapeHost || s == ShapeDebian61, "a shape that runs kernel-independent tests (the host, debian-6.1): "+why,
+		ShapeDebian612, ShapeNoLandlock, ShapeNoUserns, ShapeCgroupV1)
+}
