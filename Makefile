@@ -95,9 +95,15 @@ VM_CI_PKGS_IN := \
 # In ordinary, the cmd suite's tests whose expectations come from probing
 # the host (strict's missing layers, the limit controllers, doctor, the
 # enclosing cgroup) and the exec contract; the rest ran in debian-6.1 on the
-# same kernel.
+# same kernel. In cgroup-v1 and debian-6.12, the cmd tests of what those
+# shapes change (run calls and exec, their attacks, limits, the network,
+# doctor and strict); the MCP protocol, policy files, records and the
+# tools' texts ran in debian-6.1.
+VM_CI_KERNEL_TESTS := ^Test(Attack|Exec|Run|Doctor|Strict|Limit|Enclosing|Proxy|Net|Child|Kill|Call(Cancelled|Timeout)|Kernel|Container|Tmp|Nothing|Quiet)
 VM_CI_RUN_IN := \
-	-run-in 'ordinary:./cmd/...=^(TestDoctor|TestStrict|TestAttackExec(CPULimit|ForkBomb|MemoryBomb|StrictWhereAvailable)|TestEnclosingLimitsRecorded|TestMCPRecordFullDiskExits1|TestRecordOnAFullDisk|TestExec|TestChildUID|TestLimitsBestEffort)'
+	-run-in 'ordinary:./cmd/...=^(TestDoctor|TestStrict|TestAttackExec(CPULimit|ForkBomb|MemoryBomb|StrictWhereAvailable)|TestEnclosingLimitsRecorded|TestMCPRecordFullDiskExits1|TestRecordOnAFullDisk|TestExec|TestChildUID|TestLimitsBestEffort)' \
+	-run-in 'cgroup-v1:./cmd/...=$(VM_CI_KERNEL_TESTS)' \
+	-run-in 'debian-6.12:./cmd/...=$(VM_CI_KERNEL_TESTS)'
 vmtest-ci: helper
 	$(GO) run ./vmtest -ldflags='$(HELPER_LDFLAGS)' -env B10X_REQUIRE_HELPER_IMAGE=1 -timeout 15m -selftest -shapes $(VM_CI_SHAPES) -pkgs $(VM_CI_PKGS) $(VM_CI_PKGS_IN) $(VM_CI_RUN_IN)
 
