@@ -127,9 +127,12 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 	}
 	if p.Run.LimitsFrom == "enclosing" && m != confine.Off {
 		c.record.LimitsFrom = "enclosing"
-		if enc, err := cgroup.EnclosingLimits(); err == nil {
+		enc, err := cgroup.EnclosingLimits()
+		if err == nil {
 			c.record.Enclosing = &enc
 			s.note("limits_from enclosing: run calls get no cgroup leaf of their own; the harness's own cgroup bounds them together (" + enc.String() + ") and each call's tree dies through its PID namespace")
+		} else {
+			s.note(enclosingUnreadNote(err))
 		}
 	}
 	if len(plan.Missing) > 0 {

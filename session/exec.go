@@ -134,6 +134,8 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	if enclosing {
 		if enc, err := cgroup.EnclosingLimits(); err == nil {
 			x.Notes = append(x.Notes, "limits_from enclosing: the command gets no cgroup leaf of its own; the harness's own cgroup bounds it ("+enc.String()+") and its tree dies through its PID namespace")
+		} else {
+			x.Notes = append(x.Notes, enclosingUnreadNote(err))
 		}
 	}
 	if x.Egress, err = p.egress(); err != nil {
@@ -166,6 +168,13 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	}
 	ok = true
 	return x, nil
+}
+
+// enclosingUnreadNote is said under limits_from enclosing when the
+// harness's own cgroup cannot be read (no cgroup v2 here): the limits
+// that bound the command, if any, are the container's, unseen.
+func enclosingUnreadNote(err error) string {
+	return "limits_from enclosing: no cgroup leaf is made, and the harness cannot read the cgroup that bounds it (" + err.Error() + "); each tree dies through its PID namespace"
 }
 
 // Missing names the whole-tree and limit layers the command asked for and
