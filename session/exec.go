@@ -44,6 +44,10 @@ type Execution struct {
 	// rather than have the runner send SIGTERM.
 	Grace     time.Duration
 	limits    cgroup.Limits
+	record    string            // the policy's record file ("" none)
+	effective []policy.KeyValue // the policy as run_start records it
+	file      *policy.FileRef   // the policy file, if any
+	dir       string            // the workspace's canonical path
 	enclosing bool
 	cleanup   cleanup
 }
@@ -67,7 +71,7 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &Execution{limits: lim, Grace: p.Run.Grace, Quiet: p.Quiet}
+	x := &Execution{limits: lim, Grace: p.Run.Grace, Quiet: p.Quiet, record: p.Record, effective: p.Effective(), file: p.File}
 	ok := false
 	defer func() {
 		if !ok {
@@ -90,6 +94,7 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 		return nil, &Error{Key: "workspace", Value: p.Workspace, Err: err, Usage: true}
 	}
 	x.cleanup.add(func() { ws.Close() })
+	x.dir = ws.Dir()
 	view, err := pinView(&p, ws)
 	if err != nil {
 		return nil, err

@@ -137,16 +137,9 @@ func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 	var recFile *os.File
 	var torn int64
 	if p.Record != "" {
-		f, n, err := record.Open(p.Record)
+		f, n, err := openRecordFile(p.Record)
 		if err != nil {
-			var nr *record.NotRegularError
-			if errors.As(err, &nr) {
-				return nil, &Error{Key: "record", Err: err, Usage: true, Phrase: true}
-			}
-			if _, ok := err.(*os.PathError); ok {
-				return nil, &Error{Key: "record", Err: err, Usage: true}
-			}
-			return nil, &Error{Key: "record", Err: err, Phrase: true}
+			return nil, err
 		}
 		recFile, torn = f, n
 		s.cleanup.add(func() { f.Close() })
@@ -378,4 +371,22 @@ func CallTimeout(d time.Duration) time.Duration {
 		return d
 	}
 	return gate.DefaultCallTimeout
+}
+
+// openRecordFile opens the record file path for appending (record.Open):
+// a *Error of the record setting when it cannot be, a usage one when the
+// path is wrong rather than the host.
+func openRecordFile(path string) (*os.File, int64, error) {
+	f, n, err := record.Open(path)
+	if err != nil {
+		var nr *record.NotRegularError
+		if errors.As(err, &nr) {
+			return nil, 0, &Error{Key: "record", Err: err, Usage: true, Phrase: true}
+		}
+		if _, ok := err.(*os.PathError); ok {
+			return nil, 0, &Error{Key: "record", Err: err, Usage: true}
+		}
+		return nil, 0, &Error{Key: "record", Err: err, Phrase: true}
+	}
+	return f, n, nil
 }

@@ -17,6 +17,8 @@ package main
 // raw system calls.
 
 import (
+	"github.com/b10x/harness/session"
+
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
@@ -128,7 +130,7 @@ func (e *atkExecCall) check(t *testing.T, r atkRun) {
 	if err != nil {
 		t.Fatalf("exec (exit %d) wrote no report: %v\nstderr %s", r.code, err, r.stderr)
 	}
-	var rep execReport
+	var rep session.ExecReport
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("exec report: %v\n%s", err, b)
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/b10x/harness/session"
+
 	"encoding/json"
 	"fmt"
 	"os"
@@ -31,7 +33,7 @@ func atkShadowHashes() []string {
 }
 
 // execOnce runs `exec` and returns its result and report (nil when none).
-func (a *atkWS) execOnce(t *testing.T, args ...string) (atkRun, *execReport) {
+func (a *atkWS) execOnce(t *testing.T, args ...string) (atkRun, *session.ExecReport) {
 	t.Helper()
 	e := a.execPrepare(t, nil, args...)
 	r := e.run(t)
@@ -39,7 +41,7 @@ func (a *atkWS) execOnce(t *testing.T, args ...string) (atkRun, *execReport) {
 	if err != nil {
 		return r, nil
 	}
-	var rep execReport
+	var rep session.ExecReport
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("exec report: %v\n%s", err, b)
 	}

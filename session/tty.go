@@ -1,4 +1,4 @@
-package main
+package session
 
 import (
 	"fmt"
@@ -9,12 +9,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// openTTY opens the controlling terminal. It fails when the process has none
-// (ENXIO), even when stdin and stdout are terminals of another session.
-func openTTY() (*os.File, error) {
-	return os.OpenFile("/dev/tty", os.O_RDWR, 0)
-}
 
 // A child that gets the user's terminal as its stdio (exec hands it over:
 // spawn passes the descriptors themselves) can leave it unusable: echo and
