@@ -14,7 +14,6 @@ import (
 
 	"github.com/b10x/harness/internal/termsafe"
 	"github.com/b10x/harness/mcp"
-	"github.com/b10x/harness/record"
 	"github.com/b10x/harness/session"
 )
 
@@ -72,47 +71,20 @@ func (c *mcpCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	say := func(format string, args ...any) {
-		fmt.Fprintln(e.stderr, "b10x-harness: mcp: "+termsafe.Message(fmt.Sprintf(format, args...)))
-	}
-	idle := c.SessionIdle
-	if idle == 0 {
-		idle = -1 // never
-	}
-	srv, err := mcp.NewServer(mcp.Config{Surface: s.Surface(), Gate: s.Gate(), Name: "b10x-harness", Version: version, Network: s.Network(),
-		StopWait: pol.Run.Grace + 5*time.Second, SessionIdle: idle, MaxSessions: c.MaxSessions,
-		Logf: func(format string, args ...any) {
-			say(format+"; mcp will exit 1", args...)
-		}})
-	if err != nil {
-		s.End("error")
-		return err
-	}
+	say := func(line string) { fmt.Fprintln(e.stderr, "b10x-harness: mcp: "+termsafe.Message(line)) }
 	ctx, stop := signalContext()
 	defer stop()
-	if ln != nil {
-		say("listening on %s", ln.String())
-		err = srv.ServeStreamable(ctx, ln, token, func(format string, args ...any) { say("http: "+format, args...) })
-	} else {
-		err = srv.ServeStdio(ctx, e.stdin, e.stdout)
+	end := s.ServeMCP(ctx, session.MCPOptions{Name: "b10x-harness", Version: version, Stdin: e.stdin, Stdout: e.stdout,
+		Listener: ln, Token: token, SessionIdle: c.SessionIdle, MaxSessions: c.MaxSessions, Say: say})
+	var status error
+	switch end.EndedBy {
+	case "error":
+		status = end.Err
+	case "cancelled":
+		status = exitError{exitInterrupted}
 	}
-	end := record.RunEnd{How: srv.StopReason(), CancelledCalls: srv.CancelledAtStop()}
-	status := error(nil)
-	switch {
-	case err != nil && ctx.Err() == nil:
-		end.EndedBy, status = "error", err
-	case end.CancelledCalls > 0:
-		end.EndedBy, status = "cancelled", exitError{exitInterrupted}
-	case ln != nil:
-		end.EndedBy = "stopped"
-	default:
-		end.EndedBy = "client_closed"
-	}
-	if rerr := s.EndWith(end); rerr != nil || srv.RecordFailed() {
-		if rerr == nil {
-			rerr = errors.New("a call's line could not be written")
-		}
-		say("the run record is incomplete (%v); exit 1", rerr)
+	if end.RecordErr != nil {
+		say(fmt.Sprintf("the run record is incomplete (%v); exit 1", end.RecordErr))
 		if status == nil || errors.As(status, new(exitError)) {
 			return exitError{exitFailed}
 		}

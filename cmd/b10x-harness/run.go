@@ -110,35 +110,18 @@ func (c *runCmd) Run(e *env) error {
 	if err != nil {
 		return usageError{err}
 	}
-	// The key is held by the provider now. Nothing the harness starts
-	// (hooks inherit its environment; run calls get a scrubbed one) should
-	// ever see a provider key, whichever provider this run uses.
-	for _, k := range []string{provider.KeyEnv("anthropic"), provider.KeyEnv("openai")} {
-		if err := os.Unsetenv(k); err != nil {
-			return fmt.Errorf("removing %s from the environment: %w", k, err)
-		}
-	}
-
-	s, err := session.Open(context.Background(), pol, e.options("run"))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var out *runOutput
+	sum, err := session.RunAgent(ctx, pol, e.options("run"), session.AgentOptions{Provider: prov, System: system, Task: task,
+		Observer: func(s *session.Session) agent.Observer {
+			out = newRunOutput(e.stdout, e.stderr, c, pol, s.Gate())
+			out.header(c.Provider, def, s.Gate())
+			return out
+		}})
 	if err != nil {
 		return err
 	}
-	sf := s.Surface()
-	out := newRunOutput(e.stdout, e.stderr, c, pol, s.Gate())
-	out.header(c.Provider, def, s.Gate())
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	sum := agent.Run(ctx, agent.Config{
-		Provider: prov,
-		Surface:  sf,
-		System:   system,
-		Task:     task,
-		MaxTurns: pol.Agent.MaxTurns,
-		Timeout:  pol.Agent.RunTimeout,
-		Observer: out,
-	})
-	s.End(string(sum.EndedBy))
 	out.summary(sum)
 
 	switch sum.EndedBy {
