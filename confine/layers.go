@@ -336,6 +336,10 @@ var executionLayers = []string{
 	LayerNoNewPrivs, LayerSeccomp,
 }
 
+// IsExecutionLayer reports whether name is a layer that every run child
+// needs for ConfinedExecution (the whole-tree kill aside).
+func IsExecutionLayer(name string) bool { return slices.Contains(executionLayers, name) }
+
 // Plan decides what mode m gives on this host.
 //
 //   - Strict: when any required layer is unavailable, Plan returns a Plan

@@ -170,8 +170,22 @@ func New(cfg Config) (*Gate, error) {
 	return g, nil
 }
 
+// availability says why g does not publish e ("" when it does): what
+// the host withholds, else a tool with no implementation.
 func (g *Gate) availability(e Entry) string {
-	h := g.cfg.Host
+	if why := g.cfg.Host.Withholds(e); why != "" {
+		return why
+	}
+	if _, ok := g.tools[e.Name]; !ok {
+		return "no implementation was configured"
+	}
+	return ""
+}
+
+// Withholds says why a gate on h does not publish e for what the host
+// gives ("" when h gives all e needs): the reason a gate's Unpublished and
+// doctor's report both give.
+func (h Host) Withholds(e Entry) string {
 	// The host's reason first: it is the true one whatever else is
 	// missing (a session that cannot confine run configures no
 	// implementation for it, and may not have looked at its programs).
@@ -192,9 +206,6 @@ func (g *Gate) availability(e Entry) string {
 		if !h.ConfinedExecution {
 			return "needs confined execution: " + orUnknown(h.ExecutionWhy)
 		}
-	}
-	if _, ok := g.tools[e.Name]; !ok {
-		return "no implementation was configured"
 	}
 	return ""
 }

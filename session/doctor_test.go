@@ -1,0 +1,43 @@
+package session
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/b10x/harness/confine"
+)
+
+// TestDoctorPublication: what doctor says each mode publishes and
+// withholds is the gate's own decision (gate.Host.Withholds), in the
+// gate's words, naming the layers the plan lacks.
+func TestDoctorPublication(t *testing.T) {
+	reads := []string{"file_read", "dir_list", "search", "find"}
+	for _, tc := range []struct {
+		name string
+		plan confine.Plan
+		pub  []string
+		with map[string]string
+	}{
+		{"everything", confine.Plan{Mode: confine.Auto, ConfinedWorkspace: true, ConfinedExecution: true},
+			append(slices.Clone(reads), "file_write", "file_edit", "run (with allow_program)"), map[string]string{}},
+		{"off", confine.Plan{Mode: confine.Off},
+			reads, map[string]string{"file_write": "needs a confined workspace: confine off", "file_edit": "needs a confined workspace: confine off", "run": "needs confined execution: confine off"}},
+		{"no landlock", confine.Plan{Mode: confine.Auto, Missing: []confine.Layer{{Name: confine.LayerLandlockSelf}, {Name: confine.LayerLandlockChild}, {Name: confine.LayerMemoryLimit}}},
+			reads, map[string]string{"file_write": "needs a confined workspace: this host lacks landlock-self", "file_edit": "needs a confined workspace: this host lacks landlock-self", "run": "needs confined execution: this host lacks landlock-child"}},
+		{"no kill", confine.Plan{Mode: confine.Auto, ConfinedWorkspace: true, Missing: []confine.Layer{{Name: confine.LayerCgroupLeaf}, {Name: confine.LayerPidNS}}},
+			append(slices.Clone(reads), "file_write", "file_edit"), map[string]string{"run": "needs confined execution: this host lacks pidns"}},
+	} {
+		pub, with := publication(tc.plan)
+		if !slices.Equal(pub, tc.pub) {
+			t.Errorf("%s: publishes %v, want %v", tc.name, pub, tc.pub)
+		}
+		if len(with) != len(tc.with) {
+			t.Errorf("%s: withholds %v, want %v", tc.name, with, tc.with)
+		}
+		for k, v := range tc.with {
+			if with[k] != v {
+				t.Errorf("%s: %s withheld as %q, want %q", tc.name, k, with[k], v)
+			}
+		}
+	}
+}
