@@ -21,8 +21,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/b10x/harness/record"
 )
 
 // Event is one connection attempt: its destination, the decision and the
@@ -48,12 +46,6 @@ type Event struct {
 	BytesDown int64         `json:"bytes_down"`
 	Duration  time.Duration `json:"duration_ns"`
 	Error     string        `json:"error,omitempty"` // why an allowed connection failed or ended early
-}
-
-// Line is the attempt as the run record's net line of call seq.
-func (e Event) Line(seq int64) record.Net {
-	return record.Net{Event: "net", Seq: seq, Time: e.Time.UTC(), Protocol: e.Protocol, Host: e.Host, Port: e.Port, Decision: e.Decision,
-		Rule: e.Rule, Addr: e.Addr, BytesUp: e.BytesUp, BytesDown: e.BytesDown, DurationMS: e.Duration.Milliseconds(), Error: e.Error}
 }
 
 // Destination is host and port as one would write them (host:port, an

@@ -12,7 +12,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/b10x/harness/egress"
 	"github.com/b10x/harness/record"
 	"github.com/b10x/harness/tools"
 )
@@ -270,6 +269,11 @@ type Call struct {
 	// says so: a first step "client", verdict pass, detail "ignored ...".
 	// nil: nothing was removed.
 	Ignored []string
+
+	// Progress, when not nil, is told the output a run call's program has
+	// produced so far as it arrives (tools.Report.Progress): an MCP
+	// client's progress notifications.
+	Progress func(outBytes int64)
 }
 
 // clientStep is the record's step for c.Ignored, if any.
@@ -504,12 +508,13 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 	}
 	*acted = true
 	seq := rec.Seq
-	execCtx = tools.WithEgressReport(execCtx, func(e egress.Event) {
+	rep := tools.Report{Progress: c.Progress, Connection: func(n record.Net) {
 		// A failed write here is the record's own failure, seen by the
 		// call line after the call.
-		_ = g.cfg.Recorder.Write(e.Line(seq))
-	})
-	res, err := prep.Execute(execCtx)
+		n.Seq = seq
+		_ = g.cfg.Recorder.Write(n)
+	}}
+	res, err := prep.Execute(execCtx, rep)
 	stopped := ended(ctx, execCtx)
 	if err == nil && stopped != "" && entry.Needs == ConfinedExecution {
 		// A program killed at the deadline or by a cancel did not run to

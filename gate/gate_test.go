@@ -609,7 +609,7 @@ type hugeErrorCall hugeErrorTool
 
 func (h hugeErrorCall) Args() any             { return struct{}{} }
 func (h hugeErrorCall) Writes() []tools.Write { return nil }
-func (h hugeErrorCall) Execute(context.Context) (tools.Result, error) {
+func (h hugeErrorCall) Execute(context.Context, tools.Report) (tools.Result, error) {
 	return tools.Result{}, &tools.Error{Reason: tools.ReasonToolError, Public: "bad: " + strings.Repeat("(", h.size)}
 }
 

@@ -163,7 +163,7 @@ type childRunCall struct {
 func (c *childRunCall) Args() any             { return struct{}{} }
 func (c *childRunCall) Writes() []tools.Write { return nil }
 func (c *childRunCall) Hold(h tools.Hold)     { *c.r.got = h }
-func (c *childRunCall) Execute(context.Context) (tools.Result, error) {
+func (c *childRunCall) Execute(context.Context, tools.Report) (tools.Result, error) {
 	c.r.child(c.dir)
 	return tools.Result{Text: "exit status 0\n"}, nil
 }

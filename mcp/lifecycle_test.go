@@ -36,7 +36,7 @@ func (s stubbornSearch) Prepare(*tools.Workspace, json.RawMessage) (tools.Prepar
 }
 func (c stubbornCall) Args() any             { return map[string]any{} }
 func (c stubbornCall) Writes() []tools.Write { return nil }
-func (c stubbornCall) Execute(ctx context.Context) (tools.Result, error) {
+func (c stubbornCall) Execute(ctx context.Context, _ tools.Report) (tools.Result, error) {
 	close(c.s.started)
 	<-ctx.Done()
 	time.Sleep(c.s.linger)

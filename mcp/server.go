@@ -56,7 +56,6 @@ import (
 
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/surface"
-	"github.com/b10x/harness/tools"
 )
 
 // DefaultMaxMessage is the cap on one incoming JSON-RPC message when
@@ -291,17 +290,19 @@ func (s *Server) call(ctx context.Context, req *sdk.CallToolRequest) (_ *sdk.Cal
 	ctx, end := s.callContext(withSession(ctx, req.Session), req.Extra)
 	var o gate.Outcome
 	defer func() { end(o) }()
+	var w surface.With
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		var out atomic.Int64
-		ctx = tools.WithProgress(ctx, func(n int64) {
+		w.Progress = func(n int64) {
 			for old := out.Load(); n > old && !out.CompareAndSwap(old, n); old = out.Load() {
 			}
-		})
+		}
 		stop := s.progress(ctx, req.Session, tok, &out)
 		defer stop()
 	}
 	args, ignored := clientArgs(req.Params.Arguments, func() bool { return s.declares(req.Params.Name, WaitForPrevious) })
-	o = s.cfg.Surface.DispatchIgnoring(ctx, req.Params.Name, args, ignored)
+	w.Ignored = ignored
+	o = s.cfg.Surface.DispatchWith(ctx, req.Params.Name, args, w)
 	return Result(o), nil
 }
 

@@ -537,7 +537,7 @@ func (s slowSearch) Prepare(*tools.Workspace, json.RawMessage) (tools.Prepared, 
 }
 func (c slowCall) Args() any             { return map[string]any{} }
 func (c slowCall) Writes() []tools.Write { return nil }
-func (c slowCall) Execute(ctx context.Context) (tools.Result, error) {
+func (c slowCall) Execute(ctx context.Context, _ tools.Report) (tools.Result, error) {
 	close(c.s.started)
 	select {
 	case <-ctx.Done():

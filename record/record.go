@@ -36,6 +36,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/b10x/harness/egress"
 )
 
 // Version is run_start's record_version: 2 added the intent line and
@@ -280,6 +282,13 @@ type Net struct {
 	BytesDown  int64     `json:"bytes_down"`
 	DurationMS int64     `json:"duration_ms"`
 	Error      string    `json:"error,omitempty"`
+}
+
+// NetLine is the connection attempt e, made by call seq's program
+// through the harness's proxy, as the record's net line.
+func NetLine(seq int64, e egress.Event) Net {
+	return Net{Event: "net", Seq: seq, Time: e.Time.UTC(), Protocol: e.Protocol, Host: e.Host, Port: e.Port, Decision: e.Decision,
+		Rule: e.Rule, Addr: e.Addr, BytesUp: e.BytesUp, BytesDown: e.BytesDown, DurationMS: e.Duration.Milliseconds(), Error: e.Error}
 }
 
 // RunEnd is a run's last line. EndedBy is completed, cancelled or timeout

@@ -112,7 +112,7 @@ func (x *Execution) Run(io ExecIO) (ExecReport, error) {
 	var ch *egress.Channel
 	if x.Egress != nil {
 		ch, err = egress.NewChannel(x.Egress, egress.Options{Report: func(ev egress.Event) {
-			n := ev.Line(1) // the one command is call 1
+			n := record.NetLine(1, ev) // the one command is call 1
 			netMu.Lock()
 			conns = append(conns, n)
 			netMu.Unlock()

@@ -140,7 +140,7 @@ type slottedCall struct {
 	slots *runSlots
 }
 
-func (c *slottedCall) Execute(ctx context.Context) (tools.Result, error) {
+func (c *slottedCall) Execute(ctx context.Context, rep tools.Report) (tools.Result, error) {
 	start := time.Now()
 	queued, err := c.slots.acquire(ctx)
 	meta := map[string]any{"slot_wait_ms": time.Since(start).Milliseconds()}
@@ -151,7 +151,7 @@ func (c *slottedCall) Execute(ctx context.Context) (tools.Result, error) {
 		return tools.Result{Meta: meta}, slotWaitErr(err, c.slots.max, time.Since(start))
 	}
 	defer c.slots.release()
-	res, err := c.Prepared.Execute(ctx)
+	res, err := c.Prepared.Execute(ctx, rep)
 	if res.Meta == nil {
 		res.Meta = make(map[string]any, len(meta))
 	}

@@ -171,7 +171,7 @@ type fakeCall struct{ released bool }
 
 func (c *fakeCall) Args() any             { return nil }
 func (c *fakeCall) Writes() []tools.Write { return nil }
-func (c *fakeCall) Execute(context.Context) (tools.Result, error) {
+func (c *fakeCall) Execute(context.Context, tools.Report) (tools.Result, error) {
 	return tools.Result{Text: "ran", Meta: map[string]any{"exit_code": 0}}, nil
 }
 func (c *fakeCall) Release() { c.released = true }
@@ -217,7 +217,7 @@ func TestSlottedCallKeepsInterfaces(t *testing.T) {
 	if !inner.released {
 		t.Error("Release did not reach the call")
 	}
-	res, err := p.Execute(context.Background())
+	res, err := p.Execute(context.Background(), tools.Report{})
 	if err != nil || res.Text != "ran" || res.Meta["exit_code"] != 0 || res.Meta["slot_wait_ms"] == nil || res.Meta["slot_queued"] != nil {
 		t.Errorf("Execute: %+v, %v", res, err)
 	}

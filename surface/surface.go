@@ -124,16 +124,27 @@ func (s *Surface) Refuse(name string, args json.RawMessage, out gate.Outcome) ga
 // Dispatch decodes one call in the shape the model saw and passes it to the
 // gate. A name this surface does not present is refused as unpublished.
 func (s *Surface) Dispatch(ctx context.Context, name string, args json.RawMessage) gate.Outcome {
-	return s.DispatchIgnoring(ctx, name, args, nil)
+	return s.DispatchWith(ctx, name, args, With{})
 }
 
-// DispatchIgnoring is Dispatch for a call from which the caller removed
-// arguments a client adds to every tool and no tool takes (an MCP
-// client's own scheduling hint): ignored lists them as NAME=VALUE, and the
-// record says they were ignored (gate.Call.Ignored).
-func (s *Surface) DispatchIgnoring(ctx context.Context, name string, args json.RawMessage, ignored []string) gate.Outcome {
+// With is what a caller of DispatchWith gives a call besides its name
+// and arguments.
+type With struct {
+	// Ignored lists, as NAME=VALUE, arguments the caller removed from
+	// the call's because a client adds them to every tool and no tool
+	// takes them (an MCP client's own scheduling hint); the record says
+	// they were ignored (gate.Call.Ignored).
+	Ignored []string
+	// Progress is told a run call's output as it arrives
+	// (gate.Call.Progress).
+	Progress func(outBytes int64)
+}
+
+// DispatchWith is Dispatch with what the caller adds to the call (w).
+func (s *Surface) DispatchWith(ctx context.Context, name string, args json.RawMessage, w With) gate.Outcome {
+	ignored := w.Ignored
 	if s.kind == Flat {
-		return s.g.Call(ctx, gate.Call{Surface: string(Flat), Name: name, Args: args, Ignored: ignored})
+		return s.g.Call(ctx, gate.Call{Surface: string(Flat), Name: name, Args: args, Ignored: ignored, Progress: w.Progress})
 	}
 	switch name {
 	case "tool_search":
@@ -149,8 +160,8 @@ func (s *Surface) DispatchIgnoring(ctx context.Context, name string, args json.R
 		if len(inner) == 0 || string(inner) == "null" {
 			inner = json.RawMessage("{}")
 		}
-		return s.g.Call(ctx, gate.Call{Surface: string(Verbs), Via: "tool_invoke", Name: a.Name, Args: inner, Ignored: ignored})
+		return s.g.Call(ctx, gate.Call{Surface: string(Verbs), Via: "tool_invoke", Name: a.Name, Args: inner, Ignored: ignored, Progress: w.Progress})
 	}
 	// A catalogue entry called directly under verbs was never presented.
-	return s.g.Call(ctx, gate.Call{Surface: string(Verbs), Name: name, Args: args, Unpresented: true, Ignored: ignored})
+	return s.g.Call(ctx, gate.Call{Surface: string(Verbs), Name: name, Args: args, Unpresented: true, Ignored: ignored, Progress: w.Progress})
 }

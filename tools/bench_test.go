@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -28,7 +28,7 @@ func BenchmarkFileRead1KiB(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		r, err := p.Execute(ctx)
+		r, err := p.Execute(ctx, Report{})
 		if err != nil || len(r.Text) != 1024 {
 			b.Fatalf("read: %d bytes, %v", len(r.Text), err)
 		}
@@ -45,7 +45,12 @@ func BenchmarkSearchGoroot(b *testing.B) { benchSearchGoroot(b, `func New[A-Z]`)
 func BenchmarkSearchGorootNoLiteral(b *testing.B) { benchSearchGoroot(b, `(?i)func new[a-z]*reader`) }
 
 func benchSearchGoroot(b *testing.B, pattern string) {
-	src := filepath.Join(runtime.GOROOT(), "src")
+	// The tree bench/search.sh searches: the go command's GOROOT.
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		b.Fatalf("go env GOROOT: %v", err)
+	}
+	src := filepath.Join(strings.TrimSpace(string(out)), "src")
 	ws, err := OpenWorkspace(src)
 	if err != nil {
 		b.Fatal(err)
@@ -59,7 +64,7 @@ func benchSearchGoroot(b *testing.B, pattern string) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		r, err := p.Execute(ctx)
+		r, err := p.Execute(ctx, Report{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -96,7 +101,7 @@ func BenchmarkSearchLongLine(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		r, err := p.Execute(ctx)
+		r, err := p.Execute(ctx, Report{})
 		if err != nil || r.Meta["matches"] != 0 {
 			b.Fatalf("%v %v", r.Meta, err)
 		}

@@ -45,7 +45,7 @@ func appendTokens(ws *Workspace, id string, n int) error {
 		args, _ := json.Marshal(FileEditArgs{Path: "shared.txt", OldString: "END\n", NewString: fmt.Sprintf("tok-%s-%d\nEND\n", id, i)})
 		p, err := FileEdit{}.Prepare(ws, args)
 		if err == nil {
-			_, err = p.Execute(context.Background())
+			_, err = p.Execute(context.Background(), Report{})
 		}
 		if err != nil {
 			return fmt.Errorf("appender %s, edit %d: %w", id, i, err)
@@ -139,7 +139,7 @@ func TestWriteLockWait(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	pr, _ := FileWrite{}.Prepare(fx.ws, json.RawMessage(`{"path":"file.txt","content":"x"}`))
-	if _, err := pr.Execute(ctx); reasonOf(err) != ReasonTimeout {
+	if _, err := pr.Execute(ctx, Report{}); reasonOf(err) != ReasonTimeout {
 		t.Fatalf("deadline while waiting: %v", err)
 	}
 	unix.Flock(int(d.Fd()), unix.LOCK_UN)
@@ -396,7 +396,7 @@ func init() {
 		}
 		p, err := FileEdit{}.Prepare(ws, json.RawMessage(os.Args[2]))
 		if err == nil {
-			_, err = p.Execute(context.Background())
+			_, err = p.Execute(context.Background(), Report{})
 		}
 		if err != nil {
 			e, _ := err.(*Error)

@@ -50,7 +50,7 @@ func init() {
 		for i := first; ; i++ {
 			p, err := FileWrite{}.Prepare(ws, args[i%2])
 			if err == nil {
-				_, err = p.Execute(context.Background())
+				_, err = p.Execute(context.Background(), Report{})
 			}
 			if err != nil {
 				fmt.Fprintln(os.Stderr, err)

@@ -50,7 +50,7 @@ func TestSearchStopsInsideOneLine(t *testing.T) {
 			}
 			ctx, cancel := tc.ctx()
 			start := time.Now()
-			_, err = p.Execute(ctx)
+			_, err = p.Execute(ctx, Report{})
 			took := time.Since(start)
 			cancel()
 			if reasonOf(err) != tc.reason || !errors.Is(err, tc.is) {

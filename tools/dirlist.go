@@ -77,7 +77,7 @@ func (c *dirListCall) Reads() []string           { return []string{c.rel} }
 func (c *dirListCall) FilterReads(v ReadVerdict) { c.denied = v }
 func (c *dirListCall) Writes() []Write           { return nil }
 
-func (c *dirListCall) Execute(ctx context.Context) (Result, error) {
+func (c *dirListCall) Execute(ctx context.Context, rep Report) (Result, error) {
 	var res Result
 	err := c.ws.withRoot(func(root int) error {
 		fd, err := openBeneath(root, c.rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)

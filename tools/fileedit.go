@@ -179,7 +179,7 @@ func (c *fileEditCall) plan(data []byte) (editPlan, error) {
 	return editPlan{text: text, offs: offs, updated: updated}, nil
 }
 
-func (c *fileEditCall) Execute(ctx context.Context) (Result, error) {
+func (c *fileEditCall) Execute(ctx context.Context, rep Report) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, ctxError(err, "file_edit")
 	}

@@ -88,7 +88,7 @@ func (c *fileReadCall) Release() {
 	}
 }
 
-func (c *fileReadCall) Execute(ctx context.Context) (Result, error) {
+func (c *fileReadCall) Execute(ctx context.Context, rep Report) (Result, error) {
 	if f := c.f; f != nil {
 		defer c.Release()
 		return readLines(ctx, f, f.st.Size, c.rel, c.args.Offset, c.args.Limit)

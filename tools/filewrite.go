@@ -123,7 +123,7 @@ type fileWriteCall struct {
 func (c *fileWriteCall) Args() any       { return c.args }
 func (c *fileWriteCall) Writes() []Write { return []Write{{Path: c.rel, Whole: true}} }
 
-func (c *fileWriteCall) Execute(ctx context.Context) (Result, error) {
+func (c *fileWriteCall) Execute(ctx context.Context, rep Report) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, ctxError(err, "file_write")
 	}

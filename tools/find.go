@@ -93,7 +93,7 @@ func (c *findCall) Reads() []string           { return []string{c.rel} }
 func (c *findCall) FilterReads(v ReadVerdict) { c.denied = v }
 func (c *findCall) Writes() []Write           { return nil }
 
-func (c *findCall) Execute(ctx context.Context) (Result, error) {
+func (c *findCall) Execute(ctx context.Context, rep Report) (Result, error) {
 	var res Result
 	err := c.ws.withRoot(func(root int) error {
 		var stopped atomic.Bool

@@ -169,7 +169,7 @@ func call(t testing.TB, ws *Workspace, tool Tool, args string) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return p.Execute(context.Background())
+	return p.Execute(context.Background(), Report{})
 }
 
 // mustCall is call that fails the test on an error.

@@ -19,17 +19,19 @@ func (r printRunner) Run(ctx context.Context, s spawn.Spec, io spawn.Stdio) (spa
 	return spawn.Result{}, nil
 }
 
-func TestWithProgressCountsOutput(t *testing.T) {
+// TestProgressCountsOutput: a run's progress counts everything the
+// program writes, past the capture's cap; without it nothing changes.
+func TestProgressCountsOutput(t *testing.T) {
 	var mu sync.Mutex
 	var seen []int64
-	ctx := WithProgress(context.Background(), func(n int64) {
+	progress := func(n int64) {
 		mu.Lock()
 		seen = append(seen, n)
 		mu.Unlock()
-	})
+	}
 	out, errOut := strings.Repeat("o", 5000), strings.Repeat("e", 300)
 	// The capture keeps 100 bytes a stream; progress counts everything.
-	_, o, e, err := RunCaptured(ctx, printRunner{out, errOut}, spawn.Spec{}, strings.NewReader(""), 100)
+	_, o, e, err := RunCaptured(context.Background(), printRunner{out, errOut}, spawn.Spec{}, strings.NewReader(""), 100, progress)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +41,7 @@ func TestWithProgressCountsOutput(t *testing.T) {
 		t.Fatalf("reports %v, captured %d+%d", seen, o.Total(), e.Total())
 	}
 	// Without the hook nothing is reported and nothing changes.
-	if _, o, _, err := RunCaptured(context.Background(), printRunner{out, errOut}, spawn.Spec{}, strings.NewReader(""), 100); err != nil || o.Total() != 5000 {
+	if _, o, _, err := RunCaptured(context.Background(), printRunner{out, errOut}, spawn.Spec{}, strings.NewReader(""), 100, nil); err != nil || o.Total() != 5000 {
 		t.Fatal(err, o.Total())
 	}
 }

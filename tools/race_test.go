@@ -103,7 +103,7 @@ func TestSwapRace(t *testing.T) {
 				p, err := c.tool.Prepare(ws, json.RawMessage(c.args))
 				var r Result
 				if err == nil {
-					r, err = p.Execute(context.Background())
+					r, err = p.Execute(context.Background(), Report{})
 				}
 				if err != nil {
 					e, ok := err.(*Error)
@@ -205,7 +205,7 @@ func TestWalkRechecksEveryStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	// And the whole call reports no match and no outside byte.
-	r, err := p.Execute(context.Background())
+	r, err := p.Execute(context.Background(), Report{})
 	if err != nil || strings.Contains(r.Text, outsideSecret) || r.Meta["matches"] != 0 {
 		t.Fatalf("search after the swap: %q %v", r.Text, err)
 	}

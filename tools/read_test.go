@@ -394,7 +394,7 @@ func TestReadToolsHonourContext(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.Execute(ctx); reasonOf(err) != ReasonCancelled || !errors.Is(err, context.Canceled) {
+		if _, err := p.Execute(ctx, Report{}); reasonOf(err) != ReasonCancelled || !errors.Is(err, context.Canceled) {
 			t.Errorf("%s with a cancelled context: %v", tc.tool.Name(), err)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/egress"
 	"github.com/b10x/harness/internal/setting"
+	"github.com/b10x/harness/record"
 )
 
 // Programs maps each allow_program declaration (a name or an absolute path,
@@ -447,15 +448,19 @@ func (c *runCall) Hold(h Hold) {
 }
 func (c *runCall) Writes() []Write { return nil }
 
-func (c *runCall) Execute(ctx context.Context) (Result, error) {
+func (c *runCall) Execute(ctx context.Context, rep Report) (Result, error) {
 	var ch *egress.Channel
 	if c.t.cfg.Egress != nil {
 		var err error
-		if ch, err = egress.NewChannel(c.t.cfg.Egress, egress.Options{Report: egressReport(ctx)}); err != nil {
+		var report func(egress.Event)
+		if rep.Connection != nil {
+			report = func(e egress.Event) { rep.Connection(record.NetLine(0, e)) }
+		}
+		if ch, err = egress.NewChannel(c.t.cfg.Egress, egress.Options{Report: report}); err != nil {
 			return Result{}, Errorf(ReasonToolError, err, "the sandbox's proxy could not be set up; the program did not run")
 		}
 	}
-	res, out, errOut, err := runCaptured(ctx, c.t.cfg.Runner, c.spec, strings.NewReader(c.args.Stdin), c.t.cfg.MaxOutput, ch)
+	res, out, errOut, err := runCaptured(ctx, c.t.cfg.Runner, c.spec, strings.NewReader(c.args.Stdin), c.t.cfg.MaxOutput, ch, rep.Progress)
 	meta := runMeta(res)
 	meta["stdout_bytes"], meta["stderr_bytes"] = out.Total(), errOut.Total()
 	meta["kernel_denials"] = KernelDenials()
@@ -492,13 +497,14 @@ func (c *runCall) Execute(ctx context.Context) (Result, error) {
 }
 
 // RunCaptured runs spec through r, feeding stdin and capturing stdout and
-// stderr, each bounded to max bytes (head and tail kept).
-func RunCaptured(ctx context.Context, r spawn.Runner, spec spawn.Spec, stdin io.Reader, max int) (spawn.Result, *spawn.Capture, *spawn.Capture, error) {
-	return runCaptured(ctx, r, spec, stdin, max, nil)
+// stderr, each bounded to max bytes (head and tail kept). A progress that
+// is not nil is told the output's size as it arrives (Report.Progress).
+func RunCaptured(ctx context.Context, r spawn.Runner, spec spawn.Spec, stdin io.Reader, max int, progress func(outBytes int64)) (spawn.Result, *spawn.Capture, *spawn.Capture, error) {
+	return runCaptured(ctx, r, spec, stdin, max, nil, progress)
 }
 
 // runCaptured is RunCaptured with the call's proxy channel (nil: none).
-func runCaptured(ctx context.Context, r spawn.Runner, spec spawn.Spec, stdin io.Reader, max int, ch *egress.Channel) (spawn.Result, *spawn.Capture, *spawn.Capture, error) {
+func runCaptured(ctx context.Context, r spawn.Runner, spec spawn.Spec, stdin io.Reader, max int, ch *egress.Channel, progress func(int64)) (spawn.Result, *spawn.Capture, *spawn.Capture, error) {
 	out, errOut := spawn.NewCapture(max), spawn.NewCapture(max)
 	inR, inW, err := os.Pipe()
 	if err != nil {
@@ -519,9 +525,9 @@ func runCaptured(ctx context.Context, r spawn.Runner, spec spawn.Spec, stdin io.
 		return spawn.Result{}, out, errOut, err
 	}
 	var outW2, errW2 io.Writer = out, errOut
-	if fn, ok := ctx.Value(progressKey{}).(func(int64)); ok && fn != nil {
+	if progress != nil {
 		var total atomic.Int64
-		outW2, errW2 = progressWriter{out, &total, fn}, progressWriter{errOut, &total, fn}
+		outW2, errW2 = progressWriter{out, &total, progress}, progressWriter{errOut, &total, progress}
 	}
 	var wg sync.WaitGroup
 	wg.Add(3)
@@ -538,18 +544,6 @@ func runCaptured(ctx context.Context, r spawn.Runner, spec spawn.Spec, stdin io.
 	errW.Close()
 	wg.Wait()
 	return res, out, errOut, runErr
-}
-
-type progressKey struct{}
-
-// WithProgress returns a copy of ctx under which RunCaptured (and so a run
-// call) reports the program's output as it arrives: fn is called after each
-// chunk with the bytes of stdout and stderr together so far (counted before
-// the capture cap). fn is called from the goroutines copying the output,
-// possibly concurrently, so reports can arrive out of order (the largest
-// is the total so far); it must be quick. A nil fn reports nothing.
-func WithProgress(ctx context.Context, fn func(outBytes int64)) context.Context {
-	return context.WithValue(ctx, progressKey{}, fn)
 }
 
 // progressWriter counts what it passes on to w into total and reports it.
@@ -606,15 +600,6 @@ func formatRun(res spawn.Result, out, errOut *spawn.Capture) string {
 	return b.String()
 }
 
-type egressKey struct{}
-
-// WithEgressReport returns a copy of ctx under which a run call's proxy
-// reports each connection attempt to fn (the gate records them, tied to
-// the call's sequence number). fn must be safe for concurrent use.
-func WithEgressReport(ctx context.Context, fn func(egress.Event)) context.Context {
-	return context.WithValue(ctx, egressKey{}, fn)
-}
-
 // KernelDenials is what each run call says in its meta, and doctor in
 // one line, about the kernel's denials inside run children here.
 func KernelDenials() string { return kernelDenialsNote(audit.Probe()) }
@@ -628,11 +613,6 @@ func kernelDenialsNote(s audit.Support) string {
 		return s.Note()
 	}
 	return "kernel denials are not attributable here (this host's kernel logs them, but the harness does not yet read them for run calls)"
-}
-
-func egressReport(ctx context.Context) func(egress.Event) {
-	fn, _ := ctx.Value(egressKey{}).(func(egress.Event))
-	return fn
 }
 
 // deniedText says, after a run's output, which connections the proxy

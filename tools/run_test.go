@@ -50,7 +50,7 @@ func TestRunConfigReachesSpec(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.Execute(context.Background()); err != nil {
+		if _, err := p.Execute(context.Background(), Report{}); err != nil {
 			t.Fatal(err)
 		}
 		if len(r.specs) != 1 || r.specs[0].TmpSize != size || !r.specs[0].Net || r.specs[0].Program != pinTrue(t) {
@@ -83,7 +83,7 @@ func TestModelTimeoutOnlyLowers(t *testing.T) {
 		if err != nil {
 			t.Fatalf("limit %s, %s: %v", c.limit, c.args, err)
 		}
-		if _, err := p.Execute(context.Background()); err != nil {
+		if _, err := p.Execute(context.Background(), Report{}); err != nil {
 			t.Fatal(err)
 		}
 		if len(r.specs) != 1 || r.specs[0].Timeout != c.want {

@@ -459,7 +459,7 @@ type searchResult struct {
 // bufPool keeps worker read buffers between calls.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
-func (c *searchCall) Execute(ctx context.Context) (Result, error) {
+func (c *searchCall) Execute(ctx context.Context, rep Report) (Result, error) {
 	var res Result
 	err := c.ws.withRoot(func(root int) error {
 		var err error

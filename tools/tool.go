@@ -3,6 +3,8 @@ package tools
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/b10x/harness/record"
 )
 
 // Tool is one catalogue entry's operation, without policy: whether it is
@@ -39,10 +41,26 @@ type Prepared interface {
 	// Writes lists what the call would change, by canonical
 	// workspace-relative path; nil for the read tools.
 	Writes() []Write
-	// Execute performs the call. Errors are *Error: ReasonToolError for
-	// an operation that failed, ReasonDeniedPath when the path was found
-	// changed (a link swapped in) after Prepare resolved it.
-	Execute(ctx context.Context) (Result, error)
+	// Execute performs the call, telling rep what it does while it runs.
+	// Errors are *Error: ReasonToolError for an operation that failed,
+	// ReasonDeniedPath when the path was found changed (a link swapped
+	// in) after Prepare resolved it.
+	Execute(ctx context.Context, rep Report) (Result, error)
+}
+
+// Report is told what a call does while it runs, passed with the call to
+// Execute: a run call reports its program's output as it arrives and each
+// connection attempt through its proxy; the file tools report nothing.
+// Either function may be nil. They are called from the goroutines the call
+// runs, possibly at once, and must be quick.
+type Report struct {
+	// Progress is given the bytes of stdout and stderr together so far
+	// (counted before the capture cap) after each chunk. Reports can
+	// arrive out of order: the largest is the total so far.
+	Progress func(outBytes int64)
+	// Connection is given each attempt through the call's proxy as the
+	// record's net line; its Seq is 0 (the caller numbers its calls).
+	Connection func(record.Net)
 }
 
 // Releaser is implemented by a Prepared that holds resources (an open

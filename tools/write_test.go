@@ -102,7 +102,7 @@ func TestFileWrite(t *testing.T) {
 		if w := p.Writes(); len(w) != 1 || w[0] != (Write{Path: tc.path, Whole: true}) {
 			t.Errorf("%s: Writes() = %v", tc.args, w)
 		}
-		if _, err := p.Execute(context.Background()); reasonOf(err) != tc.reason {
+		if _, err := p.Execute(context.Background(), Report{}); reasonOf(err) != tc.reason {
 			t.Errorf("%s: execute %v, want %q", tc.args, err, tc.reason)
 		}
 	}
@@ -153,7 +153,7 @@ func TestWriteAttacks(t *testing.T) {
 	if err := os.Symlink(filepath.Join(fx.base, "secret.txt"), filepath.Join(fx.root, "planted.txt")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Execute(context.Background()); reasonOf(err) != ReasonDeniedPath {
+	if _, err := p.Execute(context.Background(), Report{}); reasonOf(err) != ReasonDeniedPath {
 		t.Fatalf("planted link: %v", err)
 	}
 	// The same with a dangling link to a place outside.
@@ -162,7 +162,7 @@ func TestWriteAttacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Symlink(filepath.Join(fx.base, "created-outside.txt"), filepath.Join(fx.root, "planted2.txt"))
-	if _, err := p.Execute(context.Background()); reasonOf(err) != ReasonDeniedPath {
+	if _, err := p.Execute(context.Background(), Report{}); reasonOf(err) != ReasonDeniedPath {
 		t.Fatalf("planted dangling link: %v", err)
 	}
 	// A parent directory swapped for a link to outside after Prepare.
@@ -179,7 +179,7 @@ func TestWriteAttacks(t *testing.T) {
 		}
 		os.Rename(filepath.Join(fx.root, "swapdir"), filepath.Join(fx.root, "swapdir.moved"))
 		os.Symlink("../outside", filepath.Join(fx.root, "swapdir"))
-		if _, err := p.Execute(context.Background()); reasonOf(err) != ReasonDeniedPath {
+		if _, err := p.Execute(context.Background(), Report{}); reasonOf(err) != ReasonDeniedPath {
 			t.Fatalf("%s through a swapped directory: %v", tool.Name(), err)
 		}
 		os.Remove(filepath.Join(fx.root, "swapdir"))
@@ -270,7 +270,7 @@ func TestFileEdit(t *testing.T) {
 		t.Fatalf("Writes() = %v", w)
 	}
 	pv := pr.(Previewer).Preview()
-	r, err := pr.Execute(context.Background())
+	r, err := pr.Execute(context.Background(), Report{})
 	if err != nil {
 		t.Fatal(err)
 	}
