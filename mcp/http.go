@@ -14,8 +14,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -25,7 +23,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/b10x/harness/internal/reexec"
+	"github.com/b10x/harness/internal/proc"
 )
 
 // The second transport: MCP streamable HTTP on a Unix socket or a loopback
@@ -88,8 +86,7 @@ type Listener struct {
 	id   fileID // the socket file's identity, to remove only our own
 	// reaper removes the socket file when reaperEnd is closed (by Close,
 	// or by the kernel when the harness dies, SIGKILL included).
-	reaper    *exec.Cmd
-	reaperEnd *os.File
+	reaper *proc.Remover
 
 	closeOnce sync.Once
 	closeErr  error
@@ -120,8 +117,7 @@ func (l *Listener) close() error {
 		return err
 	}
 	if l.reaper != nil {
-		l.reaperEnd.Close()
-		_ = l.reaper.Wait()
+		_ = l.reaper.Done()
 		if id, ok := statID(l.path); !ok || id != l.id {
 			return err // removed (or no longer ours)
 		}
@@ -268,53 +264,9 @@ func listenUnix(path string) (*Listener, error) {
 	}
 	id, _ := statID(abs)
 	l := &Listener{Listener: ul, name: "unix:" + abs, path: abs, id: id}
-	l.reaper, l.reaperEnd = startSocketReaper(abs)
+	// Without a remover Close tries itself, and says why it could not.
+	l.reaper, _ = proc.StartRemover(abs, false)
 	return l, nil
-}
-
-const socketReaperEntry = "socket-reaper"
-
-func init() { reexec.Register(socketReaperEntry, socketReaperMain) }
-
-// startSocketReaper starts the process that removes the socket at path
-// when the returned pipe end is closed; nil, nil when it cannot be started
-// (Close then tries itself, and says why it could not).
-func startSocketReaper(path string) (*exec.Cmd, *os.File) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, nil
-	}
-	cmd := reexec.Command(socketReaperEntry, path)
-	cmd.Stdin = r
-	cmd.Env = []string{}
-	cmd.Dir = "/"
-	// Its own process group: a Ctrl-C to the harness's group must not end
-	// it before the harness has closed the socket.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
-	r.Close()
-	if err != nil {
-		w.Close()
-		return nil, nil
-	}
-	return cmd, w
-}
-
-// socketReaperMain is the reaper: argv[1] is the socket's path; when
-// stdin ends it removes the path if it is still the socket that was there
-// at the start (same device and inode), never another file put there since.
-func socketReaperMain() {
-	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
-	if len(os.Args) != 2 {
-		os.Exit(2)
-	}
-	path := os.Args[1]
-	before, ok := statID(path)
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	if after, ok2 := statID(path); ok && ok2 && after == before {
-		_ = os.Remove(path)
-	}
-	os.Exit(0)
 }
 
 // Handler returns the streamable HTTP handler of the server: the SDK's

@@ -2,13 +2,10 @@ package session
 
 import (
 	"fmt"
-	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 
-	"github.com/b10x/harness/internal/reexec"
+	"github.com/b10x/harness/internal/proc"
 )
 
 // The hooks' private temporary directory, and why a second process removes
@@ -27,10 +24,6 @@ import (
 // directory. Close waits for it, so the directory is gone when a command
 // returns; after a signal or a crash it is gone moments after the harness.
 
-const tmpReaperEntry = "tmp-reaper"
-
-func init() { reexec.Register(tmpReaperEntry, tmpReaperMain) }
-
 // privateTmp creates the hooks' temporary directory in $TMPDIR and starts
 // the process that removes it; s's Close waits for that removal. It must be
 // called after the cgroup is opened (the reaper joins the harness's cgroup)
@@ -48,44 +41,11 @@ func privateTmp(cu *cleanup) (string, error) {
 	} else {
 		dir = abs
 	}
-	r, w, err := os.Pipe()
+	rm, err := proc.StartRemover(dir, true)
 	if err != nil {
 		os.Remove(dir)
-		return "", fmt.Errorf("creating the hooks' temporary directory: %w", err)
+		return "", fmt.Errorf("the hooks' temporary directory: %w", err)
 	}
-	cmd := reexec.Command(tmpReaperEntry, dir)
-	cmd.Stdin = r
-	cmd.Env = []string{}
-	cmd.Dir = "/"
-	// Its own process group: a Ctrl-C for the harness's group must not end
-	// it before it has removed the directory.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
-	r.Close()
-	if err != nil {
-		w.Close()
-		os.Remove(dir)
-		return "", fmt.Errorf("starting the remover of the hooks' temporary directory: %w", err)
-	}
-	cu.add(func() {
-		w.Close()
-		_ = cmd.Wait()
-	})
+	cu.add(func() { _ = rm.Done() })
 	return dir, nil
-}
-
-// tmpReaperMain is the reaper: argv[1] is the directory; it is removed when
-// stdin ends, if it is still the directory that was there at the start.
-func tmpReaperMain() {
-	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
-	if len(os.Args) != 2 {
-		os.Exit(2)
-	}
-	dir := os.Args[1]
-	before, err := os.Lstat(dir)
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	if after, err2 := os.Lstat(dir); err == nil && err2 == nil && os.SameFile(before, after) {
-		_ = os.RemoveAll(dir)
-	}
-	os.Exit(0)
 }
