@@ -1,15 +1,18 @@
 package confine
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/b10x/harness/cgroup"
 )
 
 // ErrNotSupported is matched, with errors.Is, by every error this package
 // returns because the running kernel (or its configuration) lacks a feature:
 // *UnsupportedFeatureError and *StrictError both match it. It never means
-// "probe failed"; an inconclusive probe returns its own cause.
-var ErrNotSupported = errors.New("not supported")
+// "probe failed"; an inconclusive probe returns its own cause. It is the
+// harness's one not-supported sentinel: the same value as
+// cgroup.ErrNotSupported, so one errors.Is answers for either layer.
+var ErrNotSupported = cgroup.ErrNotSupported
 
 // UnsupportedFeatureError says which feature is missing and what would
 // provide it. It matches ErrNotSupported with errors.Is.
