@@ -169,19 +169,19 @@ func Listen(addr string, tlsConf *tls.Config) (*Listener, error) {
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("--listen %q: want unix:PATH or HOST:PORT (%v)", addr, err)
+		return nil, fmt.Errorf("%q: want unix:PATH or HOST:PORT (%v)", addr, err)
 	}
 	bind := addr
 	if tlsConf == nil {
 		ip, err := loopback(host)
 		if err != nil {
-			return nil, fmt.Errorf("--listen %s: %w; serving beyond this machine needs TLS (--tls-cert FILE --tls-key FILE)", addr, err)
+			return nil, fmt.Errorf("%s: %w; serving beyond this machine needs TLS: %w", addr, err, ErrNeedsTLS)
 		}
 		bind = net.JoinHostPort(ip.String(), port)
 	}
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
-		return nil, fmt.Errorf("--listen %s: %w", addr, err)
+		return nil, fmt.Errorf("%s: %w", addr, err)
 	}
 	l := &Listener{Listener: ln, name: ln.Addr().String()}
 	if tlsConf != nil {
@@ -219,34 +219,38 @@ func loopback(host string) (net.IP, error) {
 	return ip, nil
 }
 
+// ErrNeedsTLS is matched by Listen's error for an address beyond this
+// machine given without a TLS configuration.
+var ErrNeedsTLS = errors.New("give a certificate and its key")
+
 // umaskMu serializes the umask change of listenUnix.
 var umaskMu sync.Mutex
 
 func listenUnix(path string) (*Listener, error) {
 	if path == "" {
-		return nil, errors.New("--listen unix: needs a socket path (unix:/PATH)")
+		return nil, errors.New("unix: needs a socket path (unix:/PATH)")
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("--listen unix:%s: %w", path, err)
+		return nil, fmt.Errorf("unix:%s: %w", path, err)
 	}
 	if fi, err := os.Lstat(abs); err == nil {
 		if fi.Mode().Type() != os.ModeSocket {
-			return nil, fmt.Errorf("--listen unix:%s: the path exists and is not a socket; refusing to replace it", abs)
+			return nil, fmt.Errorf("unix:%s: the path exists and is not a socket; refusing to replace it", abs)
 		}
 		c, err := net.DialTimeout("unix", abs, time.Second)
 		if err == nil {
 			c.Close()
-			return nil, fmt.Errorf("--listen unix:%s: a server already listens on this socket", abs)
+			return nil, fmt.Errorf("unix:%s: a server already listens on this socket", abs)
 		}
 		if !errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("--listen unix:%s: the socket exists and cannot be checked: %w", abs, err)
+			return nil, fmt.Errorf("unix:%s: the socket exists and cannot be checked: %w", abs, err)
 		}
 		if err := os.Remove(abs); err != nil {
-			return nil, fmt.Errorf("--listen unix:%s: removing the leftover socket: %w", abs, err)
+			return nil, fmt.Errorf("unix:%s: removing the leftover socket: %w", abs, err)
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("--listen unix:%s: %w", abs, err)
+		return nil, fmt.Errorf("unix:%s: %w", abs, err)
 	}
 	umaskMu.Lock()
 	old := syscall.Umask(0o177)
@@ -254,13 +258,13 @@ func listenUnix(path string) (*Listener, error) {
 	syscall.Umask(old)
 	umaskMu.Unlock()
 	if err != nil {
-		return nil, fmt.Errorf("--listen unix:%s: %w", abs, err)
+		return nil, fmt.Errorf("unix:%s: %w", abs, err)
 	}
 	ul.SetUnlinkOnClose(false) // Close removes it, after checking it is ours
 	if err := os.Chmod(abs, 0o600); err != nil {
 		ul.Close()
 		os.Remove(abs)
-		return nil, fmt.Errorf("--listen unix:%s: %w", abs, err)
+		return nil, fmt.Errorf("unix:%s: %w", abs, err)
 	}
 	id, _ := statID(abs)
 	l := &Listener{Listener: ul, name: "unix:" + abs, path: abs, id: id}
@@ -309,7 +313,7 @@ func (s *Server) Handler(token []byte) (http.Handler, error) {
 		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="b10x-harness"`)
-			http.Error(w, "unauthorized: this server needs Authorization: Bearer TOKEN (the token in its --token-file)", http.StatusUnauthorized)
+			http.Error(w, "unauthorized: this server needs Authorization: Bearer TOKEN (the token in the server's token file)", http.StatusUnauthorized)
 			return
 		}
 		s.handling.add(1)

@@ -212,7 +212,7 @@ func (s *Server) instructions() string {
 	case ApproveDeny:
 		b.WriteString("they are denied.")
 	case ApproveAll:
-		b.WriteString("they are all approved without asking anyone (--approve all).")
+		b.WriteString("they are all approved without asking anyone (the policy's approve is all).")
 	default:
 		fmt.Fprintf(&b, "they are decided by the %s approver.", s.mode)
 	}

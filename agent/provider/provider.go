@@ -104,7 +104,7 @@ func ParseSpec(s string) (Spec, error) {
 		}
 		return Spec{Kind: "replay", File: f}, nil
 	}
-	return Spec{}, fmt.Errorf("--provider %q: want anthropic, openai or replay:FILE", s)
+	return Spec{}, setting.Errorf(setting.Provider, s, "want anthropic, openai or replay:FILE")
 }
 
 // KeyEnv is the environment variable holding the API key of a provider

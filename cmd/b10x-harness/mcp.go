@@ -164,7 +164,10 @@ func (c *mcpCmd) listen() (*mcp.Listener, []byte, error) {
 	}
 	ln, err := mcp.Listen(c.Listen, tlsConf)
 	if err != nil {
-		return nil, nil, usageError{fmt.Errorf("mcp: %w", err)}
+		if errors.Is(err, mcp.ErrNeedsTLS) {
+			return nil, nil, usageError{fmt.Errorf("mcp: --listen %w (--tls-cert FILE --tls-key FILE)", err)}
+		}
+		return nil, nil, usageError{fmt.Errorf("mcp: --listen %w", err)}
 	}
 	return ln, token, nil
 }
