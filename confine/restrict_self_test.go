@@ -402,8 +402,6 @@ func TestRestrictSelfAttacks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := snapshot(t, outside)
-
 	var attr *syscall.SysProcAttr
 	privateMounts := os.Geteuid() == 0
 	if privateMounts {
@@ -423,7 +421,7 @@ func TestRestrictSelfAttacks(t *testing.T) {
 	if err := os.WriteFile(outside+"/run.sh", []byte("#!/bin/sh\necho ran\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	before = snapshot(t, outside)
+	before := snapshot(t, outside)
 	runTestChild(t, attr, &res, restrictEntry, ws, outside, inside, other, readable)
 	if res.Err != "" {
 		t.Fatalf("RestrictSelf in child: %s", res.Err)

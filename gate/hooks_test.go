@@ -279,11 +279,11 @@ func TestHookDaemonsDieWithTheirHook(t *testing.T) {
 // TestHookExitStatusThroughInit: the hook's own exit status reaches the
 // gate through the init (2 blocks with stderr; a crash is a failure).
 func TestHookExitStatusThroughInit(t *testing.T) {
-	g, _, rec := newTestGate(t, Config{Hooks: []Hook{sh(`cat >/dev/null; echo "no: frozen" >&2; exit 2`)}})
+	g, _, _ := newTestGate(t, Config{Hooks: []Hook{sh(`cat >/dev/null; echo "no: frozen" >&2; exit 2`)}})
 	if o := call(g, "file_write", `{"path":"a.txt","content":"x"}`); o.Reason != tools.ReasonHookBlocked || !strings.Contains(o.Message, "no: frozen") {
 		t.Fatalf("exit 2: %+v", o)
 	}
-	g, _, rec = newTestGate(t, Config{Hooks: []Hook{sh(`kill -KILL $$`)}})
+	g, _, rec := newTestGate(t, Config{Hooks: []Hook{sh(`kill -KILL $$`)}})
 	if o := call(g, "file_write", `{"path":"a.txt","content":"x"}`); o.Reason != tools.ReasonHookBlocked || !strings.Contains(o.Message, "failed") {
 		t.Fatalf("killed hook: %+v", o)
 	}

@@ -116,9 +116,10 @@ func TestSchemaGeneratorRejects(t *testing.T) {
 		}
 	}
 	type ok struct {
-		S       *string `json:"s" desc:"optional through a pointer"`
-		N       int64   `json:"n" desc:"required" min:"-3"`
-		B       bool    `json:"b,omitempty" desc:"optional"`
+		S *string `json:"s" desc:"optional through a pointer"`
+		N int64   `json:"n" desc:"required" min:"-3"`
+		B bool    `json:"b,omitempty" desc:"optional"`
+		//lint:ignore U1000 never read: the unexported field newArgSpec must skip
 		skipped string
 		Ignored string `json:"-"`
 	}

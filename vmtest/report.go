@@ -254,9 +254,7 @@ func (c *consoleParser) verdict() []string {
 	for _, s := range c.Setup {
 		out = append(out, "shape set-up failed in the guest: "+s)
 	}
-	for _, b := range c.Bad {
-		out = append(out, b)
-	}
+	out = append(out, c.Bad...)
 	switch {
 	case !c.Done:
 		out = append(out, "the guest never printed its final DONE line (crash, panic or deadline)")

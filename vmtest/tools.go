@@ -312,7 +312,7 @@ const debianKeyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
 // suite (origin Debian, codename bookworm).
 func (t *tooling) debianMirror() (string, error) {
 	if _, err := os.Stat(debianKeyring); err != nil {
-		return "", fmt.Errorf("Debian's archive keyring: %w", err)
+		return "", fmt.Errorf("the Debian archive keyring: %w", err)
 	}
 	out, err := t.run("apt-get", "indextargets", "--format", "$(ORIGIN) $(CODENAME) $(RELEASE) $(REPO_URI)")
 	if err != nil {

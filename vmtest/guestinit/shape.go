@@ -340,17 +340,17 @@ func checkShape(env *guestEnv) error {
 	switch env.shape {
 	case protocol.ShapeDebian61, protocol.ShapeNoUserns, protocol.ShapeCgroupV1, protocol.ShapeOrdinary:
 		if !landlock || abi < 1 {
-			return fmt.Errorf("Landlock should be active: LSM list %q, ABI %d", strings.TrimSpace(string(lsms)), abi)
+			return fmt.Errorf("the Landlock LSM should be active: LSM list %q, ABI %d", strings.TrimSpace(string(lsms)), abi)
 		}
 	case protocol.ShapeDebian612:
 		// The shape exists for Landlock's network rights (ABI 4) and
 		// scoping (ABI 6); a kernel without them would prove nothing new.
 		if !landlock || abi < 6 {
-			return fmt.Errorf("Landlock ABI 6 or later should be active: LSM list %q, ABI %d", strings.TrimSpace(string(lsms)), abi)
+			return fmt.Errorf("the Landlock LSM with ABI 6 or later should be active: LSM list %q, ABI %d", strings.TrimSpace(string(lsms)), abi)
 		}
 	case protocol.ShapeNoLandlock:
 		if landlock || abi != 0 {
-			return fmt.Errorf("Landlock should be absent: LSM list %q, ABI %d", strings.TrimSpace(string(lsms)), abi)
+			return fmt.Errorf("the Landlock LSM should be absent: LSM list %q, ABI %d", strings.TrimSpace(string(lsms)), abi)
 		}
 	}
 	if env.shape == protocol.ShapeCgroupV1 {

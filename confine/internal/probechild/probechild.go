@@ -113,8 +113,8 @@ const (
 	prSetNoNewPrivs   = 38
 	prGetNoNewPrivs   = 39
 	seccompModeFilter = 2
-	seccompSetFilter  = 1 // SECCOMP_SET_MODE_FILTER
-	bpfRetK           = 0x06 | 0x00
+	seccompSetFilter  = 1    // SECCOMP_SET_MODE_FILTER
+	bpfRetK           = 0x06 // BPF_RET | BPF_K (BPF_K is 0)
 	seccompRetAllow   = 0x7fff0000
 )
 
