@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/b10x/harness/internal/proc"
 	"github.com/b10x/harness/tools"
 )
 
@@ -210,7 +211,7 @@ func (g *Gate) runHooks(ctx context.Context, req Request, rec *CallRecord) (hook
 		var stdout, stderr capped
 		start := func(pidns bool) (*exec.Cmd, error) {
 			stdout, stderr = capped{}, capped{}
-			cmd := hookCommand(h, pidns)
+			cmd := proc.HookCommand(h.Argv, h.Env, pidns)
 			cmd.Dir = g.cfg.Workspace.Dir()
 			cmd.Stdin = bytes.NewReader(in)
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -1,4 +1,4 @@
-package gate
+package proc
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ import (
 
 // A hook's lifetime is bounded by a small init between the gate and the
 // hook (docs/decisions/0053-bounded-hooks.md): the harness re-executes
-// itself under the hidden entry point hookInitEntry, which starts the hook,
+// itself under the hidden entry point initEntry, which starts the hook,
 // waits for it, and then kills and reaps everything the hook left behind
 // before it reports the hook's exit status. Two ways to see everything:
 //
@@ -35,16 +35,19 @@ import (
 // (the gate's timeout, the harness's death through PR_SET_PDEATHSIG) ends
 // the hook and its tree the same way.
 
-// hookInitEntry is the hidden entry point of the hook init.
-const hookInitEntry = "gate-hook-init"
+// initEntry is the hidden entry point of the hook init.
+const initEntry = "hook-init"
 
-func init() { reexec.Register(hookInitEntry, hookInitMain) }
+func init() { reexec.Register(initEntry, initMain) }
 
-// hookCommand is the command that runs h's argv under the hook init, in a
-// new PID namespace when withPIDNS.
-func hookCommand(h Hook, withPIDNS bool) *exec.Cmd {
-	cmd := reexec.Command(hookInitEntry, h.Argv...)
-	cmd.Env = h.Env
+// HookCommand is the command that runs argv (a hook) under the init with
+// the environment env (nil: the harness's own), in a new PID namespace
+// when withPIDNS. It exits with the hook's exit status, 128+N when a
+// signal N ended the hook, 127 when the hook could not be started; by
+// then nothing the hook started is left.
+func HookCommand(argv, env []string, withPIDNS bool) *exec.Cmd {
+	cmd := reexec.Command(initEntry, argv...)
+	cmd.Env = env
 	// As a subreaper, SIGTERM, not SIGKILL: the init must live long
 	// enough to kill the hook's tree when the harness dies. As PID 1 of
 	// its own namespace, SIGKILL: the kernel then kills everything in the
@@ -60,10 +63,10 @@ func hookCommand(h Hook, withPIDNS bool) *exec.Cmd {
 	return cmd
 }
 
-// hookInitMain is the hook init: os.Args[1:] is the hook's argv. It exits
+// initMain is the hook init: os.Args[1:] is the hook's argv. It exits
 // with the hook's exit status, 128+N when a signal N ended the hook, 127
 // when the hook could not be started.
-func hookInitMain() {
+func initMain() {
 	argv := os.Args[1:]
 	inNS := os.Getpid() == 1
 	if !inNS {
