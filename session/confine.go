@@ -136,96 +136,116 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 		}
 	}
 	if len(plan.Missing) > 0 {
-		var names []string
-		for _, l := range plan.Missing {
-			names = append(names, l.Name)
-		}
-		note := fmt.Sprintf("confine auto: this host lacks %s (see `b10x-harness doctor`)", strings.Join(names, ", "))
-		if !plan.ConfinedWorkspace {
-			note += "; file_write and file_edit are not published"
-		}
-		switch {
-		case !plan.ConfinedExecution:
-			note += "; run is not published"
-		case !plan.ResourceLimits:
-			note += "; run calls get no pids, memory or cpu limits of their own"
-			// What bounds them instead: the cgroups that hold the harness
-			// (a container's or a pod's own limits), all calls together.
-			if enc, err := cgroup.EnclosingLimits(); err == nil {
-				c.record.Enclosing = &enc
-				if enc.MemoryMax < 0 && enc.PidsMax < 0 && enc.CPUMax == "" {
-					note += " (nor does the harness's own cgroup: it sets " + enc.String() + ")"
-				} else {
-					note += " (the harness's own cgroup bounds them together: " + enc.String() + ")"
-				}
-			}
-		}
-		s.note(note)
+		s.note(c.missingNote())
 	}
 
 	if !plan.ConfinedWorkspace {
 		c.host.WorkspaceWhy = "this host cannot confine the harness's own writes (Landlock unavailable)"
 	} else {
-		c.restrict = func() error {
-			var write []string
-			if len(hooks) > 0 {
-				// Hooks inherit the domain and need a TMPDIR it lets them
-				// write (tmpdir.go); nothing else of the harness does.
-				tmp, err := privateTmp(&s.cleanup)
-				if err != nil {
-					return err
-				}
-				c.tmpDir = tmp
-				write = append(write, tmp)
-			}
-			if c.cgroupBase != "" {
-				// Open moved the harness aside in a cgroup it was alone in;
-				// Close must move it back and remove the parent there.
-				write = append(write, c.cgroupBase)
-			}
-			read, err := selfReadPaths(p, hooks)
-			if err != nil {
-				return err
-			}
-			applied, err := confine.RestrictSelf(confine.SelfPolicy{
-				Workspace:  ws.Dir(),
-				WritePaths: write,
-				ReadPaths:  read,
-				Devices:    confine.DefaultDevices(),
-				// A hook init without a PID namespace of its own (not
-				// root, or root without CAP_SYS_ADMIN, as in a container)
-				// finds what its hook left behind in /proc.
-				Proc: len(hooks) > 0 && !gate.HooksHavePIDNamespace(),
-			})
-			if err != nil {
-				if m == confine.Strict {
-					return stepErr("confine", "strict", fmt.Errorf("confining the harness's own writes failed: %w", err))
-				}
-				c.record.SelfError = err.Error()
-				c.host.WorkspaceWhy = "confining the harness's own writes failed: " + err.Error()
-				s.note("confine auto: " + c.host.WorkspaceWhy + "; file_write and file_edit are not published")
-				return nil
-			}
-			c.record.Self = &applied
-			c.host.ConfinedWorkspace = true
-			c.tools = append(c.tools, tools.WriteTools()...)
-			return nil
-		}
+		c.restrict = func() error { return c.restrictSelf(p, hooks, ws, s) }
 	}
 
+	return c.startExecution(ctx, p, view, ws, s)
+}
+
+// missingNote is the one note of confine auto on a host that lacks
+// layers: which, what is not published for it, and what bounds run calls
+// instead of limits of their own.
+func (c *confinement) missingNote() string {
+	var names []string
+	for _, l := range c.plan.Missing {
+		names = append(names, l.Name)
+	}
+	note := fmt.Sprintf("confine auto: this host lacks %s (see `b10x-harness doctor`)", strings.Join(names, ", "))
+	if !c.plan.ConfinedWorkspace {
+		note += "; file_write and file_edit are not published"
+	}
+	switch {
+	case !c.plan.ConfinedExecution:
+		note += "; run is not published"
+	case !c.plan.ResourceLimits:
+		note += "; run calls get no pids, memory or cpu limits of their own"
+		// What bounds them instead: the cgroups that hold the harness
+		// (a container's or a pod's own limits), all calls together.
+		if enc, err := cgroup.EnclosingLimits(); err == nil {
+			c.record.Enclosing = &enc
+			if enc.MemoryMax < 0 && enc.PidsMax < 0 && enc.CPUMax == "" {
+				note += " (nor does the harness's own cgroup: it sets " + enc.String() + ")"
+			} else {
+				note += " (the harness's own cgroup bounds them together: " + enc.String() + ")"
+			}
+		}
+	}
+	return note
+}
+
+// restrictSelf confines the harness's own reads and writes (landlock-self)
+// to the workspace and what it needs besides (the hooks' tmp, the cgroup
+// it moved to); under auto a failure withholds the write tools instead.
+func (c *confinement) restrictSelf(p *Policy, hooks []gate.Hook, ws *tools.Workspace, s *Session) error {
+	var write []string
+	if len(hooks) > 0 {
+		// Hooks inherit the domain and need a TMPDIR it lets them
+		// write (tmpdir.go); nothing else of the harness does.
+		tmp, err := privateTmp(&s.cleanup)
+		if err != nil {
+			return err
+		}
+		c.tmpDir = tmp
+		write = append(write, tmp)
+	}
+	if c.cgroupBase != "" {
+		// Open moved the harness aside in a cgroup it was alone in;
+		// Close must move it back and remove the parent there.
+		write = append(write, c.cgroupBase)
+	}
+	read, err := selfReadPaths(p, hooks)
+	if err != nil {
+		return err
+	}
+	applied, err := confine.RestrictSelf(confine.SelfPolicy{
+		Workspace:  ws.Dir(),
+		WritePaths: write,
+		ReadPaths:  read,
+		Devices:    confine.DefaultDevices(),
+		// A hook init without a PID namespace of its own (not
+		// root, or root without CAP_SYS_ADMIN, as in a container)
+		// finds what its hook left behind in /proc.
+		Proc: len(hooks) > 0 && !gate.HooksHavePIDNamespace(),
+	})
+	if err != nil {
+		if c.mode == confine.Strict {
+			return stepErr("confine", "strict", fmt.Errorf("confining the harness's own writes failed: %w", err))
+		}
+		c.record.SelfError = err.Error()
+		c.host.WorkspaceWhy = "confining the harness's own writes failed: " + err.Error()
+		s.note("confine auto: " + c.host.WorkspaceWhy + "; file_write and file_edit are not published")
+		return nil
+	}
+	c.record.Self = &applied
+	c.host.ConfinedWorkspace = true
+	c.tools = append(c.tools, tools.WriteTools()...)
+	return nil
+}
+
+// startExecution resolves the programs and, where run can be confined,
+// starts the run broker, checks who a run child is and probes one call,
+// publishing run only when all of it holds (under strict, refusing
+// otherwise).
+func (c *confinement) startExecution(ctx context.Context, p *Policy, view tools.RunView, ws *tools.Workspace, s *Session) (*confinement, error) {
 	progs, err := resolvePrograms(p.Programs, view)
 	if err != nil {
 		return nil, err
 	}
 	c.programNames = progs.Names()
 	c.host.Programs = len(progs)
-	if rep.NotProbed != "" {
+	if c.report.NotProbed != "" {
 		if len(progs) > 0 {
-			c.host.ExecutionWhy = rep.NotProbed
+			c.host.ExecutionWhy = c.report.NotProbed
 		}
 		return c, nil // no program: the gate says why run is unpublished
 	}
-	if !plan.ConfinedExecution {
+	if !c.plan.ConfinedExecution {
 		c.host.ExecutionWhy = "this host cannot confine run calls (see `b10x-harness doctor`)"
 		if len(progs) > 0 {
 			if err := p.checkRequired(nil, "this host cannot confine run calls"); err != nil {
@@ -240,7 +260,7 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 	// The broker is started now, before the harness confines its own
 	// writes: a Landlock-restricted process can never mount, and each run
 	// child needs fresh mounts (docs/decisions/0030-spawn-broker.md).
-	mgr, err := openCgroup(m, plan, &s.cleanup, s.note)
+	mgr, err := openCgroup(c.mode, c.plan, &s.cleanup, s.note)
 	if err != nil {
 		return nil, err
 	}
@@ -250,9 +270,9 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 	if mgr != nil {
 		c.cgroupBase = mgr.Moved()
 	}
-	broker, err := spawn.StartBroker(spawn.BrokerOptions{Cgroup: mgr, Require: Requirements(m, p.Run.LimitsFrom == "enclosing"), RemoveParent: true, Prestart: s.prestart})
+	broker, err := spawn.StartBroker(spawn.BrokerOptions{Cgroup: mgr, Require: Requirements(c.mode, p.Run.LimitsFrom == "enclosing"), RemoveParent: true, Prestart: s.prestart})
 	if err != nil {
-		if m == confine.Strict {
+		if c.mode == confine.Strict {
 			return nil, stepErr("confine", "strict", fmt.Errorf("starting the run broker: %w", err))
 		}
 		c.host.ExecutionWhy = "the run broker could not start: " + err.Error()
@@ -265,7 +285,7 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 	// filesystem without idmapped mounts) means run cannot work.
 	id, err := spawn.ProbeIdentity(ws.Dir())
 	if err != nil {
-		if m == confine.Strict {
+		if c.mode == confine.Strict {
 			return nil, policyErr("confine", "strict", "run calls cannot use this workspace: %v", err)
 		}
 		c.host.ExecutionWhy = "run calls cannot use this workspace: " + err.Error()
@@ -299,7 +319,7 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 		View:      view,
 		MaxOutput: int(p.Run.MaxOutput),
 		Held:      gate.RunHeldSummary,
-		Sockets:   spawn.PathnameSockets(ChildLandlockABI(rep)),
+		Sockets:   spawn.PathnameSockets(ChildLandlockABI(c.report)),
 	}
 	// Probing is doing: a call is started here, up to its program's
 	// execve, so that a run tool that would fail on every call (a
@@ -307,14 +327,14 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 	// given) is never shown to a model, and strict never starts. A single
 	// call (call run) is its own probe: a failure is its outcome, naming
 	// the step, and no model sees a list.
-	if m != confine.Strict && p.OnlyTool != "" {
+	if c.mode != confine.Strict && p.OnlyTool != "" {
 		c.tools = append(c.tools, tools.RunTool(cfg))
 		c.host.ConfinedExecution = true
 		return c, nil
 	}
 	if err := tools.ProbeRun(ctx, cfg); err != nil {
 		why := "a run call cannot be started here: " + err.Error() + containerHint(err)
-		if m == confine.Strict {
+		if c.mode == confine.Strict {
 			return nil, stepErr("confine", "strict", errors.New(why))
 		}
 		c.host.ExecutionWhy = why
