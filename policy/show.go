@@ -15,10 +15,14 @@ type KeyValue struct {
 // a number, or a list of strings; sizes in the largest binary unit,
 // durations as Go writes them) and its source. A value another setting
 // implies (Implied) is shown with that setting as its source.
-func (p Policy) Effective() []KeyValue {
+func (p Policy) Effective() []KeyValue { return p.EffectiveFor(Show) }
+
+// EffectiveFor is Effective of the settings command c takes (exec's
+// run_start records only exec's).
+func (p Policy) EffectiveFor(c Command) []KeyValue {
 	var out []KeyValue
 	for _, s := range settings {
-		if s.Commands&Show == 0 {
+		if s.Commands&c == 0 {
 			continue
 		}
 		kv := KeyValue{Key: s.Key, Value: shown(s.Kind, s.Get(&p)), Source: p.Sources[s.Key]}

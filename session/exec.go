@@ -71,7 +71,7 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &Execution{limits: lim, Grace: p.Run.Grace, Quiet: p.Quiet, record: p.Record, effective: p.Effective(), file: p.File}
+	x := &Execution{limits: lim, Grace: p.Run.Grace, Quiet: p.Quiet, record: p.Record, effective: p.EffectiveFor(policy.Exec), file: p.File}
 	ok := false
 	defer func() {
 		if !ok {

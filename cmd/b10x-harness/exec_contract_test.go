@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -204,5 +205,32 @@ func TestExecEnvironment(t *testing.T) {
 		if r.code != exitSetupError || !strings.Contains(r.stderr, bad[0]) {
 			t.Errorf("%v: exit %d, %q; want 125 naming %s", bad, r.code, r.stderr, bad[0])
 		}
+	}
+}
+
+// TestExecRecord: exec's record is run_start (with exec's own effective
+// policy: no key exec does not take) and run_end saying how it ended.
+func TestExecRecord(t *testing.T) {
+	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	ws, _ := sampleWorkspace(t)
+	rec := filepath.Join(t.TempDir(), "exec.rec")
+	r := harness(t, "", "exec", "--quiet", "--workspace", ws, "--record", rec, "--", "sh", "-c", "exit 3")
+	if r.code != 3 {
+		t.Fatalf("exit %d, want the command's 3: %s", r.code, r.stderr)
+	}
+	lines := readRecord(t, rec)
+	if len(lines) != 2 || lines[0]["event"] != "run_start" || lines[1]["event"] != "run_end" || lines[1]["ended_by"] != "exit_3" {
+		t.Fatalf("record %v, want run_start and run_end ended_by exit_3", lines)
+	}
+	pol, _ := lines[0]["policy"].(map[string]any)
+	eff, _ := pol["effective"].([]any)
+	keys := map[string]bool{}
+	for _, kv := range eff {
+		if m, ok := kv.(map[string]any); ok {
+			keys[fmt.Sprint(m["key"])] = true
+		}
+	}
+	if !keys["confine"] || !keys["workspace"] || keys["approve"] || keys["approve_up_to"] || keys["surface"] {
+		t.Errorf("run_start's effective policy has keys %v: want exec's (confine, workspace) and none of the gate's", keys)
 	}
 }
