@@ -533,7 +533,13 @@ func TestAttackExecNothingSurvives(t *testing.T) {
 	t.Run("after the timeout", func(t *testing.T) {
 		t.Parallel()
 		u := atkUnique(t)
-		at := a.call(t, nil, runFlags("sh"), "run", runArgs(t, []string{"sh", "-c", escape(u) + "; sleep 1000." + u}, map[string]any{"timeout_s": 1}))
+		// The program must start before the deadline: under emulation a
+		// call's setup alone has taken more than a second.
+		deadline := 1
+		if testenv.InVM() {
+			deadline = 6
+		}
+		at := a.call(t, nil, runFlags("sh"), "run", runArgs(t, []string{"sh", "-c", escape(u) + "; sleep 1000." + u}, map[string]any{"timeout_s": deadline}))
 		if !ranOrUnpublished(t, at) {
 			return
 		}
@@ -807,7 +813,11 @@ func TestAttackExecOutputFlood(t *testing.T) {
 		// The baseline call must get its program started before its
 		// timeout: in the VM shapes (emulated CPUs, tests in parallel) a
 		// call's setup alone has taken more than a second.
-		base := a.call(t, nil, runFlags("yes"), "run", runArgs(t, []string{"yes", "short"}, map[string]any{"timeout_s": 3}))
+		baseFor := 3
+		if testenv.InVM() {
+			baseFor = 10 // the cgroup-v1 shape's setup took over 3 s beside other shapes
+		}
+		base := a.call(t, nil, runFlags("yes"), "run", runArgs(t, []string{"yes", "short"}, map[string]any{"timeout_s": baseFor}))
 		// Two seconds of flood here; ten under emulation, where the
 		// sandbox's setup can take most of two (the cgroup-v1 shape's
 		// yes wrote 388 KiB in what was left).
