@@ -86,6 +86,7 @@ type RunPolicy struct {
 	AllowRead      []string // allow_read: extra paths run calls may read
 	AllowWrite     []string // allow_write: extra paths run calls may write
 	PassEnv        []string // pass_env: variables passed to run calls
+	PassEnvStrict  bool     // pass_env_strict: a pass_env item that matches nothing refuses to start
 	SetEnv         []string // setenv: NAME=VALUE for run calls, after pass_env's
 	MaxOutput      int64    // max_output: cap of each of stdout and stderr of a run call
 	// ChildUID (child_uid) is who the program is inside its user

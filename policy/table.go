@@ -249,6 +249,12 @@ var settings = []Setting{
 		Field:    func(p *Policy) any { return &p.Run.PassEnv },
 	},
 	{
+		Key: "pass_env_strict", Kind: Bool, Commands: Session | Exec,
+		Help:     "Refuse to start when a pass_env name or glob matches no variable of the harness's environment (a CI secret that was not set, a misspelt name), instead of passing nothing for it.",
+		FlagHelp: "Refuse to start when a --pass-env name or glob matches no variable of the environment, instead of passing nothing for it.",
+		Field:    func(p *Policy) any { return &p.Run.PassEnvStrict },
+	},
+	{
 		Key: "setenv", Kind: List, Placeholder: "NAME=VALUE", Commands: Session | Exec,
 		Help:     "Environment variables set for run calls, NAME=VALUE, after pass_env's (so a value here wins).",
 		FlagHelp: "An environment variable set for run calls, NAME=VALUE (wins over --pass-env); repeatable.",

@@ -97,6 +97,11 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools
 	if execution && p.OnlyTool != "" && p.OnlyTool != "run" && p.OnlyTool != "tool_invoke" {
 		execution, notProbed = false, "the call names "+p.OnlyTool+", so run is neither probed nor published"
 	}
+	if len(p.Programs) > 0 {
+		if err := checkPassEnv(p); err != nil {
+			return nil, err
+		}
+	}
 	m, rep, plan, err := planConfinement(p.mode(), execution, notProbed, p.Run.LimitsFrom == "enclosing")
 	if err != nil {
 		return nil, err
@@ -443,6 +448,29 @@ func Requirements(m confine.Mode, enclosing bool) spawn.Requirements {
 // SafePath is the PATH of every run child: system directories only, never
 // the harness's own PATH (which may name the workspace).
 const SafePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// checkPassEnv refuses, under pass_env_strict, a pass_env name or glob
+// that matches no variable of the harness's environment.
+func checkPassEnv(p *Policy) error {
+	if !p.Run.PassEnvStrict {
+		return nil
+	}
+	env := os.Environ()
+	for _, n := range p.Run.PassEnv {
+		found := false
+		for _, kv := range env {
+			name, _, _ := strings.Cut(kv, "=")
+			if ok, _ := path.Match(n, name); ok || n == name {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return policyErr("pass_env", n, "matches no variable of the environment, and pass_env_strict is set")
+		}
+	}
+	return nil
+}
 
 // ChildEnv is the complete environment of a run child: PATH, HOME (the
 // child's private /tmp), LANG, TERM, and each --pass-env variable that is

@@ -67,6 +67,9 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if err := checkPassEnv(&p); err != nil {
+		return nil, err
+	}
 	lim, err := p.limits()
 	if err != nil {
 		return nil, err

@@ -234,3 +234,32 @@ func TestExecRecord(t *testing.T) {
 		t.Errorf("run_start's effective policy has keys %v: want exec's (confine, workspace) and none of the gate's", keys)
 	}
 }
+
+// TestPassEnvStrict: a pass_env name or glob that matches nothing passes
+// nothing, unless pass_env_strict refuses it at start, naming it (exec
+// 125; a session's command 2, at the policy file's position).
+func TestPassEnvStrict(t *testing.T) {
+	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	ws, _ := sampleWorkspace(t)
+	r := harness(t, "", "exec", "--quiet", "--workspace", ws, "--pass-env", "B10X_NOPE_*", "--", "true")
+	if r.code != 0 {
+		t.Fatalf("a glob matching nothing, not strict: exit %d, %s", r.code, r.stderr)
+	}
+	r = harness(t, "", "exec", "--quiet", "--workspace", ws, "--pass-env", "B10X_NOPE_*", "--pass-env-strict", "--", "true")
+	if r.code != exitSetupError || !strings.Contains(r.stderr, "--pass-env B10X_NOPE_*: matches no variable") {
+		t.Fatalf("strict, matching nothing: exit %d, %q; want 125 naming the glob", r.code, r.stderr)
+	}
+	t.Setenv("B10X_YES_A", "seen")
+	r = harness(t, "", "exec", "--quiet", "--workspace", ws, "--pass-env", "B10X_YES_*", "--pass-env-strict", "--", "sh", "-c", "echo $B10X_YES_A")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "seen" {
+		t.Fatalf("strict, matching: exit %d, stdout %q, %s", r.code, r.stdout, r.stderr)
+	}
+	pol := filepath.Join(t.TempDir(), "p.toml")
+	if err := os.WriteFile(pol, []byte("allow_program = [\"true\"]\npass_env = [\"B10X_MISSING\"]\npass_env_strict = true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = harness(t, "", "call", "--policy", pol, "--workspace", ws, "run", `{"argv":["true"]}`)
+	if r.code != exitUsage || !strings.Contains(r.stderr, pol+":2:1: pass_env B10X_MISSING: matches no variable") {
+		t.Fatalf("a session's policy file: exit %d, %q; want 2 at the key's position", r.code, r.stderr)
+	}
+}
