@@ -28,7 +28,8 @@ import (
 //	---
 //	You review code. ...
 //
-// tools may also be written as "- name" lines under "tools:". A definition
+// approve-up-to may also be spelt approve_up_to, as a policy file spells
+// it (one key: both in one file is a repetition). tools may also be written as "- name" lines under "tools:". A definition
 // can only narrow: Allow is intersected with what the parent run admits (by
 // the gate, at its one chokepoint), and Ceiling refuses a ceiling above the
 // parent's. The zero value declares no narrowing and no ceiling. A Def is a
@@ -175,10 +176,16 @@ func ParseDef(file string, data []byte) (Def, error) {
 			return fail(n, `expected "key: value"`)
 		}
 		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
-		if prev, dup := seen[key]; dup {
+		// approve_up_to is the policy file's spelling of approve-up-to:
+		// one key under either name.
+		canon := key
+		if canon == "approve_up_to" {
+			canon = "approve-up-to"
+		}
+		if prev, dup := seen[canon]; dup {
 			return fail(n, "%s: repeated (first on line %d)", key, prev)
 		}
-		seen[key] = n
+		seen[canon] = n
 		listOpen, err := setDefKey(&d, key, val, n)
 		if err != nil {
 			return fail(n, "%s", err)
@@ -252,18 +259,18 @@ func setDefKey(d *Def, key, val string, line int) (listOpen bool, err error) {
 		default:
 			return false, fmt.Errorf(`tools: want a list: "[a, b]" or "- a" lines below`)
 		}
-	case "approve-up-to":
+	case "approve-up-to", "approve_up_to":
 		v, err := scalar(val)
 		if err != nil {
-			return false, fmt.Errorf("approve-up-to: %v", err)
+			return false, fmt.Errorf("%s: %v", key, err)
 		}
 		r, err := gate.ParseRisk(v)
 		if err != nil || v != strings.ToLower(v) {
-			return false, fmt.Errorf("approve-up-to %q: want low, medium or high", v)
+			return false, fmt.Errorf("%s %q: want low, medium or high", key, v)
 		}
 		d.ApproveUpTo, d.HasCeiling = r, true
 	default:
-		return false, fmt.Errorf("unknown key %q (want name, description, tools, approve-up-to)", key)
+		return false, fmt.Errorf("unknown key %q (want name, description, tools, approve-up-to or approve_up_to)", key)
 	}
 	return listOpen, nil
 }

@@ -41,6 +41,11 @@ func TestParseDef(t *testing.T) {
 			want: agent.Def{Name: "none", Description: "d", Tools: []string{}, HasTools: true, ApproveUpTo: gate.Medium, HasCeiling: true, Instructions: "body", Line: 2},
 		},
 		{
+			name: "the policy file's spelling",
+			src:  "---\nname: p\ndescription: d\napprove_up_to: medium\n---\nbody",
+			want: agent.Def{Name: "p", Description: "d", ApproveUpTo: gate.Medium, HasCeiling: true, Instructions: "body", Line: 2},
+		},
+		{
 			name: "BOM and dashes in the body",
 			src:  "\xef\xbb\xbf---\nname: a.b_c-1\ndescription: \"x \\\"y\\\"\"\n---\nline\n---\nmore",
 			want: agent.Def{Name: "a.b_c-1", Description: `x "y"`, Instructions: "line\n---\nmore", Line: 2},
@@ -89,6 +94,8 @@ func TestParseDefErrors(t *testing.T) {
 		{"---\nname: x\ndescription: d\n- file_read\n---\nb", 4, "list item outside a list"},
 		{"---\nname: x\ndescription: d\napprove-up-to: extreme\n---\nb", 4, "want low, medium or high"},
 		{"---\nname: x\ndescription: d\napprove-up-to: HIGH\n---\nb", 4, "want low, medium or high"},
+		{"---\nname: x\ndescription: d\napprove-up-to: low\napprove_up_to: medium\n---\nb", 5, "approve_up_to: repeated (first on line 4)"},
+		{"---\nname: x\ndescription: d\napprove_up_to: extreme\n---\nb", 4, `approve_up_to "extreme": want low, medium or high`},
 		{"---\nname: x\ndescription: |\n  multi\n---\nb", 3, "unsupported value"},
 		{"---\nname: x\ndescription: d\n  nested: 1\n---\nb", 4, "unexpected indentation"},
 		{"---\nname: x\ndescription: \"open\n---\nb", 3, "bad double-quoted value"},
