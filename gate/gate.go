@@ -576,6 +576,14 @@ func (g *Gate) prepareCall(c Call, rec *CallRecord) (tools.Prepared, Outcome, bo
 	if len(c.Args) > g.cfg.MaxArgs {
 		return nil, refuseStep(rec, "arguments", tools.ReasonInvalidArgument, fmt.Sprintf("arguments are %d bytes, above the %d-byte limit", len(c.Args), g.cfg.MaxArgs), nil), true
 	}
+	if g.cfg.Workspace.Gone() {
+		// Checked first: every path of every tool is in the workspace,
+		// and what a tool would say of one (not found, not a directory)
+		// would hide why.
+		why := "the workspace " + g.cfg.Workspace.Dir() + " was removed after the session started: no call can use it; start the session again on an existing directory"
+		rec.Steps = append(rec.Steps, StepVerdict{Step: "paths", Verdict: "fail", Detail: why})
+		return nil, Outcome{Status: Failed, Reason: tools.ReasonToolError, Message: why}, true
+	}
 	args := c.Args
 	if len(args) == 0 {
 		args = json.RawMessage("{}")

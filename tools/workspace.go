@@ -105,6 +105,18 @@ func OpenWorkspace(dir string) (*Workspace, error) {
 // Dir returns the canonical absolute path of the root.
 func (w *Workspace) Dir() string { return w.dir }
 
+// Gone reports whether the workspace's directory was removed after it was
+// opened: the descriptor still holds it, but it has no name any more
+// (rmdir leaves it no links), so no path in it can be made or found.
+func (w *Workspace) Gone() bool {
+	var st unix.Stat_t
+	var err error
+	if cerr := w.rc.Control(func(fd uintptr) { err = unix.Fstat(int(fd), &st) }); cerr != nil {
+		return false // closed: its calls fail on their own
+	}
+	return err == nil && st.Nlink == 0
+}
+
 // Close releases the root descriptor. Calls running at that moment finish
 // with the descriptor they hold; later calls fail with ReasonToolError.
 func (w *Workspace) Close() error { return w.root.Close() }
