@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/b10x/harness/internal/proc"
@@ -323,6 +324,9 @@ func (s *Server) Handler(token []byte) (http.Handler, error) {
 			return
 		}
 		if r.Method == http.MethodPost {
+			if !s.checkBody(w, r) {
+				return
+			}
 			s.posts.add(1)
 			defer s.posts.add(-1)
 			if r.Header.Get("Mcp-Session-Id") == "" {
@@ -410,6 +414,45 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, msg string) {
 	w.Header().Set("Retry-After", "1")
 	w.WriteHeader(http.StatusServiceUnavailable)
 	w.Write(append(body, '\n'))
+}
+
+// checkBody answers, as JSON-RPC says and the stdio transport does, a
+// POST whose body is not one JSON-RPC message: a batch (MCP 2025-06-18
+// removed them) gets -32600, a body that is not JSON -32700, both with id
+// null and HTTP 400, in JSON. It reports whether r may go on; r's body is
+// then the same bytes. A body past the size limit goes on, to be refused
+// 413.
+func (s *Server) checkBody(w http.ResponseWriter, r *http.Request) bool {
+	if r.Body == nil {
+		return true
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, s.maxMsg+1))
+	if err != nil {
+		http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+		return false
+	}
+	if int64(len(b)) > s.maxMsg {
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
+		return true
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	code, msg := 0, ""
+	switch t := bytes.TrimLeft(b, " \t\r\n"); {
+	case len(t) > 0 && t[0] == '[':
+		code, msg = jsonrpc.CodeInvalidRequest, "batches are not supported (MCP 2025-06-18 removed them): send one message per request"
+	case !json.Valid(b):
+		code, msg = jsonrpc.CodeParseError, "parse error: the body is not JSON"
+	default:
+		return true
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": code, "message": msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	w.Write(append(body, '\n'))
+	return false
 }
 
 // CodeUnavailable is the JSON-RPC error code of a request the server

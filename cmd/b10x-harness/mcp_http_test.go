@@ -558,3 +558,47 @@ func TestMCPHTTPMessageCap(t *testing.T) {
 		t.Errorf("after the oversized message: %v", o)
 	}
 }
+
+// TestMCPHTTPJSONRPCStrict: over HTTP as over stdio, a body that is not
+// one JSON-RPC message is answered by the book — a batch -32600, garbage
+// -32700, id null, HTTP 400, in JSON — opens no session, and the server
+// then serves a client as before.
+func TestMCPHTTPJSONRPCStrict(t *testing.T) {
+	ws, _ := sampleWorkspace(t)
+	srv := startHTTP(t, tokenFile(t, httpToken, 0o600), "--listen", "127.0.0.1:0", "--workspace", ws)
+	hc, url := srv.client("Bearer " + httpToken)
+	for _, c := range []struct {
+		body string
+		code float64
+	}{
+		{`[` + initLine + `]`, -32600},
+		{" \n[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]", -32600},
+		{`{not json`, -32700},
+		{initLine[:len(initLine)/2], -32700},
+	} {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(c.body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var m struct {
+			ID    json.RawMessage `json:"id"`
+			Error struct {
+				Code float64 `json:"code"`
+			} `json:"error"`
+		}
+		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/json" || json.Unmarshal(b, &m) != nil ||
+			m.Error.Code != c.code || string(m.ID) != "null" || resp.Header.Get("Mcp-Session-Id") != "" {
+			t.Errorf("body %q: %d %s %s; want 400, JSON, code %v, id null, no session", c.body, resp.StatusCode, resp.Header.Get("Content-Type"), b, c.code)
+		}
+	}
+	cs := srv.connect(t, nil)
+	if _, err := cs.cs.ListTools(context.Background(), nil); err != nil {
+		t.Errorf("a client after the bad bodies: %v", err)
+	}
+	srv.stop(t)
+}
