@@ -79,21 +79,36 @@ func (p Pattern) Match(name string) bool {
 	return name == p.name
 }
 
-// normalize is a destination name as rules compare it.
+// normalize is a destination name as rules compare it: lower case, without
+// a trailing dot, an IDN in its ASCII form, an address without brackets;
+// and normalize of what it returns returns it again. Brackets must hold an
+// address. An address scoped to an interface (a zone) is refused, as is a
+// name with an empty label: "a..b", "a.xn--" or "a。" (IDNA maps the
+// ideographic full stop to ".").
 func normalize(host string) (string, error) {
 	h := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(host)), ".")
 	if h == "" {
 		return "", errors.New("empty name")
 	}
-	if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
-		return h[1 : len(h)-1], nil
+	bracketed := strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]")
+	if bracketed {
+		h = h[1 : len(h)-1]
 	}
-	if _, err := netip.ParseAddr(h); err == nil {
+	if a, err := netip.ParseAddr(h); err == nil {
+		if a.Zone() != "" {
+			return "", fmt.Errorf("%s is scoped to an interface, not a destination", h)
+		}
 		return h, nil
+	}
+	if bracketed {
+		return "", errors.New("not an address in brackets")
 	}
 	a, err := idna.Lookup.ToASCII(h)
 	if err != nil {
 		return "", fmt.Errorf("not a valid host name: %v", err)
+	}
+	if a == "" || strings.HasPrefix(a, ".") || strings.HasSuffix(a, ".") || strings.Contains(a, "..") {
+		return "", errors.New("not a valid host name: an empty label")
 	}
 	if len(a) > 253 {
 		return "", errors.New("name longer than 253 bytes")
