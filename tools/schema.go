@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -310,18 +309,9 @@ func decodeValue(f argField, val json.RawMessage, fv reflect.Value) error {
 		if len(val) == 0 || (val[0] != '-' && (val[0] < '0' || val[0] > '9')) {
 			return bad("must be an integer")
 		}
-		n, err := strconv.ParseInt(string(val), 10, 64)
-		if err != nil {
-			fl, ferr := strconv.ParseFloat(string(val), 64)
-			switch {
-			case ferr != nil && !errors.Is(ferr, strconv.ErrRange):
-				return bad("must be an integer")
-			case math.IsInf(fl, 0) || fl >= math.MaxInt64 || fl < math.MinInt64:
-				return bad("is out of range")
-			case fl != math.Trunc(fl):
-				return bad("must be a whole number")
-			}
-			n = int64(fl)
+		n, msg := wholeNumber(string(val))
+		if msg != "" {
+			return bad("%s", msg)
 		}
 		if f.min != nil && n < *f.min {
 			return bad("must be at least %d", *f.min)
@@ -332,6 +322,60 @@ func decodeValue(f argField, val json.RawMessage, fv reflect.Value) error {
 		fv.SetInt(n)
 	}
 	return nil
+}
+
+// wholeNumber reads a JSON number exactly, without going through a float
+// (which would take 1.00000000000000000001 as 1, and 9007199254740993.0 as
+// 9007199254740992): the int64 it is, or what is wrong with it ("must be
+// an integer", "must be a whole number", "is out of range"). 1.0, 2e1 and
+// 100e-2 are whole; 1.5 and 1e-400 are not.
+func wholeNumber(s string) (int64, string) {
+	const notInteger = "must be an integer"
+	allDigits := func(d string) bool {
+		for i := 0; i < len(d); i++ {
+			if d[i] < '0' || d[i] > '9' {
+				return false
+			}
+		}
+		return d != ""
+	}
+	mantissa, neg := strings.CutPrefix(s, "-")
+	exp := 0
+	if i := strings.IndexAny(mantissa, "eE"); i >= 0 {
+		e, err := strconv.Atoi(mantissa[i+1:])
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			return 0, notInteger
+		}
+		// Past a million the answer is the same: out of range, or not
+		// whole, or zero.
+		exp = min(max(e, -1<<20), 1<<20)
+		mantissa = mantissa[:i]
+	}
+	whole, frac, dotted := strings.Cut(mantissa, ".")
+	if !allDigits(whole) || dotted && !allDigits(frac) {
+		return 0, notInteger
+	}
+	// The value is 0.digits × 10^point.
+	digits := strings.TrimLeft(whole+frac, "0")
+	point := len(whole) + exp - (len(whole) + len(frac) - len(digits))
+	digits = strings.TrimRight(digits, "0")
+	switch {
+	case digits == "":
+		return 0, ""
+	case len(digits) > point:
+		return 0, "must be a whole number"
+	case point > 19:
+		return 0, "is out of range"
+	}
+	text := digits + strings.Repeat("0", point-len(digits))
+	if neg {
+		text = "-" + text
+	}
+	n, err := strconv.ParseInt(text, 10, 64)
+	if err != nil {
+		return 0, "is out of range"
+	}
+	return n, ""
 }
 
 // decodeString decodes a JSON string literal strictly, or says what is
