@@ -455,21 +455,32 @@ func checkPassEnv(p *Policy) error {
 	if !p.Run.PassEnvStrict {
 		return nil
 	}
-	env := os.Environ()
 	for _, n := range p.Run.PassEnv {
-		found := false
-		for _, kv := range env {
-			name, _, _ := strings.Cut(kv, "=")
-			if ok, _ := path.Match(n, name); ok || n == name {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if len(passed(n)) == 0 {
 			return policyErr("pass_env", n, "matches no variable of the environment, and pass_env_strict is set")
 		}
 	}
 	return nil
+}
+
+// passed is what the pass_env item n (a name, or a glob of names) passes
+// of the harness's environment, as NAME=VALUE.
+func passed(n string) []string {
+	if !strings.ContainsAny(n, "*?[") {
+		if v, ok := os.LookupEnv(n); ok {
+			return []string{n + "=" + v}
+		}
+		return nil
+	}
+	var out []string
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); name != "" {
+			if ok, _ := path.Match(n, name); ok {
+				out = append(out, kv)
+			}
+		}
+	}
+	return out
 }
 
 // ChildEnv is the complete environment of a run child: PATH, HOME (the
@@ -488,19 +499,7 @@ func ChildEnv(pass, set []string) []string {
 	}
 	env = append(env, "TERM="+term)
 	for _, n := range pass {
-		if !strings.ContainsAny(n, "*?[") {
-			if v, ok := os.LookupEnv(n); ok {
-				env = append(env, n+"="+v)
-			}
-			continue
-		}
-		for _, kv := range os.Environ() {
-			if name, _, _ := strings.Cut(kv, "="); name != "" {
-				if ok, _ := path.Match(n, name); ok {
-					env = append(env, kv)
-				}
-			}
-		}
+		env = append(env, passed(n)...)
 	}
 	// setenv last, replacing what came before under its name.
 	for _, kv := range set {
