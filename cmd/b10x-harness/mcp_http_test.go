@@ -282,15 +282,7 @@ func TestMCPHTTPUnauthorized(t *testing.T) {
 	for _, auth := range []string{"", "Bearer " + httpToken[:len(httpToken)-1] + "X", "Bearer " + httpToken[:len(httpToken)-1], "Basic " + httpToken, httpToken} {
 		hc, url := srv.client(auth)
 		for _, body := range []string{initLine, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"file_read","arguments":{"path":"hello.txt"}}}`} {
-			req, _ := http.NewRequest("POST", url, strings.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			resp, err := hc.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, b := postRaw(t, hc, url, body)
 			if resp.StatusCode != http.StatusUnauthorized || strings.Contains(string(b), "jsonrpc") {
 				t.Errorf("Authorization %q: %d %s", auth, resp.StatusCode, b)
 			}
@@ -559,6 +551,22 @@ func TestMCPHTTPMessageCap(t *testing.T) {
 	}
 }
 
+// postRaw POSTs body to url as an MCP client would and returns the
+// response with its body read.
+func postRaw(t *testing.T, hc *http.Client, url, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, b
+}
+
 // TestMCPHTTPJSONRPCStrict: over HTTP as over stdio, a body that is not
 // one JSON-RPC message is answered by the book — a batch -32600, garbage
 // -32700, id null, HTTP 400, in JSON — opens no session, and the server
@@ -576,15 +584,7 @@ func TestMCPHTTPJSONRPCStrict(t *testing.T) {
 		{`{not json`, -32700},
 		{initLine[:len(initLine)/2], -32700},
 	} {
-		req, _ := http.NewRequest("POST", url, strings.NewReader(c.body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, b := postRaw(t, hc, url, c.body)
 		var m struct {
 			ID    json.RawMessage `json:"id"`
 			Error struct {
