@@ -262,42 +262,11 @@ func Run(ctx context.Context, cfg Config) Summary {
 			return finish(EndModelStopped, nil)
 		}
 
-		results = make([]ToolResult, 0, len(turn.Calls))
-		budget := false
-		ids := make(map[string]bool, len(turn.Calls))
-		for i, c := range turn.Calls {
-			if r, done := ended(); done {
-				for _, rest := range turn.Calls[i:] {
-					sum.Skipped++
-					if cfg.Observer != nil {
-						cfg.Observer.Skipped(sum.Turns, rest, r)
-					}
-				}
-				return finish(r, nil)
-			}
-			if cfg.Observer != nil {
-				cfg.Observer.CallStart(sum.Turns, c)
-			}
-			t0 := time.Now()
-			var out gate.Outcome
-			if c.ID != "" && ids[c.ID] {
-				// Two calls under one id cannot both be answered: the
-				// provider matches a result to its call by id. The first
-				// runs; a later one is refused, recorded, and answered
-				// as such (under the same id: the only one it has).
-				out = cfg.Surface.Refuse(c.Name, c.Args, gate.Outcome{Status: gate.Refused, Reason: tools.ReasonInvalidArgument,
-					Message: fmt.Sprintf("tool call id %q was already used by an earlier call of this turn; this call was not executed (give each call its own id)", c.ID)})
-			} else {
-				out = cfg.Surface.Dispatch(ctx, c.Name, c.Args)
-			}
-			ids[c.ID] = true
-			if cfg.Observer != nil {
-				cfg.Observer.CallDone(sum.Turns, c, out, time.Since(t0))
-			}
-			sum.Calls = append(sum.Calls, CallSummary{Turn: sum.Turns, Seq: out.Seq, Name: c.Name, Entry: out.Entry,
-				Status: out.Status, Reason: out.Reason, Message: out.Message})
-			budget = budget || out.Reason == tools.ReasonBudgetExhausted
-			results = append(results, ToolResult{CallID: c.ID, Name: c.Name, Content: ResultText(out), IsError: out.IsError()})
+		var budget bool
+		var stopped EndReason
+		results, budget, stopped = dispatchTurn(ctx, cfg, &sum, turn, ended)
+		if stopped != "" {
+			return finish(stopped, nil)
 		}
 		if r, done := ended(); done {
 			return finish(r, nil)
@@ -306,6 +275,51 @@ func Run(ctx context.Context, cfg Config) Summary {
 			return finish(EndMaxCalls, nil)
 		}
 	}
+}
+
+// dispatchTurn dispatches a turn's calls in order and returns their
+// results and whether one exhausted the call budget. When the run ends
+// (ended) before a call, that call and the rest are skipped and the
+// reason returned.
+func dispatchTurn(ctx context.Context, cfg Config, sum *Summary, turn Turn, ended func() (EndReason, bool)) ([]ToolResult, bool, EndReason) {
+	results := make([]ToolResult, 0, len(turn.Calls))
+	budget := false
+	ids := make(map[string]bool, len(turn.Calls))
+	for i, c := range turn.Calls {
+		if r, done := ended(); done {
+			for _, rest := range turn.Calls[i:] {
+				sum.Skipped++
+				if cfg.Observer != nil {
+					cfg.Observer.Skipped(sum.Turns, rest, r)
+				}
+			}
+			return results, budget, r
+		}
+		if cfg.Observer != nil {
+			cfg.Observer.CallStart(sum.Turns, c)
+		}
+		t0 := time.Now()
+		var out gate.Outcome
+		if c.ID != "" && ids[c.ID] {
+			// Two calls under one id cannot both be answered: the
+			// provider matches a result to its call by id. The first
+			// runs; a later one is refused, recorded, and answered as
+			// such (under the same id: the only one it has).
+			out = cfg.Surface.Refuse(c.Name, c.Args, gate.Outcome{Status: gate.Refused, Reason: tools.ReasonInvalidArgument,
+				Message: fmt.Sprintf("tool call id %q was already used by an earlier call of this turn; this call was not executed (give each call its own id)", c.ID)})
+		} else {
+			out = cfg.Surface.Dispatch(ctx, c.Name, c.Args)
+		}
+		ids[c.ID] = true
+		if cfg.Observer != nil {
+			cfg.Observer.CallDone(sum.Turns, c, out, time.Since(t0))
+		}
+		sum.Calls = append(sum.Calls, CallSummary{Turn: sum.Turns, Seq: out.Seq, Name: c.Name, Entry: out.Entry,
+			Status: out.Status, Reason: out.Reason, Message: out.Message})
+		budget = budget || out.Reason == tools.ReasonBudgetExhausted
+		results = append(results, ToolResult{CallID: c.ID, Name: c.Name, Content: ResultText(out), IsError: out.IsError()})
+	}
+	return results, budget, ""
 }
 
 // ResultText is the text a model receives for an outcome. An executed call

@@ -175,6 +175,42 @@ func (c *capped) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// runHook runs one hook with the call (in) on its stdin, to its end or
+// its timeout, and returns what it wrote (capped) and how it ended. The
+// hook runs under the hook init (internal/proc): when the hook ends, at
+// the timeout, and when the harness dies (even by SIGKILL), everything it
+// started is killed with it, setsid and double-forked daemons included:
+// nothing a hook started outlives its verdict.
+func (g *Gate) runHook(ctx context.Context, h Hook, in []byte, timeout time.Duration) (stdout, stderr capped, runErr error, timedOut bool) {
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := func(pidns bool) (*exec.Cmd, error) {
+		stdout, stderr = capped{}, capped{}
+		cmd := proc.HookCommand(h.Argv, h.Env, pidns)
+		cmd.Dir = g.cfg.Workspace.Dir()
+		cmd.Stdin = bytes.NewReader(in)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		return cmd, cmd.Start()
+	}
+	cmd, runErr := start(hookPIDNamespace())
+	if runErr != nil && hookPIDNamespace() {
+		// No PID namespace after all (a container's seccomp profile):
+		// the init bounds the hook as a subreaper instead.
+		cmd, runErr = start(false)
+	}
+	if runErr == nil {
+		// At the timeout (or the caller's cancel) the init ends the
+		// hook's tree; a second later it is killed if it has not.
+		stop := context.AfterFunc(hctx, func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			time.AfterFunc(time.Second, func() { _ = cmd.Process.Kill() })
+		})
+		runErr = cmd.Wait()
+		stop()
+	}
+	return stdout, stderr, runErr, hctx.Err() != nil
+}
+
 // runHooks runs every hook in order. It returns refused=true with the
 // outcome when one blocks.
 func (g *Gate) runHooks(ctx context.Context, req Request, rec *CallRecord) (hookVerdict, Outcome, bool) {
@@ -202,39 +238,7 @@ func (g *Gate) runHooks(ctx context.Context, req Request, rec *CallRecord) (hook
 		if timeout <= 0 {
 			timeout = DefaultHookTimeout
 		}
-		hctx, cancel := context.WithTimeout(ctx, timeout)
-		// The hook runs under the hook init (hookinit.go): when the hook
-		// ends, at the timeout, and when the harness dies (even by
-		// SIGKILL), everything it started is killed with it, setsid and
-		// double-forked daemons included: nothing a hook started outlives
-		// its verdict.
-		var stdout, stderr capped
-		start := func(pidns bool) (*exec.Cmd, error) {
-			stdout, stderr = capped{}, capped{}
-			cmd := proc.HookCommand(h.Argv, h.Env, pidns)
-			cmd.Dir = g.cfg.Workspace.Dir()
-			cmd.Stdin = bytes.NewReader(in)
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			return cmd, cmd.Start()
-		}
-		cmd, runErr := start(hookPIDNamespace())
-		if runErr != nil && hookPIDNamespace() {
-			// No PID namespace after all (a container's seccomp profile):
-			// the init bounds the hook as a subreaper instead.
-			cmd, runErr = start(false)
-		}
-		if runErr == nil {
-			// At the timeout (or the caller's cancel) the init ends the
-			// hook's tree; a second later it is killed if it has not.
-			stop := context.AfterFunc(hctx, func() {
-				_ = cmd.Process.Signal(syscall.SIGTERM)
-				time.AfterFunc(time.Second, func() { _ = cmd.Process.Kill() })
-			})
-			runErr = cmd.Wait()
-			stop()
-		}
-		timedOut := hctx.Err() != nil
-		cancel()
+		stdout, stderr, runErr, timedOut := g.runHook(ctx, h, in, timeout)
 		reason := strings.TrimSpace(strings.ToValidUTF8(stderr.buf.String(), "\uFFFD"))
 		if len(reason) > 1000 {
 			reason = reason[:1000] + "…"

@@ -262,9 +262,44 @@ func (c *confinement) startExecution(ctx context.Context, p *Policy, view tools.
 	if len(progs) == 0 {
 		return c, nil // the gate says why run is unpublished
 	}
-	// The broker is started now, before the harness confines its own
-	// writes: a Landlock-restricted process can never mount, and each run
-	// child needs fresh mounts (docs/decisions/0030-spawn-broker.md).
+	broker, err := c.startBroker(p, s)
+	if err != nil {
+		return nil, err
+	}
+	if broker == nil {
+		return c, nil
+	}
+	// Who the program runs as depends on the workspace's owner; a
+	// workspace that cannot be given to a run child here (root's, on a
+	// filesystem without idmapped mounts) means run cannot work.
+	id, err := spawn.ProbeIdentity(ws.Dir())
+	if err != nil {
+		if c.mode == confine.Strict {
+			return nil, policyErr("confine", "strict", "run calls cannot use this workspace: %v", err)
+		}
+		c.withhold(s, "run calls cannot use this workspace: "+err.Error())
+		return c, nil
+	}
+	c.record.RunAs = id.String()
+	cfg, err := c.runConfig(p, progs, broker, view)
+	if err != nil {
+		return nil, err
+	}
+	return c.publishRun(ctx, p, cfg, s)
+}
+
+// withhold leaves run unpublished under auto, saying why.
+func (c *confinement) withhold(s *Session, why string) {
+	c.host.ExecutionWhy = why
+	s.note("confine auto: " + why + "; run is not published")
+}
+
+// startBroker opens the run calls' cgroup parent and starts the run
+// broker. It does so now, before the harness confines its own writes: a
+// Landlock-restricted process can never mount, and each run child needs
+// fresh mounts (docs/decisions/0030-spawn-broker.md). A broker that cannot
+// start refuses strict; under auto it returns nil and run is withheld.
+func (c *confinement) startBroker(p *Policy, s *Session) (*spawn.Broker, error) {
 	mgr, err := openCgroup(c.mode, c.plan, &s.cleanup, s.note)
 	if err != nil {
 		return nil, err
@@ -280,37 +315,29 @@ func (c *confinement) startExecution(ctx context.Context, p *Policy, view tools.
 		if c.mode == confine.Strict {
 			return nil, stepErr("confine", "strict", fmt.Errorf("starting the run broker: %w", err))
 		}
-		c.host.ExecutionWhy = "the run broker could not start: " + err.Error()
-		s.note("confine auto: " + c.host.ExecutionWhy + "; run is not published")
-		return c, nil
+		c.withhold(s, "the run broker could not start: "+err.Error())
+		return nil, nil
 	}
 	s.cleanup.add(func() { broker.Close() })
-	// Who the program runs as depends on the workspace's owner; a
-	// workspace that cannot be given to a run child here (root's, on a
-	// filesystem without idmapped mounts) means run cannot work.
-	id, err := spawn.ProbeIdentity(ws.Dir())
-	if err != nil {
-		if c.mode == confine.Strict {
-			return nil, policyErr("confine", "strict", "run calls cannot use this workspace: %v", err)
-		}
-		c.host.ExecutionWhy = "run calls cannot use this workspace: " + err.Error()
-		s.note("confine auto: " + c.host.ExecutionWhy + "; run is not published")
-		return c, nil
-	}
-	c.record.RunAs = id.String()
+	return broker, nil
+}
+
+// runConfig is the run tool's configuration from the policy: the
+// programs, the broker, what a child is given and what bounds it.
+func (c *confinement) runConfig(p *Policy, progs tools.Programs, broker *spawn.Broker, view tools.RunView) (tools.RunConfig, error) {
 	lim, err := p.limits()
 	if err != nil {
-		return nil, err
+		return tools.RunConfig{}, err
 	}
 	egressPolicy, err := p.egress()
 	if err != nil {
-		return nil, err
+		return tools.RunConfig{}, err
 	}
 	timeout := p.Run.Timeout
 	if timeout == 0 {
 		timeout = 2 * time.Minute
 	}
-	cfg := tools.RunConfig{
+	return tools.RunConfig{
 		Programs:  progs,
 		Runner:    broker,
 		Env:       ChildEnv(p.Run.PassEnv, p.Run.SetEnv),
@@ -325,26 +352,26 @@ func (c *confinement) startExecution(ctx context.Context, p *Policy, view tools.
 		MaxOutput: int(p.Run.MaxOutput),
 		Held:      gate.RunHeldSummary,
 		Sockets:   spawn.PathnameSockets(ChildLandlockABI(c.report)),
-	}
-	// Probing is doing: a call is started here, up to its program's
-	// execve, so that a run tool that would fail on every call (a
-	// container that refuses a new /proc, a workspace the child cannot be
-	// given) is never shown to a model, and strict never starts. A single
-	// call (call run) is its own probe: a failure is its outcome, naming
-	// the step, and no model sees a list.
-	if c.mode != confine.Strict && p.OnlyTool != "" {
-		c.tools = append(c.tools, tools.RunTool(cfg))
-		c.host.ConfinedExecution = true
-		return c, nil
-	}
-	if err := tools.ProbeRun(ctx, cfg); err != nil {
-		why := "a run call cannot be started here: " + err.Error() + containerHint(err)
-		if c.mode == confine.Strict {
-			return nil, stepErr("confine", "strict", errors.New(why))
+	}, nil
+}
+
+// publishRun probes one run call and publishes run when it starts.
+// Probing is doing: a call is started here, up to its program's execve,
+// so that a run tool that would fail on every call (a container that
+// refuses a new /proc, a workspace the child cannot be given) is never
+// shown to a model, and strict never starts. A single call (call run) is
+// its own probe: a failure is its outcome, naming the step, and no model
+// sees a list.
+func (c *confinement) publishRun(ctx context.Context, p *Policy, cfg tools.RunConfig, s *Session) (*confinement, error) {
+	if c.mode == confine.Strict || p.OnlyTool == "" {
+		if err := tools.ProbeRun(ctx, cfg); err != nil {
+			why := "a run call cannot be started here: " + err.Error() + containerHint(err)
+			if c.mode == confine.Strict {
+				return nil, stepErr("confine", "strict", errors.New(why))
+			}
+			c.withhold(s, why)
+			return c, nil
 		}
-		c.host.ExecutionWhy = why
-		s.note("confine auto: " + why + "; run is not published")
-		return c, nil
 	}
 	c.tools = append(c.tools, tools.RunTool(cfg))
 	c.host.ConfinedExecution = true

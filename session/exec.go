@@ -102,49 +102,19 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	if err != nil {
 		return nil, err
 	}
-	prog := argv[0]
-	if strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
-		abs, err := filepath.Abs(prog)
-		if err == nil {
-			abs, err = filepath.EvalSymlinks(abs)
-		}
-		if err != nil {
-			return nil, &Error{Key: "program", Value: prog, Err: err, Usage: true}
-		}
-		if _, inside := RelInside(ws.Dir(), abs); !inside {
-			return nil, policyErr("program", prog, "resolves to %s, outside the workspace %s: give an absolute path for a program elsewhere", abs, ws.Dir())
-		}
-		prog = abs
-	}
-	progs, err := tools.ResolvePrograms([]string{prog}, os.Getenv("PATH"), view)
+	program, err := resolveProgram(argv[0], ws.Dir(), view)
 	if err != nil {
-		var se *setting.Error
-		if errors.As(err, &se) {
-			return nil, &Error{Key: "program", Value: strconv.Quote(se.Value), Err: se.Err, Usage: true}
-		}
-		if errors.Is(err, tools.ErrProgramNotFound) {
-			// Said of the program, not of a flag exec's user never gave.
-			return nil, &Error{Key: "program", Value: strconv.Quote(prog), Err: fmt.Errorf("%w in PATH", tools.ErrProgramNotFound), Usage: true}
-		}
-		return nil, &Error{Key: "program", Err: err, Usage: true}
+		return nil, err
 	}
 	// No deadline unless the policy gives one: a CI job has its own, and
 	// a build may take as long as it takes.
 	timeout := p.Run.Timeout
-	cwd, err := os.Getwd()
+	dir, err := execDir(ws.Dir())
 	if err != nil {
 		return nil, err
 	}
-	dir := ws.Dir()
-	if rel, inside := RelInside(ws.Dir(), cwd); inside {
-		dir = filepath.Join(ws.Dir(), rel)
-	}
 	if enclosing {
-		if enc, err := cgroup.EnclosingLimits(); err == nil {
-			x.Notes = append(x.Notes, "limits_from enclosing: the command gets no cgroup leaf of its own; the harness's own cgroup bounds it ("+enc.String()+") and its tree dies through its PID namespace")
-		} else {
-			x.Notes = append(x.Notes, enclosingUnreadNote(err))
-		}
+		x.Notes = append(x.Notes, enclosingNote())
 	}
 	if x.Egress, err = p.egress(); err != nil {
 		return nil, err
@@ -166,7 +136,7 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	}
 	x.Runner = spawn.NewDirect(spawn.Options{Cgroup: mgr, Require: Requirements(p.mode(), enclosing)})
 	x.Spec = spawn.Spec{
-		Program: progs[prog], Argv: argv, Env: ChildEnv(p.Run.PassEnv, p.Run.SetEnv), Dir: dir, Workspace: view.Workspace,
+		Program: program, Argv: argv, Env: ChildEnv(p.Run.PassEnv, p.Run.SetEnv), Dir: dir, Workspace: view.Workspace,
 		ReadPaths: view.Read, WritePaths: view.Write, Net: p.Run.NetMode() == "host", Limits: lim, Timeout: timeout,
 		TmpSize: p.Run.TmpSize, CallerIDs: p.Run.ChildUID != policy.ChildRoot,
 	}
@@ -176,6 +146,62 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	}
 	ok = true
 	return x, nil
+}
+
+// resolveProgram finds exec's program: a name through PATH, an absolute
+// path, or a path with a slash from the working directory that must
+// resolve inside the workspace (dir). It is pinned as a run tool's
+// allowed program is, against the view, and returned pinned.
+func resolveProgram(prog, dir string, view tools.RunView) (spawn.Pinned, error) {
+	if strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
+		abs, err := filepath.Abs(prog)
+		if err == nil {
+			abs, err = filepath.EvalSymlinks(abs)
+		}
+		if err != nil {
+			return spawn.Pinned{}, &Error{Key: "program", Value: prog, Err: err, Usage: true}
+		}
+		if _, inside := RelInside(dir, abs); !inside {
+			return spawn.Pinned{}, policyErr("program", prog, "resolves to %s, outside the workspace %s: give an absolute path for a program elsewhere", abs, dir)
+		}
+		prog = abs
+	}
+	progs, err := tools.ResolvePrograms([]string{prog}, os.Getenv("PATH"), view)
+	if err != nil {
+		var se *setting.Error
+		if errors.As(err, &se) {
+			return spawn.Pinned{}, &Error{Key: "program", Value: strconv.Quote(se.Value), Err: se.Err, Usage: true}
+		}
+		if errors.Is(err, tools.ErrProgramNotFound) {
+			// Said of the program, not of a flag exec's user never gave.
+			return spawn.Pinned{}, &Error{Key: "program", Value: strconv.Quote(prog), Err: fmt.Errorf("%w in PATH", tools.ErrProgramNotFound), Usage: true}
+		}
+		return spawn.Pinned{}, &Error{Key: "program", Err: err, Usage: true}
+	}
+	return progs[prog], nil
+}
+
+// execDir is where exec's command starts: the working directory when it
+// is inside the workspace (dir), the workspace otherwise.
+func execDir(dir string) (string, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	if rel, inside := RelInside(dir, cwd); inside {
+		return filepath.Join(dir, rel), nil
+	}
+	return dir, nil
+}
+
+// enclosingNote says, under limits_from enclosing, what bounds the
+// command instead of a cgroup leaf of its own.
+func enclosingNote() string {
+	enc, err := cgroup.EnclosingLimits()
+	if err != nil {
+		return enclosingUnreadNote(err)
+	}
+	return "limits_from enclosing: the command gets no cgroup leaf of its own; the harness's own cgroup bounds it (" + enc.String() + ") and its tree dies through its PID namespace"
 }
 
 // enclosingUnreadNote is said under limits_from enclosing when the

@@ -106,22 +106,13 @@ func (x *Execution) Run(io ExecIO) (ExecReport, error) {
 	if err != nil {
 		return ExecReport{}, err
 	}
-	var netMu sync.Mutex
-	var conns []record.Net
 	stdio := spawn.Stdio{Stdin: io.Stdin, Stdout: io.Stdout, Stderr: io.Stderr}
-	var ch *egress.Channel
-	if x.Egress != nil {
-		ch, err = egress.NewChannel(x.Egress, egress.Options{Report: func(ev egress.Event) {
-			n := record.NetLine(1, ev) // the one command is call 1
-			netMu.Lock()
-			conns = append(conns, n)
-			netMu.Unlock()
-			_ = rec.Write(n)
-		}})
-		if err != nil {
-			return ExecReport{}, err
-		}
-		stdio.Proxy = ch.Child()
+	px, err := x.startProxy(rec)
+	if err != nil {
+		return ExecReport{}, err
+	}
+	if px.ch != nil {
+		stdio.Proxy = px.ch.Child()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -137,15 +128,7 @@ func (x *Execution) Run(io ExecIO) (ExecReport, error) {
 	res, runErr := x.Runner.Run(ctx, x.Spec, stdio)
 	endedBySignal := first()
 	termErrs := restoreTerminals(terms)
-	if ch != nil {
-		// Every connection of the command ends with it.
-		for _, d := range ch.Close() {
-			say("network: denied " + termsafe.Line(egress.Destination(d.Host, d.Port)) + " (" + termsafe.Line(d.Rule) + ")")
-		}
-	}
-	netMu.Lock()
-	connections := conns
-	netMu.Unlock()
+	connections := px.close(say)
 	for _, err := range termErrs {
 		say(fmt.Sprintf("the terminal could not be restored after the command: %v", err))
 	}
@@ -160,13 +143,29 @@ func (x *Execution) Run(io ExecIO) (ExecReport, error) {
 		}
 		say(fmt.Sprintf("confine auto: ran without %s (%s; see `b10x-harness doctor`)", strings.Join(rep.Missing, ", "), why))
 	}
+	if err := x.setStatus(&rep, res, runErr, ctx.Err() != nil, endedBySignal, say); err != nil {
+		return rep, err
+	}
+	if len(termErrs) > 0 && rep.Status == 0 {
+		rep.Status = ExitFailed
+	}
+	_ = rec.Write(record.RunEnd{Event: "run_end", Time: time.Now().UTC(), EndedBy: endedBy(rep.Status)})
+	return rep, nil
+}
+
+// setStatus sets the report's status from how the command ended, saying
+// what the harness did to it. cancelled is true when the harness ended it
+// (a signal, past its grace); endedBySignal is the first terminating
+// signal received. A runErr that is neither a setup error nor the
+// harness's own cancelling is returned.
+func (x *Execution) setStatus(rep *ExecReport, res spawn.Result, runErr error, cancelled bool, endedBySignal os.Signal, say func(string)) error {
 	var se *spawn.SetupError
 	switch {
 	case errors.As(runErr, &se):
 		rep.SetupError = se.Error()
 		rep.Status = ExitSetupError
 		say(se.Error())
-	case runErr != nil && ctx.Err() != nil:
+	case runErr != nil && cancelled:
 		sig, _ := endedBySignal.(syscall.Signal)
 		if sig == 0 {
 			sig = syscall.SIGTERM
@@ -178,7 +177,7 @@ func (x *Execution) Run(io ExecIO) (ExecReport, error) {
 			say(fmt.Sprintf("interrupted (%s); the command's whole process tree was killed", unix.SignalName(sig)))
 		}
 	case runErr != nil:
-		return rep, runErr
+		return runErr
 	case res.TimedOut:
 		rep.Status = ExitTimeout
 		say(fmt.Sprintf("the command was killed at its time limit (%s), with its whole process tree", x.Spec.Timeout))
@@ -192,11 +191,48 @@ func (x *Execution) Run(io ExecIO) (ExecReport, error) {
 	default:
 		rep.Status = res.ExitCode
 	}
-	if len(termErrs) > 0 && rep.Status == 0 {
-		rep.Status = ExitFailed
+	return nil
+}
+
+// proxy is exec's egress channel and the connections it reported.
+type proxy struct {
+	ch    *egress.Channel
+	mu    sync.Mutex
+	conns []record.Net
+}
+
+// startProxy starts the egress channel when the policy's network is the
+// proxy; each attempt is recorded as the one command's (call 1).
+func (x *Execution) startProxy(rec *record.Recorder) (*proxy, error) {
+	px := &proxy{}
+	if x.Egress == nil {
+		return px, nil
 	}
-	_ = rec.Write(record.RunEnd{Event: "run_end", Time: time.Now().UTC(), EndedBy: endedBy(rep.Status)})
-	return rep, nil
+	ch, err := egress.NewChannel(x.Egress, egress.Options{Report: func(ev egress.Event) {
+		n := record.NetLine(1, ev) // the one command is call 1
+		px.mu.Lock()
+		px.conns = append(px.conns, n)
+		px.mu.Unlock()
+		_ = rec.Write(n)
+	}})
+	if err != nil {
+		return nil, err
+	}
+	px.ch = ch
+	return px, nil
+}
+
+// close ends every connection of the command, which ends with it, says
+// each denied one and returns every attempt.
+func (px *proxy) close(say func(string)) []record.Net {
+	if px.ch != nil {
+		for _, d := range px.ch.Close() {
+			say("network: denied " + termsafe.Line(egress.Destination(d.Host, d.Port)) + " (" + termsafe.Line(d.Rule) + ")")
+		}
+	}
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	return px.conns
 }
 
 // relaySignals passes the signals the harness receives on to the command

@@ -92,14 +92,9 @@ func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 			s.cleanup.run()
 		}
 	}()
-	var rules []gate.ScopeRule
-	for _, r := range p.WriteScope {
-		rule, _ := gate.ParseScopeRule(r) // checked by Validate
-		rules = append(rules, rule)
-	}
-	reads, err := gate.ReadScopeRules(p.ReadScope) // then the defaults
+	rules, reads, err := scopeRules(p)
 	if err != nil {
-		return nil, &Error{Key: "read_scope", Err: err, Usage: true}
+		return nil, err
 	}
 	hooks, err := findHooks(p)
 	if err != nil {
@@ -134,39 +129,11 @@ func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 	s.conf = conf
 
 	// The record file is opened before the harness confines its own writes.
-	var recFile *os.File
-	var torn int64
-	if p.Record != "" {
-		f, n, err := openRecordFile(p.Record)
-		if err != nil {
-			return nil, err
-		}
-		recFile, torn = f, n
-		s.cleanup.add(func() { f.Close() })
-		if torn > 0 {
-			s.notes = append(s.notes, fmt.Sprintf("the record %s ended in a torn line (%d bytes after its last newline: a write cut short, by a full disk for one); this run starts on a fresh line", p.Record, torn))
-		}
+	torn, err := s.openRecord(p.Record)
+	if err != nil {
+		return nil, err
 	}
-	s.rec = gate.NewRecorder(nil)
-	if recFile != nil {
-		s.rec = gate.NewRecorder(recFile)
-	}
-	protected := conf.protected
-	if p.Record != "" {
-		if rel, inside := RelInside(ws.Dir(), p.Record); inside {
-			protected = append(protected, rel)
-		}
-	}
-	for _, h := range hooks {
-		if rel, inside := RelInside(ws.Dir(), h.Argv[0]); inside {
-			protected = append(protected, rel)
-		}
-	}
-	for _, pr := range p.Protect {
-		if rel, inside := RelInside(ws.Dir(), pr); inside {
-			protected = append(protected, rel)
-		}
-	}
+	protected := protectedPaths(ws.Dir(), p, hooks, conf.protected)
 
 	if err := conf.restrict(); err != nil {
 		return nil, err
@@ -180,16 +147,84 @@ func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 		}
 	}
 
-	// Every run call of the session, whichever surface or MCP client it
-	// comes by, takes one of max_parallel slots (parallel.go).
+	if err := s.build(p, conf, rules, reads, protected, hooks); err != nil {
+		return nil, err
+	}
+	if err := s.rec.Write(s.runStart(o, torn)); err != nil {
+		return nil, err
+	}
+	s.sayNotes(p, o)
+	ok = true
+	return s, nil
+}
+
+// scopeRules parses the policy's write-scope rules (checked by Validate)
+// and its read-scope rules, followed by the default read scope.
+func scopeRules(p Policy) (writes, reads []gate.ScopeRule, err error) {
+	for _, r := range p.WriteScope {
+		rule, _ := gate.ParseScopeRule(r) // checked by Validate
+		writes = append(writes, rule)
+	}
+	reads, err = gate.ReadScopeRules(p.ReadScope)
+	if err != nil {
+		return nil, nil, &Error{Key: "read_scope", Err: err, Usage: true}
+	}
+	return writes, reads, nil
+}
+
+// openRecord opens the record file, when the policy names one, and makes
+// the session's recorder (one that writes nothing without a file). It
+// returns the bytes of a torn last line it found, which the session says
+// in a note and run_start records.
+func (s *Session) openRecord(path string) (torn int64, err error) {
+	s.rec = gate.NewRecorder(nil)
+	if path == "" {
+		return 0, nil
+	}
+	f, torn, err := openRecordFile(path)
+	if err != nil {
+		return 0, err
+	}
+	s.cleanup.add(func() { f.Close() })
+	if torn > 0 {
+		s.notes = append(s.notes, fmt.Sprintf("the record %s ended in a torn line (%d bytes after its last newline: a write cut short, by a full disk for one); this run starts on a fresh line", path, torn))
+	}
+	s.rec = gate.NewRecorder(f)
+	return torn, nil
+}
+
+// protectedPaths adds to what the confinement protects the workspace paths
+// of the record, the hooks' programs and the policy's protect list: a call
+// must not change what decides or proves the session.
+func protectedPaths(dir string, p Policy, hooks []gate.Hook, protected []string) []string {
+	paths := []string{p.Record}
+	for _, h := range hooks {
+		paths = append(paths, h.Argv[0])
+	}
+	paths = append(paths, p.Protect...)
+	for _, path := range paths {
+		if path == "" {
+			continue
+		}
+		if rel, inside := RelInside(dir, path); inside {
+			protected = append(protected, rel)
+		}
+	}
+	return protected
+}
+
+// build makes the session's gate and surface over the confined tools.
+// Every run call of the session, whichever surface or MCP client it comes
+// by, takes one of max_parallel slots (parallel.go).
+func (s *Session) build(p Policy, conf *confinement, writes, reads []gate.ScopeRule, protected []string, hooks []gate.Hook) error {
 	s.slots = newRunSlots(p.MaxParallel)
 	g, err := gate.New(gate.Config{
-		Workspace:   ws,
+		Workspace:   s.ws,
 		Tools:       withSlots(conf.tools, s.slots),
 		Host:        conf.host,
 		ApproveUpTo: p.risk(),
-		Approver:    approver,
-		WriteScope:  rules,
+		Approver:    s.approver,
+		WriteScope:  writes,
 		ReadScope:   reads,
 		Protected:   protected,
 		Hooks:       hooks,
@@ -200,24 +235,28 @@ func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 		Recorder:    s.rec,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.gate = g
 	sf, err := surface.New(p.kind(), g, surface.Options{SilentScope: p.ScopeAnnounce == "silent"})
 	if err != nil {
-		return nil, &Error{Key: "surface", Err: err, Usage: true}
+		return &Error{Key: "surface", Err: err, Usage: true}
 	}
 	s.surface = sf
+	return nil
+}
 
-	if err := s.rec.Write(s.runStart(o, torn)); err != nil {
-		return nil, err
+// sayNotes logs the session's notes, unless the policy is quiet. The
+// approval fallback matters only when something above the ceiling is
+// published; with the read tools alone there is nothing to ask. A call
+// names its one entry: the note is said only when that entry would ask (a
+// plain file_read never does).
+func (s *Session) sayNotes(p Policy, o Options) {
+	if o.Logf == nil || p.Quiet {
+		return
 	}
-	// The approval fallback matters only when something above the ceiling
-	// is published; with the read tools alone there is nothing to ask.
-	// A call names its one entry: the note is said only when that entry
-	// would ask (a plain file_read never does).
 	above := false
-	for _, en := range g.Published() {
+	for _, en := range s.gate.Published() {
 		if p.OnlyTool == "" || en.Name == p.OnlyTool {
 			above = above || en.Risk > p.risk()
 		}
@@ -226,12 +265,8 @@ func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 		if !above && strings.HasPrefix(n, noTerminalNote) {
 			continue
 		}
-		if o.Logf != nil && !p.Quiet {
-			o.Logf("%s", n)
-		}
+		o.Logf("%s", n)
 	}
-	ok = true
-	return s, nil
 }
 
 // findHooks parses the policy's hooks and finds each program once, now,
