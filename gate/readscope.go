@@ -3,7 +3,6 @@ package gate
 import (
 	"fmt"
 	"path"
-	"strings"
 
 	"github.com/b10x/harness/tools"
 )
@@ -40,15 +39,7 @@ var DefaultReadScope = []string{
 // ParseReadRule parses "GLOB=allowed|denied", as ParseScopeRule parses a
 // write-scope rule.
 func ParseReadRule(s string) (ScopeRule, error) {
-	i := strings.LastIndexByte(s, '=')
-	if i >= 0 && s[i+1:] != "allowed" && s[i+1:] != "denied" {
-		return ScopeRule{}, fmt.Errorf("read-scope rule %q: value %q is not allowed or denied", s, s[i+1:])
-	}
-	r, err := ParseScopeRule(s)
-	if err != nil {
-		return ScopeRule{}, fmt.Errorf("read-scope rule%s", strings.TrimPrefix(err.Error(), "write-scope rule"))
-	}
-	return r, nil
+	return parseRule("read-scope", s, readAccess)
 }
 
 // ReadScopeRules parses rules and appends DefaultReadScope.

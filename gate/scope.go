@@ -43,38 +43,50 @@ func (r ScopeRule) String() string { return r.Glob + "=" + r.Access.String() }
 // a valid doublestar pattern, relative (no leading "/"), without "." or ".."
 // segments (it is matched against canonical paths, which never hold them).
 func ParseScopeRule(s string) (ScopeRule, error) {
+	return parseRule("write-scope", s, writeAccess)
+}
+
+// ruleAccess is one kind of rule's values: the access each value gives,
+// and the values in the order an error lists them.
+type ruleAccess struct {
+	access map[string]Access
+	names  []string
+}
+
+var (
+	writeAccess = ruleAccess{map[string]Access{"allowed": Allowed, "partial-only": PartialOnly, "denied": Denied}, []string{"allowed", "partial-only", "denied"}}
+	readAccess  = ruleAccess{map[string]Access{"allowed": Allowed, "denied": Denied}, []string{"allowed", "denied"}}
+)
+
+// parseRule parses "GLOB=VALUE" for a kind of rule ("write-scope"), whose
+// name its errors begin with.
+func parseRule(kind, s string, values ruleAccess) (ScopeRule, error) {
 	i := strings.LastIndexByte(s, '=')
 	if i < 0 {
-		return ScopeRule{}, fmt.Errorf("write-scope rule %q: want GLOB=allowed|partial-only|denied", s)
+		return ScopeRule{}, fmt.Errorf("%s rule %q: want GLOB=%s", kind, s, strings.Join(values.names, "|"))
 	}
 	glob, val := s[:i], s[i+1:]
-	var a Access
-	switch val {
-	case "allowed":
-		a = Allowed
-	case "partial-only":
-		a = PartialOnly
-	case "denied":
-		a = Denied
-	default:
-		return ScopeRule{}, fmt.Errorf("write-scope rule %q: value %q is not allowed, partial-only or denied", s, val)
+	a, ok := values.access[val]
+	if !ok {
+		last := len(values.names) - 1
+		return ScopeRule{}, fmt.Errorf("%s rule %q: value %q is not %s or %s", kind, s, val, strings.Join(values.names[:last], ", "), values.names[last])
 	}
 	if glob == "" {
-		return ScopeRule{}, fmt.Errorf("write-scope rule %q: empty glob", s)
+		return ScopeRule{}, fmt.Errorf("%s rule %q: empty glob", kind, s)
 	}
 	if strings.ContainsRune(glob, 0) {
-		return ScopeRule{}, fmt.Errorf("write-scope rule %q: NUL byte in glob", s)
+		return ScopeRule{}, fmt.Errorf("%s rule %q: NUL byte in glob", kind, s)
 	}
 	if strings.HasPrefix(glob, "/") {
-		return ScopeRule{}, fmt.Errorf("write-scope rule %q: glob must be relative to the workspace", s)
+		return ScopeRule{}, fmt.Errorf("%s rule %q: glob must be relative to the workspace", kind, s)
 	}
 	for _, seg := range strings.Split(glob, "/") {
 		if seg == "." || seg == ".." {
-			return ScopeRule{}, fmt.Errorf("write-scope rule %q: %q segments never match a canonical path", s, seg)
+			return ScopeRule{}, fmt.Errorf("%s rule %q: %q segments never match a canonical path", kind, s, seg)
 		}
 	}
 	if !doublestar.ValidatePattern(glob) {
-		return ScopeRule{}, fmt.Errorf("write-scope rule %q: invalid glob", s)
+		return ScopeRule{}, fmt.Errorf("%s rule %q: invalid glob", kind, s)
 	}
 	return ScopeRule{Glob: glob, Access: a}, nil
 }
