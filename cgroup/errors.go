@@ -28,3 +28,28 @@ func (e *UnavailableError) Error() string {
 
 // Is makes errors.Is(err, ErrNotSupported) true.
 func (e *UnavailableError) Is(target error) bool { return target == ErrNotSupported }
+
+// Error is this package's error: what failed (Err) said as the cgroup
+// layer's ("cgroup: " and Err). A caller that already says it is the
+// cgroup layer's (doctor, ProbeHost's Problem) words Err alone.
+type Error struct{ Err error }
+
+// Error returns "cgroup: " followed by Err's text.
+func (e *Error) Error() string { return "cgroup: " + e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *Error) Unwrap() error { return e.Err }
+
+// errorf is an *Error whose Err is fmt.Errorf(format, args...).
+func errorf(format string, args ...any) error {
+	return &Error{Err: fmt.Errorf(format, args...)}
+}
+
+// problem words err for a line already said to be the cgroup layer's:
+// an *Error's Err, or err itself.
+func problem(err error) string {
+	if e, ok := err.(*Error); ok {
+		return e.Err.Error()
+	}
+	return err.Error()
+}

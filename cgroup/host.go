@@ -2,7 +2,6 @@ package cgroup
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,19 +33,19 @@ type location struct {
 func locateSelf(mountOverride string) (location, error) {
 	mi, err := readFile("/proc/self/mountinfo")
 	if err != nil {
-		return location{}, fmt.Errorf("cgroup: read mount table: %w", err)
+		return location{}, errorf("read mount table: %w", err)
 	}
 	mounts, err := parseMountInfo(mi)
 	if err != nil {
-		return location{}, fmt.Errorf("cgroup: parse /proc/self/mountinfo: %w", err)
+		return location{}, errorf("parse /proc/self/mountinfo: %w", err)
 	}
 	pc, err := readFile("/proc/self/cgroup")
 	if err != nil {
-		return location{}, fmt.Errorf("cgroup: read own cgroup: %w", err)
+		return location{}, errorf("read own cgroup: %w", err)
 	}
 	own, ok, err := parseProcCgroup(pc)
 	if err != nil {
-		return location{}, fmt.Errorf("cgroup: parse /proc/self/cgroup: %w", err)
+		return location{}, errorf("parse /proc/self/cgroup: %w", err)
 	}
 	var loc location
 	for _, m := range mounts {
@@ -55,7 +54,7 @@ func locateSelf(mountOverride string) (location, error) {
 		}
 	}
 	if !ok {
-		return loc, fmt.Errorf("cgroup: /proc/self/cgroup has no cgroup v2 (\"0::\") line: %w", ErrNotSupported)
+		return loc, errorf("/proc/self/cgroup has no cgroup v2 (\"0::\") line: %w", ErrNotSupported)
 	}
 	return resolveLocation(loc, mounts, own, mountOverride)
 }
@@ -82,7 +81,7 @@ func resolveLocation(loc location, mounts []mountEntry, own, mountOverride strin
 		cands = append(cands, mountEntry{Root: "/", MountPoint: filepath.Clean(mountOverride), FSType: "cgroup2"})
 	}
 	if len(cands) == 0 {
-		return loc, fmt.Errorf("cgroup: no cgroup2 mount in /proc/self/mountinfo: %w", ErrNotSupported)
+		return loc, errorf("no cgroup2 mount in /proc/self/mountinfo: %w", ErrNotSupported)
 	}
 	for _, m := range cands {
 		rel, ok := within(own, m.Root)
@@ -95,7 +94,7 @@ func resolveLocation(loc location, mounts []mountEntry, own, mountOverride strin
 		loc.dir = filepath.Join(m.MountPoint, rel)
 		return loc, nil
 	}
-	return loc, fmt.Errorf("cgroup: own cgroup %q is not visible through the cgroup2 mount at %s (mount root %q): %w",
+	return loc, errorf("own cgroup %q is not visible through the cgroup2 mount at %s (mount root %q): %w",
 		own, cands[0].MountPoint, cands[0].Root, ErrNotSupported)
 }
 
@@ -119,10 +118,10 @@ func within(path, root string) (string, bool) {
 func checkCgroup2(dir string) error {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
-		return fmt.Errorf("cgroup: statfs %s: %w", dir, err)
+		return errorf("statfs %s: %w", dir, err)
 	}
 	if st.Type != unix.CGROUP2_SUPER_MAGIC {
-		return fmt.Errorf("cgroup: %s is not on a cgroup2 filesystem (filesystem magic %#x): %w", dir, st.Type, ErrNotSupported)
+		return errorf("%s is not on a cgroup2 filesystem (filesystem magic %#x): %w", dir, st.Type, ErrNotSupported)
 	}
 	return nil
 }
@@ -147,7 +146,7 @@ func exists(path string) bool {
 func readList(path string) ([]string, error) {
 	b, err := readFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("cgroup: %w", err)
+		return nil, errorf("%w", err)
 	}
 	return parseList(b), nil
 }
@@ -156,11 +155,11 @@ func readList(path string) ([]string, error) {
 func readPids(path string) ([]int, error) {
 	b, err := readFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("cgroup: %w", err)
+		return nil, errorf("%w", err)
 	}
 	pids, err := parsePids(b)
 	if err != nil {
-		return nil, fmt.Errorf("cgroup: parse %s: %w", path, err)
+		return nil, errorf("parse %s: %w", path, err)
 	}
 	return pids, nil
 }
@@ -170,7 +169,7 @@ func readPids(path string) ([]int, error) {
 func writeFile(path, value string) error {
 	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("cgroup: open %s for writing: %w", path, err)
+		return errorf("open %s for writing: %w", path, err)
 	}
 	defer unix.Close(fd)
 	return writeFD(fd, path, value)
@@ -181,7 +180,7 @@ func writeFile(path, value string) error {
 func writeAt(dirfd int, dir, name, value string) error {
 	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("cgroup: open %s for writing: %w", filepath.Join(dir, name), err)
+		return errorf("open %s for writing: %w", filepath.Join(dir, name), err)
 	}
 	defer unix.Close(fd)
 	return writeFD(fd, filepath.Join(dir, name), value)
@@ -194,10 +193,10 @@ func writeFD(fd int, path, value string) error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("cgroup: write %q to %s: %w", value, path, err)
+			return errorf("write %q to %s: %w", value, path, err)
 		}
 		if n != len(value) {
-			return fmt.Errorf("cgroup: write %q to %s: short write (%d bytes)", value, path, n)
+			return errorf("write %q to %s: short write (%d bytes)", value, path, n)
 		}
 		return nil
 	}
@@ -208,7 +207,7 @@ func writeFD(fd int, path, value string) error {
 func readAt(dirfd int, dir, name string) ([]byte, error) {
 	b, err := readRaw(dirfd, name)
 	if err != nil {
-		return nil, fmt.Errorf("cgroup: %w", &os.PathError{Op: "read", Path: filepath.Join(dir, name), Err: err})
+		return nil, errorf("%w", &os.PathError{Op: "read", Path: filepath.Join(dir, name), Err: err})
 	}
 	return b, nil
 }
@@ -260,7 +259,7 @@ func rmdirRetry(dir string) error {
 			return nil
 		}
 		if err != unix.EBUSY || time.Now().After(deadline) {
-			return fmt.Errorf("cgroup: remove %s: %w", dir, err)
+			return errorf("remove %s: %w", dir, err)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -272,11 +271,11 @@ func rmdirRetry(dir string) error {
 func startTime(pid int) (uint64, error) {
 	b, err := readFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, fmt.Errorf("cgroup: read process start time: %w", err)
+		return 0, errorf("read process start time: %w", err)
 	}
 	st, err := parseStartTime(b)
 	if err != nil {
-		return 0, fmt.Errorf("cgroup: parse /proc/%d/stat: %w", pid, err)
+		return 0, errorf("parse /proc/%d/stat: %w", pid, err)
 	}
 	return st, nil
 }
@@ -285,7 +284,7 @@ func startTime(pid int) (uint64, error) {
 func subdirs(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("cgroup: list %w", err)
+		return nil, errorf("list %w", err)
 	}
 	var out []string
 	for _, e := range ents {

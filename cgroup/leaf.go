@@ -46,15 +46,15 @@ const DefaultCPUPeriod = 100 * time.Millisecond
 func (l Limits) check() (time.Duration, error) {
 	switch {
 	case l.PidsMax < 0:
-		return 0, fmt.Errorf("cgroup: Limits.PidsMax is negative (%d)", l.PidsMax)
+		return 0, errorf("Limits.PidsMax is negative (%d)", l.PidsMax)
 	case l.MemoryMax < 0:
-		return 0, fmt.Errorf("cgroup: Limits.MemoryMax is negative (%d)", l.MemoryMax)
+		return 0, errorf("Limits.MemoryMax is negative (%d)", l.MemoryMax)
 	case l.CPUQuota < 0:
-		return 0, fmt.Errorf("cgroup: Limits.CPUQuota is negative (%v)", l.CPUQuota)
+		return 0, errorf("Limits.CPUQuota is negative (%v)", l.CPUQuota)
 	case l.CPUPeriod < 0:
-		return 0, fmt.Errorf("cgroup: Limits.CPUPeriod is negative (%v)", l.CPUPeriod)
+		return 0, errorf("Limits.CPUPeriod is negative (%v)", l.CPUPeriod)
 	case l.CPUPeriod != 0 && l.CPUQuota == 0:
-		return 0, fmt.Errorf("cgroup: Limits.CPUPeriod (%v) is set without a CPUQuota", l.CPUPeriod)
+		return 0, errorf("Limits.CPUPeriod (%v) is set without a CPUQuota", l.CPUPeriod)
 	}
 	period := l.CPUPeriod
 	if period == 0 {
@@ -62,10 +62,10 @@ func (l Limits) check() (time.Duration, error) {
 	}
 	if l.CPUQuota != 0 {
 		if period < time.Millisecond || period > time.Second {
-			return 0, fmt.Errorf("cgroup: Limits.CPUPeriod %v is outside 1ms..1s", period)
+			return 0, errorf("Limits.CPUPeriod %v is outside 1ms..1s", period)
 		}
 		if l.CPUQuota < time.Millisecond {
-			return 0, fmt.Errorf("cgroup: Limits.CPUQuota %v is below 1ms", l.CPUQuota)
+			return 0, errorf("Limits.CPUQuota %v is below 1ms", l.CPUQuota)
 		}
 	}
 	return period, nil
@@ -106,7 +106,7 @@ type Leaf struct {
 // directory was made removes it again. NewLeaf on a closed Manager fails.
 func (m *Manager) NewLeaf(name string, l Limits) (*Leaf, error) {
 	if len(name) > 200 || !validName(name) {
-		return nil, fmt.Errorf("cgroup: leaf name %q: want 1 to 200 ASCII letters, digits, '_', '.' or '-', starting with a letter or digit", name)
+		return nil, errorf("leaf name %q: want 1 to 200 ASCII letters, digits, '_', '.' or '-', starting with a letter or digit", name)
 	}
 	period, err := l.check()
 	if err != nil {
@@ -121,15 +121,15 @@ func (m *Manager) NewLeaf(name string, l Limits) (*Leaf, error) {
 	closed := m.closed
 	m.mu.Unlock()
 	if closed {
-		return nil, fmt.Errorf("cgroup: new leaf %q: the Manager for %s is closed", name, m.parent)
+		return nil, errorf("new leaf %q: the Manager for %s is closed", name, m.parent)
 	}
 	dir := filepath.Join(m.parent, name)
 	if err := unix.Mkdir(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("cgroup: create leaf %s: %w", dir, err)
+		return nil, errorf("create leaf %s: %w", dir, err)
 	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		err = fmt.Errorf("cgroup: open leaf %s: %w", dir, err)
+		err = errorf("open leaf %s: %w", dir, err)
 		if rerr := rmdirRetry(dir); rerr != nil {
 			err = fmt.Errorf("%w (and removing it: %v)", err, rerr)
 		}
@@ -148,7 +148,7 @@ func (m *Manager) NewLeaf(name string, l Limits) (*Leaf, error) {
 		m.mu.Unlock()
 		unix.Close(fd)
 		_ = rmdirRetry(dir)
-		return nil, fmt.Errorf("cgroup: new leaf %q: the Manager for %s was closed meanwhile", name, m.parent)
+		return nil, errorf("new leaf %q: the Manager for %s was closed meanwhile", name, m.parent)
 	}
 	m.leaves[leaf] = struct{}{}
 	m.mu.Unlock()
@@ -175,7 +175,7 @@ func (l *Leaf) apply(lim Limits, period time.Duration) error {
 			}
 		case unix.ENOENT:
 		default:
-			return fmt.Errorf("cgroup: stat %s: %w", filepath.Join(l.path, "memory.swap.max"), err)
+			return errorf("stat %s: %w", filepath.Join(l.path, "memory.swap.max"), err)
 		}
 	}
 	if lim.CPUQuota > 0 {
@@ -188,7 +188,7 @@ func (l *Leaf) apply(lim Limits, period time.Duration) error {
 			return err
 		}
 		if got := strings.TrimSpace(string(b)); got != want {
-			return fmt.Errorf("cgroup: %s reads %q after writing %q", filepath.Join(l.path, "cpu.max"), got, want)
+			return errorf("%s reads %q after writing %q", filepath.Join(l.path, "cpu.max"), got, want)
 		}
 	}
 	return nil
@@ -205,10 +205,10 @@ func (l *Leaf) writeCheck(file, value string, want int64) error {
 	}
 	got, err := parseSingleInt(b)
 	if err != nil {
-		return fmt.Errorf("cgroup: parse %s: %w", filepath.Join(l.path, file), err)
+		return errorf("parse %s: %w", filepath.Join(l.path, file), err)
 	}
 	if got != want {
-		return fmt.Errorf("cgroup: %s reads %d after writing %s (want %d)", filepath.Join(l.path, file), got, value, want)
+		return errorf("%s reads %d after writing %s (want %d)", filepath.Join(l.path, file), got, value, want)
 	}
 	return nil
 }
@@ -242,7 +242,7 @@ func (l *Leaf) Kill() error {
 	closed := l.closed
 	l.mu.Unlock()
 	if closed {
-		return fmt.Errorf("cgroup: kill %s: leaf is closed", l.path)
+		return errorf("kill %s: leaf is closed", l.path)
 	}
 	return killTree(l.path, l.m.hasKill && !l.m.freezeKill, l.m.loc, time.Now().Add(teardownTimeout))
 }
@@ -289,7 +289,7 @@ func (l *Leaf) Stats() (Stats, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return Stats{}, fmt.Errorf("cgroup: stats of %s: leaf is closed", l.path)
+		return Stats{}, errorf("stats of %s: leaf is closed", l.path)
 	}
 	var s Stats
 	read := func(name string) ([]byte, bool, error) {
@@ -306,7 +306,7 @@ func (l *Leaf) Stats() (Stats, error) {
 		}
 		v, err := parseSingleInt(b)
 		if err != nil || v < 0 {
-			return fmt.Errorf("cgroup: parse %s: want a count, got %q", filepath.Join(l.path, name), strings.TrimSpace(string(b)))
+			return errorf("parse %s: want a count, got %q", filepath.Join(l.path, name), strings.TrimSpace(string(b)))
 		}
 		*dst = v
 		s.Known |= k
@@ -319,7 +319,7 @@ func (l *Leaf) Stats() (Stats, error) {
 		}
 		kv, err := parseFlatKeyed(b)
 		if err != nil {
-			return nil, fmt.Errorf("cgroup: parse %s: %w", filepath.Join(l.path, name), err)
+			return nil, errorf("parse %s: %w", filepath.Join(l.path, name), err)
 		}
 		return kv, nil
 	}
@@ -412,7 +412,7 @@ func killTree(dir string, useKillFile bool, loc location, deadline time.Time) er
 			break
 		}
 		if time.Now().After(deadline) {
-			errs = append(errs, fmt.Errorf("cgroup: %s still holds processes %v after SIGKILL", dir, pids))
+			errs = append(errs, errorf("%s still holds processes %v after SIGKILL", dir, pids))
 			break
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -434,7 +434,7 @@ func killMember(pid int, dir string, loc location) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("cgroup: pidfd_open %d: %w", pid, err)
+		return errorf("pidfd_open %d: %w", pid, err)
 	}
 	defer unix.Close(pfd)
 	b, err := readFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
@@ -442,11 +442,11 @@ func killMember(pid int, dir string, loc location) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("cgroup: read cgroup of process %d: %w", pid, err)
+		return errorf("read cgroup of process %d: %w", pid, err)
 	}
 	p, ok, err := parseProcCgroup(b)
 	if err != nil || !ok {
-		return fmt.Errorf("cgroup: read cgroup of process %d: no cgroup v2 path", pid)
+		return errorf("read cgroup of process %d: no cgroup v2 path", pid)
 	}
 	rel, _ := within(dir, loc.mount)
 	want := filepath.Join(loc.mountRoot, rel)
@@ -454,7 +454,7 @@ func killMember(pid int, dir string, loc location) error {
 		return nil // left the tree (or the pid was reused): not ours to kill
 	}
 	if err := unix.PidfdSendSignal(pfd, unix.SIGKILL, nil, 0); err != nil && err != unix.ESRCH {
-		return fmt.Errorf("cgroup: SIGKILL process %d in %s: %w", pid, dir, err)
+		return errorf("SIGKILL process %d in %s: %w", pid, dir, err)
 	}
 	return nil
 }
@@ -488,15 +488,15 @@ func populated(dir string) (bool, error) {
 		return len(pids) > 0, err
 	}
 	if err != nil {
-		return false, fmt.Errorf("cgroup: %w", err)
+		return false, errorf("%w", err)
 	}
 	kv, err := parseFlatKeyed(b)
 	if err != nil {
-		return false, fmt.Errorf("cgroup: parse %s: %w", filepath.Join(dir, "cgroup.events"), err)
+		return false, errorf("parse %s: %w", filepath.Join(dir, "cgroup.events"), err)
 	}
 	v, ok := kv["populated"]
 	if !ok {
-		return false, fmt.Errorf("cgroup: %s has no \"populated\" line", filepath.Join(dir, "cgroup.events"))
+		return false, errorf("%s has no \"populated\" line", filepath.Join(dir, "cgroup.events"))
 	}
 	return v != 0, nil
 }
@@ -530,7 +530,7 @@ func waitEmpty(ctx context.Context, dir string) error {
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("cgroup: wait for %s to empty: %w", dir, err)
+			return errorf("wait for %s to empty: %w", dir, err)
 		}
 		wait := 50 * time.Millisecond
 		if ifd < 0 {
@@ -547,7 +547,7 @@ func waitEmpty(ctx context.Context, dir string) error {
 		}
 		fds := []unix.PollFd{{Fd: int32(ifd), Events: unix.POLLIN}}
 		if _, err := unix.Poll(fds, int(wait/time.Millisecond)); err != nil && err != unix.EINTR {
-			return fmt.Errorf("cgroup: poll inotify on %s: %w", events, err)
+			return errorf("poll inotify on %s: %w", events, err)
 		}
 		for {
 			if _, err := unix.Read(ifd, buf[:]); err != nil {

@@ -42,7 +42,7 @@ func (o Options) name() (string, error) {
 		return DefaultName, nil
 	}
 	if len(o.Name) > 64 || !validName(o.Name) {
-		return "", fmt.Errorf("cgroup: Options.Name %q: want 1 to 64 ASCII letters, digits, '_', '.' or '-', starting with a letter or digit", o.Name)
+		return "", errorf("Options.Name %q: want 1 to 64 ASCII letters, digits, '_', '.' or '-', starting with a letter or digit", o.Name)
 	}
 	return o.Name, nil
 }
@@ -149,7 +149,7 @@ func Open(opts Options) (*Manager, error) {
 	openMu.Lock()
 	defer openMu.Unlock()
 	if openParent != "" {
-		return nil, fmt.Errorf("cgroup: a Manager is already open in this process (parent %s); close it first", openParent)
+		return nil, errorf("a Manager is already open in this process (parent %s); close it first", openParent)
 	}
 	pid := os.Getpid()
 	st, err := startTime(pid)
@@ -192,7 +192,7 @@ func (m *Manager) setup() error {
 		}
 	}
 	if err := unix.Mkdir(m.parent, 0o755); err != nil {
-		return fmt.Errorf("cgroup: create harness parent %s: %w", m.parent, err)
+		return errorf("create harness parent %s: %w", m.parent, err)
 	}
 	failed := map[string]error{}
 	baseSubFile := filepath.Join(m.base, "cgroup.subtree_control")
@@ -214,11 +214,11 @@ func (m *Manager) setup() error {
 		}
 		self := filepath.Join(m.parent, selfLeaf)
 		if err := unix.Mkdir(self, 0o755); err != nil {
-			return fmt.Errorf("cgroup: create %s to move this process into: %w", self, err)
+			return errorf("create %s to move this process into: %w", self, err)
 		}
 		m.selfDir = self
 		if err := writeFile(filepath.Join(self, "cgroup.procs"), strconv.Itoa(m.pid)); err != nil {
-			return fmt.Errorf("cgroup: move this process (%d) out of %s: %w", m.pid, m.base, err)
+			return errorf("move this process (%d) out of %s: %w", m.pid, m.base, err)
 		}
 		for _, c := range need {
 			if err := writeFile(baseSubFile, "+"+c); err != nil {
@@ -268,28 +268,28 @@ func (m *Manager) setup() error {
 // leaves the parent in place. Errors name the check that failed.
 func Attach(parent string) (*Manager, error) {
 	if !filepath.IsAbs(parent) {
-		return nil, fmt.Errorf("cgroup: attach: parent %q is not an absolute path", parent)
+		return nil, errorf("attach: parent %q is not an absolute path", parent)
 	}
 	parent = filepath.Clean(parent)
 	if err := checkCgroup2(parent); err != nil {
-		return nil, fmt.Errorf("cgroup: attach %s: %w", parent, err)
+		return nil, errorf("attach %s: %w", parent, err)
 	}
 	fi, err := os.Stat(parent)
 	if err != nil {
-		return nil, fmt.Errorf("cgroup: attach: %w", err)
+		return nil, errorf("attach: %w", err)
 	}
 	if !fi.IsDir() {
-		return nil, fmt.Errorf("cgroup: attach: %s is not a directory", parent)
+		return nil, errorf("attach: %s is not a directory", parent)
 	}
 	if isRootCgroup(parent) {
-		return nil, fmt.Errorf("cgroup: attach: %s is the root of its hierarchy, not a harness parent", parent)
+		return nil, errorf("attach: %s is the root of its hierarchy, not a harness parent", parent)
 	}
 	name, ok := parentPrefix(filepath.Base(parent))
 	if !ok {
-		return nil, fmt.Errorf("cgroup: attach: %s is not named like a harness parent (NAME-PID-STARTTIME)", parent)
+		return nil, errorf("attach: %s is not named like a harness parent (NAME-PID-STARTTIME)", parent)
 	}
 	if err := unix.Access(parent, unix.W_OK); err != nil {
-		return nil, fmt.Errorf("cgroup: attach: %s is not writable: %w", parent, err)
+		return nil, errorf("attach: %s is not writable: %w", parent, err)
 	}
 	loc, err := locateDir(parent)
 	if err != nil {
@@ -305,7 +305,7 @@ func Attach(parent string) (*Manager, error) {
 	}
 	usable, missing, err := diagnose(loc, m.base, parent, 0)
 	if err != nil {
-		return nil, fmt.Errorf("cgroup: attach %s: %w", parent, err)
+		return nil, errorf("attach %s: %w", parent, err)
 	}
 	m.controllers, m.missing = usable, missing
 	m.hasKill = exists(filepath.Join(parent, "cgroup.kill"))
@@ -334,11 +334,11 @@ func parentPrefix(base string) (string, bool) {
 func locateDir(dir string) (location, error) {
 	mi, err := readFile("/proc/self/mountinfo")
 	if err != nil {
-		return location{}, fmt.Errorf("cgroup: read mount table: %w", err)
+		return location{}, errorf("read mount table: %w", err)
 	}
 	mounts, err := parseMountInfo(mi)
 	if err != nil {
-		return location{}, fmt.Errorf("cgroup: parse /proc/self/mountinfo: %w", err)
+		return location{}, errorf("parse /proc/self/mountinfo: %w", err)
 	}
 	var loc location
 	for _, m := range mounts {
@@ -352,7 +352,7 @@ func locateDir(dir string) (location, error) {
 		}
 	}
 	if loc.mount == "" {
-		return loc, fmt.Errorf("cgroup: %s is under no cgroup2 mount in /proc/self/mountinfo: %w", dir, ErrNotSupported)
+		return loc, errorf("%s is under no cgroup2 mount in /proc/self/mountinfo: %w", dir, ErrNotSupported)
 	}
 	rel, _ := within(dir, loc.mount)
 	loc.dir, loc.rel = dir, rel
@@ -582,7 +582,7 @@ func (m *Manager) teardown() error {
 		}
 		m.enabledBase = nil
 		if err := writeFile(filepath.Join(m.base, "cgroup.procs"), strconv.Itoa(m.pid)); err != nil {
-			errs = append(errs, fmt.Errorf("cgroup: move this process back into %s: %w", m.base, err))
+			errs = append(errs, errorf("move this process back into %s: %w", m.base, err))
 		}
 		if err := rmdirRetry(m.selfDir); err != nil {
 			errs = append(errs, err)

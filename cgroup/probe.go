@@ -66,14 +66,14 @@ func ProbeHost() Info {
 	loc, err := locateSelf("")
 	info.V1 = len(loc.v1) > 0
 	if err != nil {
-		info.Problem = strings.TrimPrefix(err.Error(), "cgroup: ")
+		info.Problem = problem(err)
 		return info
 	}
 	info.Mount, info.Self = loc.mount, loc.rel
 	pid := os.Getpid()
 	st, err := startTime(pid)
 	if err != nil {
-		info.Problem = strings.TrimPrefix(err.Error(), "cgroup: ")
+		info.Problem = problem(err)
 		return info
 	}
 	probeMu.Lock()
@@ -85,7 +85,7 @@ func ProbeHost() Info {
 		info.CanCreate = true
 		info.Kill = exists(filepath.Join(dir, "cgroup.kill"))
 		if err := rmdirRetry(dir); err != nil {
-			problems = append(problems, strings.TrimPrefix(err.Error(), "cgroup: "))
+			problems = append(problems, problem(err))
 		}
 	}
 	probeMu.Unlock()
@@ -94,7 +94,7 @@ func ProbeHost() Info {
 	}
 	usable, missing, err := diagnose(loc, loc.dir, "", pid)
 	if err != nil {
-		problems = append(problems, strings.TrimPrefix(err.Error(), "cgroup: "))
+		problems = append(problems, problem(err))
 	}
 	if info.CanCreate {
 		info.Controllers = usable
