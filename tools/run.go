@@ -80,25 +80,24 @@ func ResolvePrograms(decls []string, path string, view RunView) (Programs, error
 		default:
 			f, err := lookPath(d, path)
 			if err != nil {
-				// Worded as the flag: a command line's test asserts it.
-				return nil, programErr{fmt.Sprintf("%s %q: not found in PATH", setting.Flag(setting.AllowProgram), d), ErrProgramNotFound}
+				return nil, &setting.Error{Key: setting.AllowProgram, Value: setting.Quote(d), Err: programErr{"not found in PATH", ErrProgramNotFound}}
 			}
 			file = f
 		}
 		canon, err := resolveUnplanted(file, areas)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, &setting.Error{Key: setting.AllowProgram, Value: d, Err: programErr{err.Error(), ErrProgramNotFound}}
+			return nil, &setting.Error{Key: setting.AllowProgram, Value: setting.Quote(d), Err: programErr{err.Error(), ErrProgramNotFound}}
 		}
 		if err != nil {
 			return nil, setting.Errorf(setting.AllowProgram, d, "%v", err)
 		}
 		st, err := os.Stat(canon)
 		if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
-			return nil, &setting.Error{Key: setting.AllowProgram, Value: d, Err: programErr{canon + " is not an executable file", ErrProgramNotExecutable}}
+			return nil, &setting.Error{Key: setting.AllowProgram, Value: setting.Quote(d), Err: programErr{canon + " is not an executable file", ErrProgramNotExecutable}}
 		}
 		pinned, err := spawn.PinProgram(canon)
 		if err != nil {
-			return nil, setting.Errorf(setting.AllowProgram, d, "%s", strings.TrimPrefix(err.Error(), "spawn: "))
+			return nil, setting.Errorf(setting.AllowProgram, d, "%s", refusal(err))
 		}
 		if pinned.Path != canon {
 			return nil, setting.Errorf(setting.AllowProgram, d, "changed while it was resolved (%s, then %s)", canon, pinned.Path)
@@ -154,12 +153,9 @@ type RunView struct {
 // beneath an allow_write path, makes PinRunView fail.
 //
 // It refuses, with a one-line error naming the setting and the path (a
-// *setting.Error, or worded with the setting's flag for the refusals a
-// command line's tests assert: a path that cannot be pinned, a path inside
-// the workspace): a path
-// that does not exist (or cannot be in a child's view: "/", /proc, /dev), a
-// path inside the workspace or equal to it (run calls may already read and
-// write there), a path named twice (in either list, also as another
+// *setting.Error): a path that does not exist (or cannot be in a child's
+// view: "/", /proc, /dev), a path inside the workspace or equal to it (run
+// calls may already read and write there), a path named twice (in either list, also as another
 // spelling of the same file), and a path resolved through such a planted
 // link. Paths that hold the workspace or each other are allowed.
 func PinRunView(workspace string, read, write []string) (RunView, error) {
@@ -167,7 +163,7 @@ func PinRunView(workspace string, read, write []string) (RunView, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "does not exist"
 		}
-		return strings.TrimPrefix(err.Error(), "spawn: ")
+		return refusal(err)
 	}
 	// Where a run child may write: the workspace and the write paths as
 	// they resolve now. A link found there while resolving is refused.
@@ -179,17 +175,15 @@ func PinRunView(workspace string, read, write []string) (RunView, error) {
 			}
 		}
 	}
-	// The messages a command line's tests assert word the setting as its
-	// flag (setting.Flag); the others are *setting.Error.
+	// A path is said as given, unquoted, as a command line shows it.
 	pin := func(key, p string) (spawn.Pinned, error) {
-		flag := setting.Flag(key)
 		c, err := resolveUnplanted(p, areas)
 		if err != nil {
-			return spawn.Pinned{}, fmt.Errorf("%s %s: %s", flag, p, why(err))
+			return spawn.Pinned{}, &setting.Error{Key: key, Value: p, Err: errors.New(why(err))}
 		}
 		pp, err := spawn.Pin(c)
 		if err != nil {
-			return spawn.Pinned{}, fmt.Errorf("%s %s: %s", flag, p, why(err))
+			return spawn.Pinned{}, &setting.Error{Key: key, Value: p, Err: errors.New(why(err))}
 		}
 		if pp.Path != c {
 			return spawn.Pinned{}, setting.Errorf(key, p, "changed while it was resolved (%s, then %s)", c, pp.Path)
@@ -211,18 +205,17 @@ func PinRunView(workspace string, read, write []string) (RunView, error) {
 		paths []string
 		out   *[]spawn.Pinned
 	}{{setting.AllowRead, read, &v.Read}, {setting.AllowWrite, write, &v.Write}} {
-		flag := setting.Flag(l.key)
 		for _, p := range l.paths {
 			abs, err := filepath.Abs(p)
 			if err == nil && (within(abs, ws.Path) || within(abs, workspace)) {
-				return RunView{}, fmt.Errorf("%s %s: inside the workspace %s, where run calls may already read and write; drop it", flag, p, ws.Path)
+				return RunView{}, &setting.Error{Key: l.key, Value: p, Err: fmt.Errorf("inside the workspace %s, where run calls may already read and write; drop it", ws.Path)}
 			}
 			pp, err := pin(l.key, p)
 			if err != nil {
 				return RunView{}, err
 			}
 			if within(pp.Path, ws.Path) || pp.Dev == ws.Dev && pp.Ino == ws.Ino {
-				return RunView{}, fmt.Errorf("%s %s: inside the workspace %s, where run calls may already read and write; drop it", flag, p, ws.Path)
+				return RunView{}, &setting.Error{Key: l.key, Value: p, Err: fmt.Errorf("inside the workspace %s, where run calls may already read and write; drop it", ws.Path)}
 			}
 			for q, named := range seen {
 				if q.Path == pp.Path || q.Dev == pp.Dev && q.Ino == pp.Ino {
@@ -234,6 +227,15 @@ func PinRunView(workspace string, read, write []string) (RunView, error) {
 		}
 	}
 	return v, nil
+}
+
+// refusal is a spawn refusal in a setting's words: what was refused,
+// without the package that refused it.
+func refusal(err error) string {
+	if e, ok := err.(*spawn.Error); ok {
+		return e.Err.Error()
+	}
+	return err.Error()
 }
 
 // within reports whether p is dir or beneath it, component-wise (both

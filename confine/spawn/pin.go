@@ -63,18 +63,18 @@ var pins struct {
 // made over Path by someone who may mount on the host).
 func Pin(path string) (Pinned, error) {
 	if path == "" || strings.IndexByte(path, 0) >= 0 {
-		return Pinned{}, fmt.Errorf("spawn: pin %q: empty or holds a NUL byte", path)
+		return Pinned{}, errorf("pin %q: empty or holds a NUL byte", path)
 	}
 	c, err := canonical(path)
 	if err != nil {
-		return Pinned{}, fmt.Errorf("spawn: pin %s: %w", path, err)
+		return Pinned{}, errorf("pin %s: %w", path, err)
 	}
 	if err := viewable("path", c); err != nil {
 		return Pinned{}, err
 	}
 	fd, st, err := openNoFollow(c)
 	if err != nil {
-		return Pinned{}, fmt.Errorf("spawn: pin %s: %w", path, err)
+		return Pinned{}, errorf("pin %s: %w", path, err)
 	}
 	p := Pinned{Path: c, Dev: uint64(st.Dev), Ino: uint64(st.Ino), Dir: st.Mode&unix.S_IFMT == unix.S_IFDIR}
 	pins.Lock()
@@ -95,11 +95,11 @@ func Pin(path string) (Pinned, error) {
 func (p Pinned) check(what string) error {
 	switch {
 	case p.Path == "" || p.Ino == 0:
-		return fmt.Errorf("spawn: %s %q is not pinned: get it from Pin", what, p.Path)
+		return errorf("%s %q is not pinned: get it from Pin", what, p.Path)
 	case !isAbs(p.Path) || filepath.Clean(p.Path) != p.Path:
-		return fmt.Errorf("spawn: %s %q: want a canonical absolute path", what, p.Path)
+		return errorf("%s %q: want a canonical absolute path", what, p.Path)
 	case strings.IndexByte(p.Path, 0) >= 0:
-		return fmt.Errorf("spawn: %s holds a NUL byte: %q", what, p.Path)
+		return errorf("%s holds a NUL byte: %q", what, p.Path)
 	}
 	return nil
 }
@@ -161,10 +161,10 @@ func PinProgram(path string) (Pinned, error) {
 	}
 	st, err := p.stat()
 	if err != nil {
-		return Pinned{}, fmt.Errorf("spawn: program %s: %w", path, err)
+		return Pinned{}, errorf("program %s: %w", path, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 {
-		return Pinned{}, fmt.Errorf("spawn: program %s: %s is not an executable file", path, p.Path)
+		return Pinned{}, errorf("program %s: %s is not an executable file", path, p.Path)
 	}
 	return p, nil
 }

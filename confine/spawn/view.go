@@ -277,11 +277,11 @@ func orderView(kept []viewEntry) {
 func viewable(what, p string) error {
 	switch {
 	case p == "/":
-		return fmt.Errorf("spawn: %s %q: the root cannot be added to the view; name the directories instead", what, p)
+		return errorf("%s %q: the root cannot be added to the view; name the directories instead", what, p)
 	case within(p, "/proc"):
-		return fmt.Errorf("spawn: %s %q: /proc is the child's own; host /proc paths cannot be added", what, p)
+		return errorf("%s %q: /proc is the child's own; host /proc paths cannot be added", what, p)
 	case p == "/dev":
-		return fmt.Errorf("spawn: %s %q: /dev is the child's own minimal one; name single devices instead", what, p)
+		return errorf("%s %q: /dev is the child's own minimal one; name single devices instead", what, p)
 	}
 	return nil
 }
