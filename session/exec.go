@@ -170,7 +170,7 @@ func resolveProgram(prog, dir string, view tools.RunView) (spawn.Pinned, error) 
 	if err != nil {
 		var se *setting.Error
 		if errors.As(err, &se) {
-			return spawn.Pinned{}, &Error{Key: "program", Value: strconv.Quote(se.Value), Err: se.Err, Usage: true}
+			return spawn.Pinned{}, &Error{Key: "program", Value: se.Value, Err: se.Err, Usage: true}
 		}
 		if errors.Is(err, tools.ErrProgramNotFound) {
 			// Said of the program, not of a flag exec's user never gave.

@@ -41,8 +41,8 @@ func NewAnthropic(opt Options) (*Anthropic, error) {
 	}
 	base := anthropicBaseURL
 	if opt.BaseURL != "" {
-		if err := checkBaseURL(opt.BaseURL, opt.APIKey); err != nil {
-			return nil, fmt.Errorf("anthropic: %w", err)
+		if err := checkBaseURL("anthropic", opt.BaseURL, opt.APIKey); err != nil {
+			return nil, err
 		}
 		base = opt.BaseURL
 	}
@@ -51,7 +51,7 @@ func NewAnthropic(opt Options) (*Anthropic, error) {
 	}
 	u, err := joinURL(base, "v1/messages")
 	if err != nil {
-		return nil, fmt.Errorf("anthropic: %w", &setting.Error{Key: setting.BaseURL, Value: redactURL(base), Err: err})
+		return nil, &setting.Error{In: "anthropic", Key: setting.BaseURL, Value: setting.Quote(redactURL(base)), Err: err}
 	}
 	h := http.Header{}
 	h.Set("anthropic-version", anthropicVersion)

@@ -42,12 +42,12 @@ func NewOpenAI(opt Options) (*OpenAI, error) {
 	if base == "" {
 		base = DefaultOpenAIBaseURL
 	}
-	if err := checkBaseURL(base, opt.APIKey); err != nil {
-		return nil, fmt.Errorf("openai: %w", err)
+	if err := checkBaseURL("openai", base, opt.APIKey); err != nil {
+		return nil, err
 	}
 	u, err := joinURL(base, "chat/completions")
 	if err != nil {
-		return nil, fmt.Errorf("openai: %w", &setting.Error{Key: setting.BaseURL, Value: redactURL(base), Err: err})
+		return nil, &setting.Error{In: "openai", Key: setting.BaseURL, Value: setting.Quote(redactURL(base)), Err: err}
 	}
 	h := http.Header{}
 	if opt.APIKey != "" {

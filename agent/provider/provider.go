@@ -121,11 +121,20 @@ func KeyEnv(kind string) string {
 
 // checkBaseURL accepts an http or https URL with a host. Plain http is
 // accepted only for a loopback host, or when no key would be sent: an API
-// key must not cross a network in clear.
-func checkBaseURL(s string, key string) error {
+// key must not cross a network in clear. An error says the provider (in)
+// refused it.
+func checkBaseURL(in, s, key string) error {
+	if e := baseURLError(s, key); e != nil {
+		e.In = in
+		return e
+	}
+	return nil
+}
+
+func baseURLError(s, key string) *setting.Error {
 	u, err := url.Parse(s)
 	if err != nil {
-		return &setting.Error{Key: setting.BaseURL, Value: s, Err: err}
+		return &setting.Error{Key: setting.BaseURL, Value: setting.Quote(s), Err: err}
 	}
 	if u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return setting.Errorf(setting.BaseURL, s, "want an http:// or https:// URL with a host")
