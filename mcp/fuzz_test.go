@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +101,79 @@ func FuzzStdioFraming(f *testing.F) {
 		}
 		inW.Close()
 		<-done
+	})
+}
+
+// FuzzHTTPFraming: whatever body a client POSTs within its session (not
+// JSON, a batch, a response, a request of another version, bytes past the
+// size cap), a well-formed request posted after it is answered, and the
+// session carries on. The handler is driven in process (no socket).
+func FuzzHTTPFraming(f *testing.F) {
+	for _, seed := range []string{
+		"not json", `[]`, `[` + listLine + `]`, `{"jsonrpc":"1.0","id":1,"method":"ping"}`, `{"jsonrpc":"2.0","id":{},"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":null,"method":"ping"}`, `{"jsonrpc":"2.0","id":1e400,"method":"ping"}`, "\x00\xff", "",
+		`{"jsonrpc":"2.0","id":"a","result":{}}`, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"zz"}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"initialize","params":{}}`, `{"jsonrpc":"2.0","id":4,"method":"tools/list","params":[]}`,
+		callLine, `{"jsonrpc":"2.0","id":5,"method":"ping"}{"jsonrpc":"2.0","id":6,"method":"ping"}`,
+		strings.Repeat("x", 70000),
+	} {
+		f.Add([]byte(seed))
+	}
+	const probe = `{"jsonrpc":"2.0","id":"probe-7f3a","method":"ping"}`
+	fx := newFixture(f, surface.Flat, ApproveDeny, gate.Config{Recorder: gate.NewRecorder(io.Discard)}, Config{MaxMessage: 1 << 16})
+	token := []byte("fuzz-token")
+	h, err := fx.srv.Handler(token)
+	if err != nil {
+		f.Fatal(err)
+	}
+	// serve answers one request, or fails the input that made the server
+	// hang instead of answering.
+	var data []byte
+	serve := func(req *http.Request) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			h.ServeHTTP(w, req)
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			panic(fmt.Sprintf("%s %s after a body of %q: no answer in 10 s", req.Method, req.Header.Get("Mcp-Session-Id"), data))
+		}
+		return w
+	}
+	post := func(sid, body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+string(token))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		}
+		return serve(req)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		data = in
+		init := post("", initLine)
+		sid := init.Header().Get("Mcp-Session-Id")
+		if init.Code != http.StatusOK || sid == "" {
+			t.Fatalf("initialize: %d %q", init.Code, init.Body)
+		}
+		defer func() {
+			req := httptest.NewRequest(http.MethodDelete, "/", nil)
+			req.Header.Set("Authorization", "Bearer "+string(token))
+			req.Header.Set("Mcp-Session-Id", sid)
+			serve(req)
+		}()
+		post(sid, initdLine)
+		if w := post(sid, string(data)); w.Code >= 500 {
+			t.Fatalf("a body of %q got %d %q, want an answer or a 4xx", data, w.Code, w.Body)
+		}
+		w := post(sid, probe)
+		if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"id":"probe-7f3a"`) || !strings.Contains(w.Body.String(), `"result"`) {
+			t.Fatalf("the request after %q: %d %q, want its answer", data, w.Code, w.Body)
+		}
 	})
 }
