@@ -72,9 +72,11 @@ lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(STATICCHECK) ./...
 
+# hosttest runs every package on this host; the record report's tests
+# render pages in headless Chromium, which scripts/chromium.sh installs.
 hosttest: lint build
 	@./$(BIN) doctor | grep -q '^run helper: *embedded helper image' || { echo "make: $(BIN) does not use its embedded helper image:"; ./$(BIN) doctor | grep '^run helper'; exit 1; }
-	B10X_REQUIRE_HELPER_IMAGE=1 $(GO) test -ldflags='$(HELPER_LDFLAGS)' -count=1 ./...
+	B10X_CHROMIUM=$$(./scripts/chromium.sh) B10X_REQUIRE_HELPER_IMAGE=1 $(GO) test -ldflags='$(HELPER_LDFLAGS)' -count=1 ./...
 
 test: hosttest containertest mcptest interoptest vmtest-ci
 

@@ -240,15 +240,15 @@ func shifted(s *Summary, line int) *Summary {
 		}
 		return l
 	}
-	c.NotOK = append([]Refusal(nil), s.NotOK...)
+	c.NotOK = append([]Refusal{}, s.NotOK...)
 	for i := range c.NotOK {
 		c.NotOK[i].Line = move(c.NotOK[i].Line)
 	}
-	c.Unfinished = append([]Unfinished(nil), s.Unfinished...)
+	c.Unfinished = append([]Unfinished{}, s.Unfinished...)
 	for i := range c.Unfinished {
 		c.Unfinished[i].Line = move(c.Unfinished[i].Line)
 	}
-	c.Torn = append([]TornLine(nil), s.Torn...)
+	c.Torn = append([]TornLine{}, s.Torn...)
 	for i := range c.Torn {
 		c.Torn[i].Line = move(c.Torn[i].Line)
 	}

@@ -25,7 +25,10 @@ type line struct {
 	Port     int    `json:"port"`
 	Decision string `json:"decision"`
 	Rule     string `json:"rule"`
-	Steps    []struct {
+	// denial lines
+	Layer   string `json:"layer"`
+	Dropped int    `json:"dropped"`
+	Steps   []struct {
 		Step    string `json:"step"`
 		Verdict string `json:"verdict"`
 	} `json:"steps"`
@@ -75,15 +78,18 @@ type Summary struct {
 	Calls      int                       `json:"calls"`
 	ByEntry    map[string]map[string]int `json:"by_entry"` // entry → status → count
 	NotOK      []Refusal                 `json:"refusals_and_failures"`
-	Unfinished []Unfinished              `json:"unfinished,omitempty"`
-	Torn       []TornLine                `json:"torn_lines,omitempty"`
-	Unknown    map[string]int            `json:"unknown_events,omitempty"` // events of a later version, skipped
+	Unfinished []Unfinished              `json:"unfinished"`
+	Torn       []TornLine                `json:"torn_lines"`
+	Unknown    map[string]int            `json:"unknown_events"` // events of a later version, skipped
 	// Connections counts the proxy's attempts by decision; Denied lists
 	// each denied destination once, with how often and the rule.
-	Connections map[string]int `json:"connections,omitempty"`
-	Denied      []DeniedHost   `json:"denied_hosts,omitempty"`
-	EndedBy     []string       `json:"ended_by"`
-	Complete    bool           `json:"complete"` // every run_start has its run_end
+	Connections map[string]int `json:"connections"`
+	Denied      []DeniedHost   `json:"denied_hosts"`
+	// Denials counts what the kernel refused inside run children, by
+	// layer (landlock), those beyond a call's cap included.
+	Denials  map[string]int `json:"kernel_denials"`
+	EndedBy  []string       `json:"ended_by"`
+	Complete bool           `json:"complete"` // every run_start has its run_end
 }
 
 // Summarize reads a record from r (name is used in errors). It is
@@ -92,7 +98,9 @@ type Summary struct {
 // Unknown). It returns an error naming the line for a call line without
 // entry or status, and for input holding no record line at all.
 func Summarize(r io.Reader, name string) (*Summary, error) {
-	s := &Summary{ByEntry: map[string]map[string]int{}}
+	// Every list and map is empty, not null, in JSON when there is nothing.
+	s := &Summary{ByEntry: map[string]map[string]int{}, NotOK: []Refusal{}, Unfinished: []Unfinished{}, Torn: []TornLine{},
+		Unknown: map[string]int{}, Connections: map[string]int{}, Denied: []DeniedHost{}, Denials: map[string]int{}, EndedBy: []string{}}
 	br := bufio.NewReader(r)
 	n, open := 0, 0
 	pending := map[int64]Unfinished{} // intents of the current run without their call line
@@ -147,10 +155,9 @@ func Summarize(r io.Reader, name string) (*Summary, error) {
 				}
 				s.NotOK = append(s.NotOK, Refusal{Run: s.Runs, Seq: l.Seq, Line: n, Entry: l.Entry, Via: l.Via, Status: l.Status, Reason: l.Reason, Step: step, Message: l.Message})
 			}
+		case "denial":
+			s.Denials[l.Layer] += 1 + l.Dropped
 		case "net":
-			if s.Connections == nil {
-				s.Connections = map[string]int{}
-			}
 			s.Connections[l.Decision]++
 			if l.Decision == "denied" {
 				i := slices.IndexFunc(s.Denied, func(d DeniedHost) bool { return d.Host == l.Host && d.Port == l.Port && d.Rule == l.Rule })
@@ -164,9 +171,6 @@ func Summarize(r io.Reader, name string) (*Summary, error) {
 				}
 			}
 		default:
-			if s.Unknown == nil {
-				s.Unknown = map[string]int{}
-			}
 			s.Unknown[l.Event]++
 		}
 	}

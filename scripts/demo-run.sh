@@ -68,3 +68,11 @@ if [[ -e $demo/outside/planted-victim.txt || -e $demo/outside/dropped.txt ]]; th
 fi
 echo "== nothing was written outside the workspace; the run record says:"
 "$bin" record summary "$record"
+
+# The record as a page a person can look at. It outlives the demo's
+# scratch directory: B10X_DEMO_REPORT names where, .cache/ by default.
+report=${B10X_DEMO_REPORT:-$repo/.cache/demo/report.html}
+mkdir -p "$(dirname "$report")"
+echo
+"$bin" record report "$record" -o "$report"
+echo "open it in a browser: file://$(cd "$(dirname "$report")" && pwd)/$(basename "$report")"

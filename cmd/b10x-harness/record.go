@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -11,34 +13,107 @@ import (
 	"github.com/b10x/harness/egress"
 	"github.com/b10x/harness/internal/termsafe"
 	"github.com/b10x/harness/record"
+	"github.com/b10x/harness/record/report"
 )
 
 type recordCmd struct {
 	Summary recordSummaryCmd `cmd:"" help:"Count calls by entry and outcome, list every refusal or failure with its reason, calls that started and have no outcome, and torn lines."`
+	Report  recordReportCmd  `cmd:"" help:"Write one self-contained HTML page for one record or many: each run's policy, layers and outcome, a timeline of its calls (arguments, the gate's steps, denials, network attempts, the change each asked for), and for many records a table with one row per record and the totals."`
 }
 
 type recordSummaryCmd struct {
-	File string `arg:"" help:"The run record (JSON Lines)."`
-	JSON bool   `help:"Print the summary as JSON."`
+	Files []string `arg:"" name:"file" help:"Run records (JSON Lines); - reads standard input."`
+	JSON  bool     `help:"Print the summary as JSON: one object, or with several records an array of {\"file\", \"summary\"}."`
 }
 
-func (c *recordSummaryCmd) Run(e *env) error {
-	f, err := os.Open(c.File)
+type recordReportCmd struct {
+	Files  []string `arg:"" name:"file" help:"Run records (JSON Lines); - reads standard input."`
+	Output string   `short:"o" placeholder:"FILE" help:"Write the page to FILE instead of standard output."`
+}
+
+// openRecord opens a record named on the command line: - is standard
+// input. A file that cannot be opened is a usage error naming it.
+func openRecord(e *env, name string) (io.ReadCloser, error) {
+	if name == "-" {
+		return io.NopCloser(e.stdin), nil
+	}
+	f, err := os.Open(name)
 	if err != nil {
 		// Named as given: kong's existingfile would say "<file>: stat ...".
 		if pe := (*os.PathError)(nil); errors.As(err, &pe) {
-			err = fmt.Errorf("record %s: %w", c.File, pe.Err)
+			err = fmt.Errorf("record %s: %w", name, pe.Err)
 		}
-		return usageError{err}
+		return nil, usageError{err}
 	}
-	defer f.Close()
-	s, err := record.Summarize(f, c.File)
-	if err != nil {
-		return usageError{err}
+	return f, nil
+}
+
+func (c *recordReportCmd) Run(e *env) error {
+	var logs []*record.Log
+	for _, name := range c.Files {
+		f, err := openRecord(e, name)
+		if err != nil {
+			return err
+		}
+		l, err := record.Load(f, name)
+		f.Close()
+		if err != nil {
+			return usageError{err}
+		}
+		logs = append(logs, l)
+	}
+	if c.Output == "" {
+		return report.Write(e.stdout, logs)
+	}
+	var b bytes.Buffer
+	if err := report.Write(&b, logs); err != nil {
+		return err
+	}
+	if err := os.WriteFile(c.Output, b.Bytes(), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "wrote %s (%d record(s))\n", termsafe.Line(c.Output), len(logs))
+	return nil
+}
+
+func (c *recordSummaryCmd) Run(e *env) error {
+	type named struct {
+		File    string          `json:"file"`
+		Summary *record.Summary `json:"summary"`
+	}
+	var all []named
+	for _, name := range c.Files {
+		f, err := openRecord(e, name)
+		if err != nil {
+			return err
+		}
+		s, err := record.Summarize(f, name)
+		f.Close()
+		if err != nil {
+			return usageError{err}
+		}
+		all = append(all, named{name, s})
 	}
 	if c.JSON {
-		return writeJSON(e.stdout, "  ", s)
+		if len(all) == 1 {
+			return writeJSON(e.stdout, "  ", all[0].Summary)
+		}
+		return writeJSON(e.stdout, "  ", all)
 	}
+	for i, n := range all {
+		if len(all) > 1 {
+			if i > 0 {
+				fmt.Fprintln(e.stdout)
+			}
+			fmt.Fprintf(e.stdout, "== %s\n", termsafe.Line(n.File))
+		}
+		printSummary(e, n.Summary)
+	}
+	return nil
+}
+
+// printSummary prints one record's summary for a person.
+func printSummary(e *env, s *record.Summary) {
 	fmt.Fprintf(e.stdout, "%d run(s), %d call(s)", s.Runs, s.Calls)
 	if !s.Complete {
 		fmt.Fprint(e.stdout, " — a run has no run_end (the harness stopped mid-run)")
@@ -66,6 +141,14 @@ func (c *recordSummaryCmd) Run(e *env) error {
 	}
 	for _, u := range s.Unfinished {
 		fmt.Fprintf(e.stdout, "unfinished: %s#%d %s (line %d) has an intent line and no outcome: it may have acted\n", runOf(u.Run), u.Seq, termsafe.Line(u.Entry), u.Line)
+	}
+	if len(s.Denials) > 0 {
+		layers := make([]string, 0, len(s.Denials))
+		for k, v := range s.Denials {
+			layers = append(layers, fmt.Sprintf("%s ×%d", termsafe.Line(k), v))
+		}
+		sort.Strings(layers)
+		fmt.Fprintf(e.stdout, "kernel denials inside run children: %s\n", strings.Join(layers, ", "))
 	}
 	if len(s.Connections) > 0 {
 		fmt.Fprintf(e.stdout, "network: %d connection attempt(s) through the proxy, %d allowed, %d denied\n", s.Connections["allowed"]+s.Connections["denied"], s.Connections["allowed"], s.Connections["denied"])
@@ -101,5 +184,4 @@ func (c *recordSummaryCmd) Run(e *env) error {
 				termsafe.Line(r.Status), termsafe.Line(r.Reason), termsafe.Line(r.Step), termsafe.Line(r.Message))
 		}
 	}
-	return nil
 }
