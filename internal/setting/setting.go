@@ -130,6 +130,7 @@ func Flagged(err error) error {
 	}
 	return &flagged{msg: e.Render(Flag(e.Key)), err: err}
 }
+
 type flagged struct {
 	msg string
 	err error

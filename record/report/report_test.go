@@ -29,7 +29,7 @@ func hostileRecord(t *testing.T) string {
 		"published": []any{map[string]any{"name": hostile, "risk": "low"}}, "unpublished": map[string]any{},
 		"policy": map[string]any{"approve_up_to": hostile, "approve": "all", "approver": "all", "write_scope": []string{hostile}, "max_result": 1}}
 	call := map[string]any{"event": "call", "seq": 1, "time": "2026-01-02T03:04:06Z", "surface": "flat", "entry": "file_edit", "via": hostile,
-		"args": map[string]any{"path": hostile, "old_string": hostile, "new_string": "b\n" + hostile},
+		"args":   map[string]any{"path": hostile, "old_string": hostile, "new_string": "b\n" + hostile},
 		"steps":  []any{map[string]any{"step": "scope", "verdict": "refuse", "detail": hostile}},
 		"status": "refused", "reason": hostile, "message": hostile, "result_bytes": 0, "duration_us": 5}
 	denial := map[string]any{"event": "denial", "seq": 1, "time": "2026-01-02T03:04:06Z", "layer": hostile, "operation": hostile, "object": hostile}
