@@ -87,21 +87,23 @@ vmtest: helper
 	$(GO) run ./vmtest -ldflags='$(HELPER_LDFLAGS)' -env B10X_REQUIRE_HELPER_IMAGE=1 -timeout 15m -selftest -shapes all
 
 # vmtest-ci is what `make test` (and so CI) runs: every VM shape
-# (debian-6.1, debian-6.12 with Landlock ABI 6, no-landlock, no-userns,
-# cgroup-v1) and `ordinary`, where the tests are told they run on the host
+# (debian-6.1, debian-6.12 with Landlock ABI 6, debian-6.18 with Landlock
+# ABI 7 and the kernel's audit on, no-landlock, no-userns, cgroup-v1) and
+# `ordinary`, where the tests are told they run on the host
 # (pure cgroup v2, another kernel; decisions 0048 and 0064). debian-6.1
 # runs every package with kernel-facing tests; each other shape runs the
 # packages whose outcome its difference can change (-pkgs-in, decision
-# 0081): the layers, the tools' own confinement and the end-to-end suite
+# 0081; debian-6.18 the kernel denials' attribution, decision 0080): the layers, the tools' own confinement and the end-to-end suite
 # everywhere, cgroup where the cgroup layout differs, and in `ordinary`
 # the packages whose expectations come from probing the host. The host
 # shape is `hosttest`. -timeout bounds each test binary: the cmd package's
 # suite takes about 5 minutes in a guest under TCG with two shapes booted
 # at once, past vmtest's default of 5.
-VM_CI_SHAPES := debian-6.1,debian-6.12,ordinary,cgroup-v1,no-landlock,no-userns
+VM_CI_SHAPES := debian-6.1,debian-6.12,debian-6.18,ordinary,cgroup-v1,no-landlock,no-userns
 VM_CI_PKGS := ./confine/...,./cgroup/...,./gate/...,./surface/...,./tools/...,./agent/...,./session/...,./cmd/...
 VM_CI_PKGS_IN := \
 	-pkgs-in debian-6.12=./confine/...,./cgroup/...,./tools/...,./session/...,./cmd/... \
+	-pkgs-in debian-6.18=./confine/audit/...,./confine/spawn/ \
 	-pkgs-in no-landlock=./confine/...,./tools/...,./session/...,./cmd/... \
 	-pkgs-in no-userns=./confine/...,./session/...,./cmd/... \
 	-pkgs-in cgroup-v1=./confine/...,./cgroup/...,./tools/...,./session/...,./cmd/... \
@@ -117,7 +119,8 @@ VM_CI_KERNEL_TESTS := ^Test(Attack|Exec|Run|Doctor|Strict|Limit|Enclosing|Proxy|
 VM_CI_RUN_IN := \
 	-run-in 'ordinary:./cmd/...=^(TestDoctor|TestStrict|TestAttackExec(CPULimit|ForkBomb|MemoryBomb|StrictWhereAvailable)|TestEnclosingLimitsRecorded|TestMCPRecordFullDiskExits1|TestRecordOnAFullDisk|TestExec|TestChildUID|TestLimitsBestEffort)' \
 	-run-in 'cgroup-v1:./cmd/...=$(VM_CI_KERNEL_TESTS)' \
-	-run-in 'debian-6.12:./cmd/...=$(VM_CI_KERNEL_TESTS)'
+	-run-in 'debian-6.12:./cmd/...=$(VM_CI_KERNEL_TESTS)' \
+	-run-in 'debian-6.18:./confine/spawn/=^Test(ChildDenied|Denial|Landlock)'
 vmtest-ci: helper
 	$(GO) run ./vmtest -ldflags='$(HELPER_LDFLAGS)' -env B10X_REQUIRE_HELPER_IMAGE=1 -timeout 15m -selftest -shapes $(VM_CI_SHAPES) -pkgs $(VM_CI_PKGS) $(VM_CI_PKGS_IN) $(VM_CI_RUN_IN)
 

@@ -69,7 +69,7 @@ func realMain(argv []string) int {
 	fs.IntVar(&o.memMiB, "mem", 2048, "guest memory in MiB")
 	fs.IntVar(&o.cpus, "smp", 2, "guest CPUs")
 	fs.StringVar(&o.cache, "cache", "", "cache directory (default .cache/vmtest under the module root)")
-	fs.StringVar(&o.kernelPkg, "kernel", "", "comma-separated kernel packages to boot, each for the shapes of its series, e.g. linux-image-6.1.0-57-amd64,linux-image-6.12.95+deb12-amd64 (default: newest cached, else newest in apt)")
+	fs.StringVar(&o.kernelPkg, "kernel", "", "comma-separated kernel packages to boot, each for the shapes of its series, e.g. linux-image-6.1.0-57-amd64,linux-image-6.12.95+deb12-amd64,linux-image-6.18.15+deb13-amd64 (default: newest cached, else newest in apt)")
 	fs.BoolVar(&o.quiet, "q", false, "do not stream the guests' consoles; print only the summary")
 	fs.BoolVar(&o.selftest, "selftest", false, "first boot a guest with packages built to pass, fail, skip, leak and hang, and stop unless vmtest judges each correctly")
 	fs.BoolVar(&o.keep, "keep", false, "keep the build directory (test binaries, initramfs) and print its path")
@@ -340,7 +340,7 @@ func kernelPkgs(flag string) (map[string]string, error) {
 		}
 		sr, ok := seriesOf(p)
 		if !ok {
-			return nil, fmt.Errorf("-kernel %s: not a kernel package of a known series (linux-image-6.1.0-NN-amd64, linux-image-6.12.NN+deb12-amd64)", p)
+			return nil, fmt.Errorf("-kernel %s: not a kernel package of a known series (linux-image-6.1.0-NN-amd64, linux-image-6.12.NN+deb12-amd64, linux-image-6.18.NN+deb13-amd64)", p)
 		}
 		if prev, dup := out[sr.Name]; dup {
 			return nil, fmt.Errorf("-kernel names two %s kernels: %s and %s", sr.Name, prev, p)

@@ -81,6 +81,9 @@ func (m *machine) selftest(ctx context.Context, o options) (bool, error) {
 	if _, ok := m.kernels[series612.Name]; ok {
 		shapes = append(shapes, protocol.ShapeDebian612)
 	}
+	if _, ok := m.kernels[series618.Name]; ok {
+		shapes = append(shapes, protocol.ShapeDebian618)
+	}
 	results := make([]*shapeResult, len(shapes))
 	sem := make(chan struct{}, o.parallel)
 	var wg sync.WaitGroup

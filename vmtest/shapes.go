@@ -13,6 +13,7 @@ var shapeDoc = map[string]string{
 	protocol.ShapeHost:       "this machine, no VM: go test of the same packages",
 	protocol.ShapeDebian61:   "Debian 12 kernel, pure cgroup v2 with every controller, Landlock on",
 	protocol.ShapeDebian612:  "as debian-6.1 on the 6.12 kernel of bookworm-backports: Landlock ABI 6, with TCP rights and scoped abstract sockets and signals",
+	protocol.ShapeDebian618:  "as debian-6.1 on the 6.18 kernel of trixie-backports, booted with audit=1: Landlock ABI 7, whose denials the kernel logs as audit records",
 	protocol.ShapeNoLandlock: "same kernel booted with an lsm= list without landlock",
 	protocol.ShapeNoUserns:   "same kernel, user.max_user_namespaces=0, tests run as uid 1000 in a delegated cgroup",
 	protocol.ShapeCgroupV1:   "same kernel, cgroup v1 hierarchies only, no cgroup2 anywhere",
@@ -61,6 +62,10 @@ func cmdline(shape, defaultLSM string) (string, error) {
 	words := slices.Clone(baseCmdline)
 	switch shape {
 	case protocol.ShapeDebian61, protocol.ShapeDebian612, protocol.ShapeNoUserns, protocol.ShapeCgroupV1, protocol.ShapeOrdinary, protocol.ShapeProbe:
+	case protocol.ShapeDebian618:
+		// The kernel logs Landlock's denials only while its audit is
+		// enabled; no audit daemon runs in the guest to enable it.
+		words = append(words, "audit=1")
 	case protocol.ShapeNoLandlock:
 		lsms := strings.Split(defaultLSM, ",")
 		if defaultLSM == "" || !slices.Contains(lsms, "landlock") {
@@ -75,10 +80,13 @@ func cmdline(shape, defaultLSM string) (string, error) {
 }
 
 // shapeSeries is the kernel series a shape boots: 6.12 for debian-6.12,
-// Debian 12's own 6.1 for every other.
+// 6.18 for debian-6.18, Debian 12's own 6.1 for every other.
 func shapeSeries(shape string) kernelSeries {
-	if shape == protocol.ShapeDebian612 {
+	switch shape {
+	case protocol.ShapeDebian612:
 		return series612
+	case protocol.ShapeDebian618:
+		return series618
 	}
 	return series61
 }
@@ -90,8 +98,10 @@ func shapeSeries(shape string) kernelSeries {
 // about six runs on this host: the kernel patches its text while other
 // CPUs run it, which multi-threaded TCG does not make safe. With one vCPU
 // nothing runs the text while it is patched. docs/decisions/0064.
+//
+// debian-6.18 gets one too: its kernel patches its text the same way.
 func shapeCPUs(shape, accel string, cpus int) int {
-	if shape == protocol.ShapeDebian612 && accel == "tcg" {
+	if (shape == protocol.ShapeDebian612 || shape == protocol.ShapeDebian618) && accel == "tcg" {
 		return 1
 	}
 	return cpus

@@ -16,6 +16,7 @@ func TestCmdlinePerShape(t *testing.T) {
 	for shape, want := range map[string]string{
 		protocol.ShapeDebian61:   "console=ttyS0 loglevel=1 panic=-1 -- debian-6.1",
 		protocol.ShapeDebian612:  "console=ttyS0 loglevel=1 panic=-1 -- debian-6.12",
+		protocol.ShapeDebian618:  "console=ttyS0 loglevel=1 panic=-1 audit=1 -- debian-6.18",
 		protocol.ShapeNoUserns:   "console=ttyS0 loglevel=1 panic=-1 -- no-userns",
 		protocol.ShapeCgroupV1:   "console=ttyS0 loglevel=1 panic=-1 -- cgroup-v1",
 		protocol.ShapeOrdinary:   "console=ttyS0 loglevel=1 panic=-1 -- ordinary",
@@ -79,6 +80,7 @@ func TestShapeNamesMatchTestenv(t *testing.T) {
 		{protocol.ShapeNoLandlock, testenv.ShapeNoLandlock},
 		{protocol.ShapeNoUserns, testenv.ShapeNoUserns},
 		{protocol.ShapeCgroupV1, testenv.ShapeCgroupV1},
+		{protocol.ShapeDebian618, testenv.ShapeDebian618},
 	}
 	if got := protocol.TestShape(protocol.ShapeOrdinary); got != testenv.ShapeHost {
 		t.Errorf("the ordinary shape's tests are told %q, want %q", got, testenv.ShapeHost)
@@ -89,7 +91,11 @@ func TestShapeNamesMatchTestenv(t *testing.T) {
 		}
 	}
 	for _, s := range protocol.VMShapes {
-		if want := map[bool]string{true: "6.12", false: "6.1"}[s == protocol.ShapeDebian612]; shapeSeries(s).Name != want {
+		want := map[string]string{protocol.ShapeDebian612: "6.12", protocol.ShapeDebian618: "6.18"}[s]
+		if want == "" {
+			want = "6.1"
+		}
+		if shapeSeries(s).Name != want {
 			t.Errorf("shape %s boots the %s kernel, want %s", s, shapeSeries(s).Name, want)
 		}
 		if shapeDoc[s] == "" {
@@ -108,6 +114,7 @@ func TestShapeCPUs(t *testing.T) {
 	}{
 		{protocol.ShapeDebian612, "tcg", 1},
 		{protocol.ShapeDebian612, "kvm", 2},
+		{protocol.ShapeDebian618, "tcg", 1},
 		{protocol.ShapeDebian61, "tcg", 2},
 		{protocol.ShapeOrdinary, "tcg", 2},
 	} {

@@ -56,7 +56,15 @@ var (
 		search:    `^linux-image-6\.12\.[0-9]+\+deb12(\.[0-9]+)?-amd64$`,
 		backports: "bookworm-backports",
 	}
-	kernelSeriesAll = []kernelSeries{series61, series612}
+	// 6.18 is Debian 13's backported kernel: Landlock ABI 7, the first
+	// with audit records of its denials (Linux 6.15).
+	series618 = kernelSeries{
+		Name:      "6.18",
+		re:        regexp.MustCompile(`^linux-image-6\.18\.(\d+)\+deb13(?:\.(\d+))?-amd64$`),
+		search:    `^linux-image-6\.18\.[0-9]+\+deb13(\.[0-9]+)?-amd64$`,
+		backports: "trixie-backports",
+	}
+	kernelSeriesAll = []kernelSeries{series61, series612, series618}
 )
 
 // seriesOf returns the series a package name belongs to.

@@ -22,6 +22,7 @@ const (
 	ShapeHost       = "host"        // this development machine, no VM
 	ShapeDebian61   = "debian-6.1"  // Debian 12 kernel, pure cgroup v2, Landlock ABI 2
 	ShapeDebian612  = "debian-6.12" // as debian-6.1 on Debian's 6.12 kernel, Landlock ABI 6
+	ShapeDebian618  = "debian-6.18" // as debian-6.1 on Debian's 6.18 kernel with audit on, Landlock ABI 7
 	ShapeNoLandlock = "no-landlock" // same kernel, lsm= without landlock
 	ShapeNoUserns   = "no-userns"   // same kernel, namespace creation disabled
 	ShapeCgroupV1   = "cgroup-v1"   // same kernel, cgroup v1 hierarchies only
@@ -77,5 +78,5 @@ func KernelIndependent(t testing.TB, why string) {
 	t.Helper()
 	s := Shape()
 	Require(t, s == ShapeHost || s == ShapeDebian61, "a shape that runs kernel-independent tests (the host, debian-6.1): "+why,
-		ShapeDebian612, ShapeNoLandlock, ShapeNoUserns, ShapeCgroupV1)
+		ShapeDebian612, ShapeDebian618, ShapeNoLandlock, ShapeNoUserns, ShapeCgroupV1)
 }

@@ -170,7 +170,7 @@ func loopbackUp() error {
 func setupShape(shape string) (*guestEnv, error) {
 	env := &guestEnv{shape: shape}
 	switch shape {
-	case protocol.ShapeDebian61, protocol.ShapeDebian612, protocol.ShapeNoLandlock, protocol.ShapeOrdinary:
+	case protocol.ShapeDebian61, protocol.ShapeDebian612, protocol.ShapeDebian618, protocol.ShapeNoLandlock, protocol.ShapeOrdinary:
 		if err := setupCgroup2(env); err != nil {
 			return nil, err
 		}
@@ -347,6 +347,15 @@ func checkShape(env *guestEnv) error {
 		// scoping (ABI 6); a kernel without them would prove nothing new.
 		if !landlock || abi < 6 {
 			return fmt.Errorf("the Landlock LSM with ABI 6 or later should be active: LSM list %q, ABI %d", strings.TrimSpace(string(lsms)), abi)
+		}
+	case protocol.ShapeDebian618:
+		// The shape exists for Landlock's audit records (ABI 7), which
+		// the kernel emits only while audit is enabled (audit=1).
+		if !landlock || abi < 7 {
+			return fmt.Errorf("the Landlock LSM with ABI 7 or later should be active: LSM list %q, ABI %d", strings.TrimSpace(string(lsms)), abi)
+		}
+		if cmd, err := os.ReadFile("/proc/cmdline"); err != nil || !slices.Contains(strings.Fields(string(cmd)), "audit=1") {
+			return fmt.Errorf("the kernel should be booted with audit=1: /proc/cmdline %q (%v)", cmd, err)
 		}
 	case protocol.ShapeNoLandlock:
 		if landlock || abi != 0 {

@@ -24,7 +24,11 @@ const (
 	ShapeDebian61 = "debian-6.1"
 	// ShapeDebian612 is debian-6.1's set-up on Debian's 6.12 kernel
 	// (bookworm-backports): Landlock ABI 6, network rights included.
-	ShapeDebian612  = "debian-6.12"
+	ShapeDebian612 = "debian-6.12"
+	// ShapeDebian618 is debian-6.1's set-up on Debian's 6.18 kernel
+	// (trixie-backports) booted with audit=1: Landlock ABI 7, whose
+	// denials the kernel logs as audit records (decision 0080).
+	ShapeDebian618  = "debian-6.18"
 	ShapeNoLandlock = "no-landlock"
 	ShapeNoUserns   = "no-userns"
 	ShapeCgroupV1   = "cgroup-v1"
@@ -42,7 +46,7 @@ const (
 )
 
 // VMShapes lists the shapes that boot a VM, in the order they run.
-var VMShapes = []string{ShapeDebian61, ShapeDebian612, ShapeNoLandlock, ShapeNoUserns, ShapeCgroupV1, ShapeOrdinary}
+var VMShapes = []string{ShapeDebian61, ShapeDebian612, ShapeDebian618, ShapeNoLandlock, ShapeNoUserns, ShapeCgroupV1, ShapeOrdinary}
 
 // TestShape is the shape a guest's test binaries are told (B10X_SHAPE):
 // the shape's own name, except that ShapeOrdinary runs them as the host.
