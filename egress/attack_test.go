@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -215,6 +216,7 @@ func TestRedteamConnectionFlood(t *testing.T) {
 	pol := goodPolicy()
 	pol.MaxConns = 8
 	r := newAtkRig(t, pol)
+	before := openFDs(t)
 	var conns []net.Conn
 	defer func() {
 		for _, c := range conns {
@@ -232,4 +234,22 @@ func TestRedteamConnectionFlood(t *testing.T) {
 	if n := r.s.Open(); n > 4*pol.MaxConns {
 		t.Errorf("with max_conns %d the harness holds %d connections of one call open at once", pol.MaxConns, n)
 	}
+	// What the kernel says this process holds: the clients' own
+	// descriptors, and on the proxy's side no more than its bound (and a
+	// few of the rig's own).
+	held := openFDs(t) - before - len(conns)
+	t.Logf("%d connections, the proxy side holds %d descriptors", len(conns), held)
+	if held > 4*pol.MaxConns+8 {
+		t.Errorf("with max_conns %d and %d connections open, the proxy's side holds %d descriptors (/proc/self/fd)", pol.MaxConns, len(conns), held)
+	}
+}
+
+// openFDs counts this process's open descriptors, as the kernel lists them.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }
