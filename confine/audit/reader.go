@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -31,15 +32,16 @@ type Reader struct {
 	f *os.File
 
 	mu       sync.Mutex
-	byPID    map[int]*Watch
+	byKey    map[string]*Watch // by creator: pidKey or nameKey
 	byDomain map[string]*Watch
 	pending  map[uint64][]Denial
 	order    []uint64
-	// unclaimed holds domains allocated by a pid nobody watches yet (the
-	// Watch may start just after the program's first denial), with the
-	// denials logged so far, the oldest dropped first.
-	unclaimed map[int]*claim
-	uorder    []int
+	// unclaimed holds domains allocated by a creator nobody watches yet
+	// (the Watch may start just after the program's first denial), with
+	// the denials logged so far, the oldest dropped first; each claim is
+	// under its creator's pid and name keys.
+	unclaimed map[string]*claim
+	uorder    []*claim
 	lost      int
 	err       error
 	done      chan struct{}
@@ -61,12 +63,12 @@ func Open() (*Reader, error) {
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
 	r := &Reader{
 		f:        os.NewFile(uintptr(fd), "audit netlink"),
-		byPID:    map[int]*Watch{},
+		byKey:    map[string]*Watch{},
 		byDomain: map[string]*Watch{},
 		pending:  map[uint64][]Denial{},
 		done:     make(chan struct{}),
 	}
-	r.unclaimed = map[int]*claim{}
+	r.unclaimed = map[string]*claim{}
 	go r.loop()
 	return r, nil
 }
@@ -165,7 +167,10 @@ func (r *Reader) handle(typ uint16, payload []byte) {
 			}
 			return
 		}
-		w := r.byPID[v.PID]
+		w := r.byKey[pidKey(v.PID)]
+		if w == nil && v.Comm != "" {
+			w = r.byKey[nameKey(v.Comm)]
+		}
 		held := r.pending[v.Serial]
 		delete(r.pending, v.Serial)
 		if r.exe != "" && v.Exe != r.exe {
@@ -191,13 +196,17 @@ func (r *Reader) handle(typ uint16, payload []byte) {
 // call's program stage. Stop ends it.
 type Watch struct {
 	r       *Reader
-	pid     int
+	key     string
 	max     int
 	denials []Denial
 	dropped int
 	domains []string
 	stopped bool
 }
+
+// pidKey and nameKey are the keys a creator is known by.
+func pidKey(pid int) string      { return "pid " + strconv.Itoa(pid) }
+func nameKey(name string) string { return "name " + name }
 
 // Watch starts collecting the denials of domains created by pid (in the
 // initial PID namespace), keeping at most max (0: 64) and counting the
@@ -206,16 +215,25 @@ type Watch struct {
 // soon after the pid's domain is created: a Reader holds the domains
 // (and first denials) of the last 64 creators nobody watched, for a Watch
 // that starts just after the program's first denial.
-func (r *Reader) Watch(pid, max int) *Watch {
+func (r *Reader) Watch(pid, max int) *Watch { return r.watch(pidKey(pid), max) }
+
+// WatchName is Watch for the creator whose name (comm) was name when it
+// created its domain: a run call's program stage names itself with a
+// token of its call just before it restricts itself (and the program it
+// executes gets its own name), so the token ties the domain to the call
+// with no pid to learn and none that could be reused. name must be one no
+// other creator takes (random, as long as the kernel keeps: 15 bytes).
+func (r *Reader) WatchName(name string, max int) *Watch { return r.watch(nameKey(name), max) }
+
+func (r *Reader) watch(key string, max int) *Watch {
 	if max <= 0 {
 		max = 64
 	}
-	w := &Watch{r: r, pid: pid, max: max}
+	w := &Watch{r: r, key: key, max: max}
 	r.mu.Lock()
-	r.byPID[pid] = w
-	if c := r.unclaimed[pid]; c != nil {
-		delete(r.unclaimed, pid)
-		r.uorder = slices.DeleteFunc(r.uorder, func(p int) bool { return p == pid })
+	r.byKey[key] = w
+	if c := r.unclaimed[key]; c != nil {
+		r.unhold(c)
 		for _, id := range c.domains {
 			r.byDomain[id] = w
 			w.domains = append(w.domains, id)
@@ -238,6 +256,7 @@ const (
 
 // claim is what a Reader holds of one creator nobody watches yet.
 type claim struct {
+	keys    []string
 	domains []string
 	denials []Denial
 	dropped int
@@ -251,17 +270,25 @@ func (c *claim) add(d Denial) {
 	c.denials = append(c.denials, d)
 }
 
-// hold keeps a domain allocated by a pid nobody watches, and its first
-// denials, for a Watch of that pid that starts later.
+// hold keeps a domain allocated by a creator nobody watches, and its
+// first denials, for a Watch of its pid or name that starts later.
 func (r *Reader) hold(v Domain, held []Denial) {
-	c := r.unclaimed[v.PID]
+	keys := []string{pidKey(v.PID)}
+	if v.Comm != "" {
+		keys = append(keys, nameKey(v.Comm))
+	}
+	c := r.unclaimed[keys[0]]
 	if c == nil {
-		c = &claim{}
-		r.unclaimed[v.PID] = c
-		r.uorder = append(r.uorder, v.PID)
+		c = &claim{keys: keys}
+		for _, k := range keys {
+			if old := r.unclaimed[k]; old != nil {
+				r.unhold(old) // a creator's key taken again: the older goes
+			}
+			r.unclaimed[k] = c
+		}
+		r.uorder = append(r.uorder, c)
 		if len(r.uorder) > maxUnclaimed {
-			delete(r.unclaimed, r.uorder[0])
-			r.uorder = r.uorder[1:]
+			r.unhold(r.uorder[0])
 		}
 	}
 	c.domains = append(c.domains, v.ID)
@@ -272,8 +299,18 @@ func (r *Reader) hold(v Domain, held []Denial) {
 	}
 }
 
+// unhold forgets a held creator under every key it is held by.
+func (r *Reader) unhold(c *claim) {
+	for _, k := range c.keys {
+		if r.unclaimed[k] == c {
+			delete(r.unclaimed, k)
+		}
+	}
+	r.uorder = slices.DeleteFunc(r.uorder, func(o *claim) bool { return o == c })
+}
+
 func (r *Reader) unclaimedDomain(id string) *claim {
-	for _, c := range r.unclaimed {
+	for _, c := range r.uorder {
 		for _, d := range c.domains {
 			if d == id {
 				return c
@@ -308,8 +345,8 @@ func (w *Watch) Stop() (denials []Denial, dropped int) {
 	defer w.r.mu.Unlock()
 	if !w.stopped {
 		w.stopped = true
-		if w.r.byPID[w.pid] == w {
-			delete(w.r.byPID, w.pid)
+		if w.r.byKey[w.key] == w {
+			delete(w.r.byKey, w.key)
 		}
 		for _, id := range w.domains {
 			if w.r.byDomain[id] == w {

@@ -6,7 +6,7 @@ import (
 )
 
 func newTestReader() *Reader {
-	return &Reader{byPID: map[int]*Watch{}, byDomain: map[string]*Watch{}, pending: map[uint64][]Denial{}, unclaimed: map[int]*claim{}, done: make(chan struct{})}
+	return &Reader{byKey: map[string]*Watch{}, byDomain: map[string]*Watch{}, pending: map[uint64][]Denial{}, unclaimed: map[string]*claim{}, done: make(chan struct{})}
 }
 
 func feed(r *Reader, typ uint16, text string) { r.handle(typ, []byte(text+"\x00")) }
@@ -35,8 +35,8 @@ func TestReaderAttributes(t *testing.T) {
 	if got := fmt.Sprint(db); got != "[landlock: fs.read_dir /]" {
 		t.Errorf("call b: %s", got)
 	}
-	if len(r.byPID) != 0 || len(r.byDomain) != 0 || len(r.pending) != 0 || len(r.unclaimed) != 1 {
-		t.Errorf("left behind: %d pids, %d domains, %d pending", len(r.byPID), len(r.byDomain), len(r.pending))
+	if len(r.byKey) != 0 || len(r.byDomain) != 0 || len(r.pending) != 0 || len(r.uorder) != 1 || len(r.unclaimed) != 2 {
+		t.Errorf("left behind: %d creators, %d domains, %d pending, %d held (%d keys)", len(r.byKey), len(r.byDomain), len(r.pending), len(r.uorder), len(r.unclaimed))
 	}
 }
 
@@ -107,7 +107,7 @@ func TestReaderLateWatch(t *testing.T) {
 	for i := 0; i < 10*maxUnclaimed; i++ {
 		feed(r, TypeLandlockDomain, fmt.Sprintf(`audit(1.0:%d): domain=d%d status=allocated mode=enforcing pid=%d uid=0 exe="/x" comm="x"`, 10+i, i, 1000+i))
 	}
-	if len(r.unclaimed) > maxUnclaimed || len(r.uorder) > maxUnclaimed {
+	if len(r.unclaimed) > 2*maxUnclaimed || len(r.uorder) > maxUnclaimed {
 		t.Errorf("%d unclaimed creators held; at most %d", len(r.unclaimed), maxUnclaimed)
 	}
 }
@@ -128,5 +128,40 @@ func TestReaderExe(t *testing.T) {
 	}
 	if len(r.unclaimed) != 0 {
 		t.Errorf("another program's domain held: %v", r.unclaimed)
+	}
+}
+
+// A Watch by name gets the denials of the domain its creator made while
+// named so, whichever pid that was, also when it starts after them; a
+// creator of another name, or the same pid under another name later, is
+// not its.
+func TestReaderWatchName(t *testing.T) {
+	r := newTestReader()
+	early := r.WatchName("b10x-aaaa", 0)
+	feed(r, TypeLandlockAccess, `audit(1.0:20): domain=d1 blockers=fs.make_char path="/w" dev="vda" ino=9`)
+	feed(r, TypeLandlockDomain, `audit(1.0:20): domain=d1 status=allocated mode=enforcing pid=700 uid=0 exe="/h" comm="b10x-aaaa"`)
+	// Before its Watch: held under the name.
+	feed(r, TypeLandlockAccess, `audit(1.0:21): domain=d2 blockers=fs.write_file path="/usr/x" dev="vda" ino=4`)
+	feed(r, TypeLandlockDomain, `audit(1.0:21): domain=d2 status=allocated mode=enforcing pid=701 uid=0 exe="/h" comm="b10x-bbbb"`)
+	// Another name, and the program's own nested domain under its own name.
+	feed(r, TypeLandlockAccess, `audit(1.0:22): domain=d3 blockers=fs.read_file path="/etc/x" dev="vda" ino=5`)
+	feed(r, TypeLandlockDomain, `audit(1.0:22): domain=d3 status=allocated mode=enforcing pid=702 uid=0 exe="/h" comm="sh"`)
+	late := r.WatchName("b10x-bbbb", 0)
+	feed(r, TypeLandlockAccess, `audit(1.0:23): domain=d2 blockers=fs.make_reg path="/usr/y" dev="vda" ino=6`)
+	de, _ := early.Stop()
+	dl, _ := late.Stop()
+	if got := fmt.Sprint(de); got != "[landlock: fs.make_char /w]" {
+		t.Errorf("watched first: %s", got)
+	}
+	if got := fmt.Sprint(dl); got != "[landlock: fs.write_file /usr/x landlock: fs.make_reg /usr/y]" {
+		t.Errorf("watched after its first denial: %s", got)
+	}
+	// The pid of a held name is the same claim: taken by name, it is
+	// gone under its pid too.
+	if _, ok := r.unclaimed[pidKey(701)]; ok {
+		t.Error("a claim taken by name is still held under its pid")
+	}
+	if len(r.uorder) != 1 || r.unclaimed[nameKey("sh")] == nil {
+		t.Errorf("held: %d claims; the unwatched sh domain should be the one left", len(r.uorder))
 	}
 }

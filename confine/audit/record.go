@@ -46,11 +46,12 @@ type Domain struct {
 	ID     string
 	// Status is allocated or deallocated.
 	Status string
-	// PID and Exe are the creator of the domain (allocated only): the
-	// process that called landlock_restrict_self, pid in the initial PID
-	// namespace.
-	PID int
-	Exe string
+	// PID, Exe and Comm are the creator of the domain (allocated only):
+	// the process that called landlock_restrict_self, pid in the initial
+	// PID namespace, and its name (comm) at that moment.
+	PID  int
+	Exe  string
+	Comm string
 	// Denials is how many denials the domain logged (deallocated only).
 	Denials uint64
 }
@@ -79,7 +80,7 @@ func Parse(typ uint16, text string) (any, error) {
 		return nil, fmt.Errorf("%w: no domain in %q", ErrMalformed, text)
 	}
 	if typ == TypeLandlockDomain {
-		d := Domain{Serial: serial, ID: id, Status: f["status"], Exe: f["exe"]}
+		d := Domain{Serial: serial, ID: id, Status: f["status"], Exe: f["exe"], Comm: f["comm"]}
 		if s, ok := f["pid"]; ok {
 			if d.PID, err = strconv.Atoi(s); err != nil {
 				return nil, fmt.Errorf("%w: pid %q", ErrMalformed, s)

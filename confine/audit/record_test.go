@@ -43,7 +43,7 @@ func TestParse(t *testing.T) {
 			Denial{Serial: 11, Domain: "b", Blockers: []string{"scope.signal"}, Object: "pid 1 (b10x-harness)"}},
 		{"allocated", TypeLandlockDomain,
 			`audit(1729738800.268:30): domain=195ba459b status=allocated mode=enforcing pid=300 uid=0 exe="/root/sandboxer" comm="sandboxer"`,
-			Domain{Serial: 30, ID: "195ba459b", Status: "allocated", PID: 300, Exe: "/root/sandboxer"}},
+			Domain{Serial: 30, ID: "195ba459b", Status: "allocated", PID: 300, Exe: "/root/sandboxer", Comm: "sandboxer"}},
 		{"deallocated", TypeLandlockDomain,
 			`audit(1729738800.324:31): domain=195ba459b status=deallocated denials=3`,
 			Domain{Serial: 31, ID: "195ba459b", Status: "deallocated", Denials: 3}},
