@@ -19,6 +19,7 @@ import (
 	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn/internal/helper"
+	"github.com/b10x/harness/confine/spawn/internal/seccomp"
 	"github.com/b10x/harness/internal/probecache"
 	"github.com/b10x/harness/internal/reexec"
 )
@@ -143,8 +144,8 @@ func (d *direct) prepare(s Spec) (*prepared, error) {
 	}
 	// Seccomp.
 	var filter []byte
-	if seccompArchSupported {
-		if filter, err = childFilter(abi); err != nil {
+	if seccomp.Supported {
+		if filter, err = seccomp.Filter(abi); err != nil {
 			return nil, &SetupError{Step: "seccomp filter", Err: err}
 		}
 	} else if slices.Contains(req, confine.LayerSeccomp) {
