@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"unsafe"
 )
 
 // init runs the helper as soon as this package is initialised, when the
@@ -369,19 +368,20 @@ func mountPoint(base, rel string, dir bool) error {
 // loopbackUp brings lo up in the fresh network namespace, so programs that
 // talk to themselves over 127.0.0.1 work; nothing else is reachable.
 func loopbackUp() error {
-	fd, _, e := syscall.RawSyscall(syscall.SYS_SOCKET, syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
+	s, _, e := syscall.RawSyscall(syscall.SYS_SOCKET, syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
 	if e != 0 {
 		return opErr("socket", "AF_INET", e)
 	}
-	defer sysClose(int(fd))
-	var ifr [40]byte // struct ifreq: name[16], then the flags (short)
+	fd := int(s)
+	defer sysClose(fd)
+	var ifr ifreq // name[16], then the flags (short)
 	copy(ifr[:], "lo")
-	if _, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, fd, syscall.SIOCGIFFLAGS, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 {
+	if e := sysIoctlIfreq(fd, syscall.SIOCGIFFLAGS, &ifr); e != 0 {
 		return opErr("ioctl SIOCGIFFLAGS", "lo", e)
 	}
 	flags := binary.NativeEndian.Uint16(ifr[16:]) | syscall.IFF_UP
 	binary.NativeEndian.PutUint16(ifr[16:], flags)
-	if _, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, fd, syscall.SIOCSIFFLAGS, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 {
+	if e := sysIoctlIfreq(fd, syscall.SIOCSIFFLAGS, &ifr); e != 0 {
 		return opErr("ioctl SIOCSIFFLAGS", "lo", e)
 	}
 	return nil
@@ -399,11 +399,9 @@ func loadSeccomp(raw []byte) error {
 		b := raw[8*i:]
 		prog[i] = syscall.SockFilter{Code: binary.LittleEndian.Uint16(b), Jt: b[2], Jf: b[3], K: binary.LittleEndian.Uint32(b[4:])}
 	}
-	fprog := syscall.SockFprog{Len: uint16(n), Filter: &prog[0]}
-	if _, _, e := syscall.RawSyscall(sysSeccomp, seccompSetModeFilter, 0, uintptr(unsafe.Pointer(&fprog))); e != 0 {
+	if e := sysSeccompFilter(prog); e != 0 {
 		return opErr("seccomp", "SET_MODE_FILTER", e)
 	}
-	runtime.KeepAlive(prog)
 	return nil
 }
 
