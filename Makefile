@@ -14,7 +14,7 @@ HELPER_ARCH := $(shell $(GO) env GOARCH)
 HELPER := confine/spawn/internal/helperimage/bin/helper-$(HELPER_ARCH)
 HELPER_LDFLAGS = -X=github.com/b10x/harness/confine/spawn/internal/helperimage.stamp=$(shell sha256sum $(HELPER) | cut -d' ' -f1)
 
-.PHONY: all build build-debug install man helper helper-ldflags test hosttest lint vmtest vmtest-ci mutate demo demo-calls bench bench-spawn clean
+.PHONY: all build build-debug install man helper helper-ldflags test hosttest lint lint-unsafe vmtest vmtest-ci mutate demo demo-calls bench bench-spawn clean
 .PHONY: image containertest
 
 all: build
@@ -55,22 +55,31 @@ install: build man
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/b10x-harness
 	install -D -m 0644 $(MAN) $(DESTDIR)$(PREFIX)/share/man/man1/b10x-harness.1
 
-# lint runs go vet, go mod tidy -diff, gofmt and staticcheck's default
-# checks. staticcheck is pinned (decision 0084) and is not a dependency of
-# the module: `go install` builds it once into .cache/tools (ignored), in a
-# directory named by its version and the Go that built it, so a new pin or
-# a new Go builds it again.
+# lint runs go vet, go mod tidy -diff, gofmt, lint-unsafe and
+# staticcheck's default checks. staticcheck is pinned (decision 0084) and
+# is not a dependency of the module: `go install` builds it once into
+# .cache/tools (ignored), in a directory named by its version and the Go
+# that built it, so a new pin or a new Go builds it again.
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := .cache/tools/staticcheck-$(STATICCHECK_VERSION)-$(shell $(GO) env GOVERSION)/staticcheck
 
 $(STATICCHECK):
 	GOBIN=$(CURDIR)/$(@D) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-lint: $(STATICCHECK)
+# lint-unsafe fails when a Go file that is not a test imports "unsafe" and
+# its name does not end in _unsafe.go: every pointer handed to the kernel
+# is in a small file named for it (decision 0086). UNSAFE_IMPORT matches
+# the import alone, in a block, or renamed.
+UNSAFE_IMPORT := ^[[:space:]]*(import[[:space:]]+)?([_.[:alnum:]]+[[:space:]]+)?"unsafe"[[:space:]]*(//.*)?$$
+
+lint: $(STATICCHECK) lint-unsafe
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(STATICCHECK) ./...
+
+lint-unsafe:
+	@out=$$(git ls-files '*.go' ':!:*_test.go' ':!:*_unsafe.go' | xargs -r grep -lE '$(UNSAFE_IMPORT)'); if [ -n "$$out" ]; then echo "unsafe imported outside a *_unsafe.go file:"; echo "$$out"; exit 1; fi
 
 # hosttest runs every package on this host; the record report's tests
 # render pages in headless Chromium, which scripts/chromium.sh installs.

@@ -2,7 +2,6 @@ package cgroup
 
 import (
 	"fmt"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,8 +19,8 @@ func SetChildSubreaper() error {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("cgroup: prctl(PR_SET_CHILD_SUBREAPER, 1): %w", err)
 	}
-	var v int32
-	if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0, 0, 0); err != nil {
+	v, err := getChildSubreaper()
+	if err != nil {
 		return fmt.Errorf("cgroup: prctl(PR_GET_CHILD_SUBREAPER): %w", err)
 	}
 	if v != 1 {

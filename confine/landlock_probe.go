@@ -3,7 +3,6 @@ package confine
 import (
 	"errors"
 	"fmt"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,7 +31,7 @@ const (
 //
 // It has no side effects and is safe to call from any goroutine.
 func ProbeLandlock() (LandlockInfo, error) {
-	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(nil)), 0, landlockCreateRulesetVersion)
+	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, landlockCreateRulesetVersion) // attr NULL
 	if errno != 0 {
 		if errors.Is(errno, unix.ENOSYS) || errors.Is(errno, unix.EOPNOTSUPP) {
 			return LandlockInfo{}, nil

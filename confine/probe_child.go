@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -192,8 +191,7 @@ func probeSeccomp() SeccompReport {
 	var rep SeccompReport
 	filterNote := ""
 	for _, a := range seccompActions {
-		act := a.action
-		_, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_ACTION_AVAIL, 0, uintptr(unsafe.Pointer(&act)))
+		e := seccompActionAvail(a.action)
 		if e == 0 {
 			continue
 		}

@@ -191,6 +191,34 @@ func runAll(ctx context.Context, o options) (int, error) {
 	step := func(format string, args ...any) { out.Printf("vmtest: "+format+"\n", args...) }
 	total := time.Now()
 
+	pkgs, err := testPackages(modRoot, o, step)
+	if err != nil {
+		return 2, err
+	}
+	vmShapes, hostShape := splitHostShape(shapes)
+	var results []*shapeResult
+	if len(vmShapes) > 0 || o.selftest {
+		m, err := prepare(ctx, o, modRoot, out, step, vmShapes)
+		if err != nil {
+			return 2, err
+		}
+		defer m.cleanup()
+		rs, code, err := m.runVMShapes(ctx, o, pkgs, vmShapes)
+		if code != 0 || err != nil {
+			return code, err
+		}
+		results = append(results, rs...)
+	}
+	if hostShape {
+		step("shape host: go test on this machine")
+		results = append(results, runHost(ctx, modRoot, pkgs, o, out))
+	}
+	return summarize(out, step, results, o.run != "", total), nil
+}
+
+// testPackages lists the packages with tests that -pkgs names, checks
+// -pkgs-in and -run-in against them, and says which run where.
+func testPackages(modRoot string, o options, step func(string, ...any)) ([]testPkg, error) {
 	var patterns []string
 	for _, p := range strings.Split(o.pkgs, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -198,14 +226,14 @@ func runAll(ctx context.Context, o options) (int, error) {
 		}
 	}
 	if len(patterns) == 0 {
-		return 2, fmt.Errorf("-pkgs %q names no package", o.pkgs)
+		return nil, fmt.Errorf("-pkgs %q names no package", o.pkgs)
 	}
 	pkgs, err := listPackages(modRoot, patterns, true)
 	if err != nil {
-		return 2, err
+		return nil, err
 	}
 	if len(pkgs) == 0 {
-		return 2, fmt.Errorf("no package with tests matches %s", strings.Join(patterns, " "))
+		return nil, fmt.Errorf("no package with tests matches %s", strings.Join(patterns, " "))
 	}
 	var names []string
 	for _, p := range pkgs {
@@ -213,13 +241,13 @@ func runAll(ctx context.Context, o options) (int, error) {
 	}
 	step("%d packages with tests: %s", len(pkgs), strings.Join(names, " "))
 	if err := restrictShapes(modRoot, pkgs, o.pkgsIn); err != nil {
-		return 2, err
+		return nil, err
 	}
 	if len(o.runIn) > 0 && o.run != "" {
-		return 2, errors.New("-run-in and -run: give one")
+		return nil, errors.New("-run-in and -run: give one")
 	}
 	if err := runInShapes(modRoot, pkgs, o.runIn); err != nil {
-		return 2, err
+		return nil, err
 	}
 	for _, shape := range slices.Sorted(maps.Keys(o.pkgsIn)) {
 		var in []string
@@ -230,61 +258,64 @@ func runAll(ctx context.Context, o options) (int, error) {
 		}
 		step("shape %s runs %d of them: %s", shape, len(in), strings.Join(in, " "))
 	}
+	return pkgs, nil
+}
 
-	var vmShapes []string
-	hostShape := false
+// splitHostShape separates the shapes booted in a VM from the host shape,
+// which runs on this machine.
+func splitHostShape(shapes []string) (vmShapes []string, host bool) {
 	for _, s := range shapes {
 		if s == protocol.ShapeHost {
-			hostShape = true
+			host = true
 		} else {
 			vmShapes = append(vmShapes, s)
 		}
 	}
+	return vmShapes, host
+}
 
-	var results []*shapeResult
-	if len(vmShapes) > 0 || o.selftest {
-		m, err := prepare(ctx, o, modRoot, out, step, vmShapes)
+// runVMShapes checks each shape's kernel command line, runs the self-test
+// when asked (a failed one stops everything: status 1), then boots the
+// shapes. A non-zero status or an error is runAll's to return.
+func (m *machine) runVMShapes(ctx context.Context, o options, pkgs []testPkg, vmShapes []string) ([]*shapeResult, int, error) {
+	for _, s := range vmShapes {
+		if _, err := cmdline(s, m.kernelFor(s).DefaultLSM); err != nil {
+			return nil, 2, err
+		}
+	}
+	if o.selftest {
+		ok, err := m.selftest(ctx, o)
 		if err != nil {
-			return 2, err
+			return nil, 2, err
 		}
-		defer m.cleanup()
-		for _, s := range vmShapes {
-			if _, err := cmdline(s, m.kernelFor(s).DefaultLSM); err != nil {
-				return 2, err
-			}
-		}
-		if o.selftest {
-			ok, err := m.selftest(ctx, o)
-			if err != nil {
-				return 2, err
-			}
-			if !ok {
-				step("the self-test FAILED: vmtest cannot be trusted to judge the shapes; stopping")
-				return 1, nil
-			}
-		}
-		if len(vmShapes) > 0 {
-			rs, err := m.runShapes(ctx, o, pkgs, vmShapes)
-			if err != nil {
-				return 2, err
-			}
-			results = append(results, rs...)
+		if !ok {
+			m.step("the self-test FAILED: vmtest cannot be trusted to judge the shapes; stopping")
+			return nil, 1, nil
 		}
 	}
-	if hostShape {
-		step("shape host: go test on this machine")
-		results = append(results, runHost(ctx, modRoot, pkgs, o, out))
+	if len(vmShapes) == 0 {
+		return nil, 0, nil
 	}
+	rs, err := m.runShapes(ctx, o, pkgs, vmShapes)
+	if err != nil {
+		return nil, 2, err
+	}
+	return rs, 0, nil
+}
 
+// summarize prints each shape's summary and the wall times, and returns
+// the exit status: 1 when a shape failed, else 0 (also when no shape was
+// selected). runFilter is whether -run chose the tests.
+func summarize(out *prefixWriter, step func(string, ...any), results []*shapeResult, runFilter bool, total time.Time) int {
 	if len(results) == 0 {
 		step("no shape selected; total %.1fs", time.Since(total).Seconds())
-		return 0, nil
+		return 0
 	}
 	failed := 0
 	out.Printf("\n")
 	for _, r := range results {
-		out.Printf("%s", formatSummary(r, o.run != ""))
-		if len(r.reasons(o.run != "")) > 0 {
+		out.Printf("%s", formatSummary(r, runFilter))
+		if len(r.reasons(runFilter)) > 0 {
 			failed++
 		}
 	}
@@ -295,10 +326,10 @@ func runAll(ctx context.Context, o options) (int, error) {
 	step("wall time per shape: %s; total %.1fs", strings.Join(times, ", "), time.Since(total).Seconds())
 	if failed > 0 {
 		step("%d of %d shapes FAILED", failed, len(results))
-		return 1, nil
+		return 1
 	}
 	step("all %d shapes passed", len(results))
-	return 0, nil
+	return 0
 }
 
 // machine is what every boot of this invocation shares: tools, the guest

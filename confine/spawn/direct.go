@@ -19,6 +19,7 @@ import (
 	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn/internal/helper"
+	"github.com/b10x/harness/confine/spawn/internal/seccomp"
 	"github.com/b10x/harness/internal/probecache"
 	"github.com/b10x/harness/internal/reexec"
 )
@@ -130,58 +131,21 @@ func (d *direct) prepare(s Spec) (*prepared, error) {
 		return nil, err
 	}
 	req := d.opts.Require.required(s, d.root)
-	missing := func(l string) error {
-		return &SetupError{Step: "requirements", Err: fmt.Errorf("layer %s is required but %s", l, absentReason(l))}
-	}
-	// Landlock.
-	abi, err := d.landlockABI()
+	abi, filter, err := d.planKernelLayers(req)
 	if err != nil {
-		return nil, &SetupError{Step: "probe Landlock", Err: err}
-	}
-	if abi < 1 && slices.Contains(req, confine.LayerLandlockChild) {
-		return nil, missing(confine.LayerLandlockChild)
-	}
-	// Seccomp.
-	var filter []byte
-	if seccompArchSupported {
-		if filter, err = childFilter(abi); err != nil {
-			return nil, &SetupError{Step: "seccomp filter", Err: err}
-		}
-	} else if slices.Contains(req, confine.LayerSeccomp) {
-		return nil, missing(confine.LayerSeccomp)
+		return nil, err
 	}
 	// User namespace: always when it works (the child then holds no
 	// capability on the host); as root without one, the helper drops every
 	// capability before execve instead.
 	useUser := !d.root || d.userns.Load() != usernsMissing
 	if !useUser && slices.Contains(req, confine.LayerUserNS) {
-		return nil, missing(confine.LayerUserNS)
+		return nil, missingLayer(confine.LayerUserNS)
 	}
-	// Cgroup leaf and limits.
 	p := &prepared{useUser: useUser}
-	if m := d.opts.Cgroup; m != nil {
-		p.leafWant = true
-		ctl := m.Controllers()
-		var kept []cgroup.Controller
-		for _, need := range s.Limits.Needs() {
-			layer := string(confine.LimitLayer(need.Controller))
-			if slices.Contains(ctl, string(need.Controller)) {
-				kept = append(kept, need.Controller)
-				p.layers = append(p.layers, layer)
-			} else if slices.Contains(req, layer) {
-				return nil, &SetupError{Step: "requirements", Err: fmt.Errorf("layer %s is required but the cgroup leaves here have no %s controller", layer, need.Controller)}
-			}
-		}
-		p.limits = s.Limits.Only(kept)
-		p.layers = append(p.layers, confine.LayerCgroupLeaf)
-	} else {
-		for _, l := range append([]confine.LayerName{confine.LayerCgroupLeaf}, confine.LimitLayers(s.Limits)...) {
-			if slices.Contains(req, string(l)) {
-				return nil, &SetupError{Step: "requirements", Err: fmt.Errorf("layer %s is required but this runner has no cgroup manager", l)}
-			}
-		}
+	if err := d.planCgroup(p, s, req); err != nil {
+		return nil, err
 	}
-
 	masks, err := d.masks.get()
 	if err != nil {
 		return nil, &SetupError{Step: "scan " + maskedRoot, Err: err}
@@ -194,39 +158,8 @@ func (d *direct) prepare(s Spec) (*prepared, error) {
 		}
 		return nil, err
 	}
-	uid, gid, idmap, err := d.childIdentity(s.Workspace, useUser)
-	if err != nil {
-		step := "identity"
-		if !errors.Is(err, ErrRootWorkspace) {
-			step = "bind " + s.Workspace.Path // no longer the workspace pinned
-		}
-		return nil, &SetupError{Step: step, Err: err}
-	}
-	p.hostUID, p.hostGID, p.workspace = uid, gid, s.Workspace
-	if root := d.root && useUser; root {
-		// Every writable path root owns is bound idmapped onto the
-		// program's host id: the workspace when it is root's (the
-		// program is then nobody), and the extra write paths.
-		for _, w := range append([]Pinned{s.Workspace}, s.WritePaths...) {
-			if w == s.Workspace && !idmap {
-				continue
-			}
-			st, err := w.stat()
-			if err != nil {
-				return nil, &SetupError{Step: "bind " + w.Path, Err: err}
-			}
-			if st.Uid != 0 {
-				continue
-			}
-			i := slices.IndexFunc(mounts, func(m helper.Mount) bool { return m.Kind == helper.Bind && m.Dst == w.Path && !m.RO })
-			if i < 0 || mounts[i].TreeFD != 0 {
-				continue // bound read-only, or already idmapped
-			}
-			mounts[i].TreeFD = treeFD + len(p.idmapped)
-			p.idmapped = append(p.idmapped, w)
-		}
-	} else if idmap {
-		return nil, &SetupError{Step: "identity", Err: errors.New("bug: an idmapped workspace without a user namespace")}
+	if err := d.planIdentity(p, s, mounts); err != nil {
+		return nil, err
 	}
 	pl := &helper.Plan{
 		Path: s.Program.Path, ProgDev: s.Program.Dev, ProgIno: s.Program.Ino, Argv: s.Argv, Env: s.Env, Dir: s.Dir,
@@ -240,7 +173,7 @@ func (d *direct) prepare(s Spec) (*prepared, error) {
 		// After the trees: startOnce passes Stdio.Proxy there.
 		pl.ProxyFD, pl.ProxyPort = treeFD+len(p.idmapped), uint16(s.ProxyPort)
 	}
-	setIdentity(pl, useUser, d.root, s.CallerIDs, uid, gid)
+	setIdentity(pl, useUser, d.root, s.CallerIDs, p.hostUID, p.hostGID)
 	if abi >= 1 {
 		if err := landlockPlan(pl, abi, rules); err != nil {
 			return nil, &SetupError{Step: "landlock ruleset", Err: err}
@@ -248,6 +181,107 @@ func (d *direct) prepare(s Spec) (*prepared, error) {
 	}
 	p.plan = pl
 	return p, nil
+}
+
+// missingLayer is the refusal of a call whose required layer l is absent.
+func missingLayer(l string) error {
+	return &SetupError{Step: "requirements", Err: fmt.Errorf("layer %s is required but %s", l, absentReason(l))}
+}
+
+// planKernelLayers probes the Landlock ABI and assembles the seccomp
+// filter for it (nil where this architecture has none), refusing when
+// either is absent and required.
+func (d *direct) planKernelLayers(req []string) (abi int, filter []byte, err error) {
+	abi, err = d.landlockABI()
+	if err != nil {
+		return 0, nil, &SetupError{Step: "probe Landlock", Err: err}
+	}
+	if abi < 1 && slices.Contains(req, confine.LayerLandlockChild) {
+		return 0, nil, missingLayer(confine.LayerLandlockChild)
+	}
+	if seccomp.Supported {
+		if filter, err = seccomp.Filter(abi); err != nil {
+			return 0, nil, &SetupError{Step: "seccomp filter", Err: err}
+		}
+	} else if slices.Contains(req, confine.LayerSeccomp) {
+		return 0, nil, missingLayer(confine.LayerSeccomp)
+	}
+	return abi, filter, nil
+}
+
+// planCgroup plans the call's leaf and the limits its controllers can
+// apply (p.leafWant, p.limits and their layers), refusing when a required
+// one cannot be had: a limit whose controller the leaves lack, or a leaf
+// or a limit at all without a cgroup manager.
+func (d *direct) planCgroup(p *prepared, s Spec, req []string) error {
+	m := d.opts.Cgroup
+	if m == nil {
+		for _, l := range append([]confine.LayerName{confine.LayerCgroupLeaf}, confine.LimitLayers(s.Limits)...) {
+			if slices.Contains(req, string(l)) {
+				return &SetupError{Step: "requirements", Err: fmt.Errorf("layer %s is required but this runner has no cgroup manager", l)}
+			}
+		}
+		return nil
+	}
+	p.leafWant = true
+	ctl := m.Controllers()
+	var kept []cgroup.Controller
+	for _, need := range s.Limits.Needs() {
+		layer := string(confine.LimitLayer(need.Controller))
+		if slices.Contains(ctl, string(need.Controller)) {
+			kept = append(kept, need.Controller)
+			p.layers = append(p.layers, layer)
+		} else if slices.Contains(req, layer) {
+			return &SetupError{Step: "requirements", Err: fmt.Errorf("layer %s is required but the cgroup leaves here have no %s controller", layer, need.Controller)}
+		}
+	}
+	p.limits = s.Limits.Only(kept)
+	p.layers = append(p.layers, confine.LayerCgroupLeaf)
+	return nil
+}
+
+// planIdentity settles the host ids the program runs as (p.hostUID,
+// p.hostGID, p.workspace) and, as root with a user namespace, which
+// writable paths root owns are bound idmapped onto them: each such bind of
+// mounts gets its tree's descriptor (Mount.TreeFD) and joins p.idmapped.
+func (d *direct) planIdentity(p *prepared, s Spec, mounts []helper.Mount) error {
+	uid, gid, idmap, err := d.childIdentity(s.Workspace, p.useUser)
+	if err != nil {
+		step := "identity"
+		if !errors.Is(err, ErrRootWorkspace) {
+			step = "bind " + s.Workspace.Path // no longer the workspace pinned
+		}
+		return &SetupError{Step: step, Err: err}
+	}
+	p.hostUID, p.hostGID, p.workspace = uid, gid, s.Workspace
+	if !(d.root && p.useUser) {
+		if idmap {
+			return &SetupError{Step: "identity", Err: errors.New("bug: an idmapped workspace without a user namespace")}
+		}
+		return nil
+	}
+	// Every writable path root owns is bound idmapped onto the program's
+	// host id: the workspace when it is root's (the program is then
+	// nobody), and the extra write paths.
+	for _, w := range append([]Pinned{s.Workspace}, s.WritePaths...) {
+		if w == s.Workspace && !idmap {
+			continue
+		}
+		st, err := w.stat()
+		if err != nil {
+			return &SetupError{Step: "bind " + w.Path, Err: err}
+		}
+		if st.Uid != 0 {
+			continue
+		}
+		i := slices.IndexFunc(mounts, func(m helper.Mount) bool { return m.Kind == helper.Bind && m.Dst == w.Path && !m.RO })
+		if i < 0 || mounts[i].TreeFD != 0 {
+			continue // bound read-only, or already idmapped
+		}
+		mounts[i].TreeFD = treeFD + len(p.idmapped)
+		p.idmapped = append(p.idmapped, w)
+	}
+	return nil
 }
 
 // absentReason says why a baseline layer is absent on this host.
@@ -663,26 +697,15 @@ func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []b
 	cmd := reexec.Command(helperEntry)
 	cmd.Env = helperEnv
 	cmd.Dir = "/"
-	cmd.ExtraFiles = []*os.File{statusW, planR}
 	if image != nil {
 		cmd.Path = imagePath
 	}
-	if image != nil || len(trees) > 0 || p.plan.ProxyFD > 0 || p.plan.GoFD > 0 {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, image) // imageFD (closed when nil)
-	}
-	cmd.ExtraFiles = append(cmd.ExtraFiles, trees...) // treeFD, treeFD+1, ...
-	if p.plan.ProxyFD > 0 && p.plan.GoFD == 0 {
-		if 3+len(cmd.ExtraFiles) != p.plan.ProxyFD {
-			return nil, nil, fmt.Errorf("bug: the proxy descriptor would be %d, the plan says %d", 3+len(cmd.ExtraFiles), p.plan.ProxyFD)
+	cmd.ExtraFiles, err = helperFiles(p.plan, stdio, []*os.File{statusW, planR}, image, trees, extra)
+	if err != nil {
+		for _, f := range []*os.File{statusR, statusW, planR, planW} {
+			f.Close()
 		}
-		cmd.ExtraFiles = append(cmd.ExtraFiles, stdio.Proxy)
-	}
-	if p.plan.GoFD > 0 {
-		// A pre-started sandbox: its go socket, then its own proxy socket.
-		if 3+len(cmd.ExtraFiles) != p.plan.GoFD || (p.plan.ProxyFD > 0 && p.plan.ProxyFD != p.plan.GoFD+1) {
-			return nil, nil, fmt.Errorf("bug: a pre-started sandbox's descriptors would be %d, the plan says %d and %d", 3+len(cmd.ExtraFiles), p.plan.GoFD, p.plan.ProxyFD)
-		}
-		cmd.ExtraFiles = append(cmd.ExtraFiles, extra...)
+		return nil, nil, err
 	}
 	if stdio.Stdin != nil {
 		cmd.Stdin = stdio.Stdin
@@ -693,6 +716,65 @@ func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []b
 	if stdio.Stderr != nil {
 		cmd.Stderr = stdio.Stderr
 	}
+	cmd.SysProcAttr = d.helperAttr(p, leaf)
+	rest := writePlanNow(planW, blob)
+	if len(rest) == 0 {
+		planW.Close()
+	}
+	err = cmd.Start()
+	statusW.Close()
+	planR.Close()
+	if err != nil {
+		statusR.Close()
+		if len(rest) != 0 {
+			planW.Close()
+		}
+		return nil, nil, err
+	}
+	if len(rest) != 0 {
+		go func() {
+			// A write error means the helper died; its status says why.
+			_, _ = planW.Write(rest)
+			planW.Close()
+		}()
+	}
+	return cmd, statusR, nil
+}
+
+// helperFiles lays out the helper's descriptors from 3 on (ExtraFiles):
+// pipes (the status pipe's write end and the plan's read end), then the
+// image (imageFD; closed when nil, and left out when nothing follows it),
+// the idmapped trees (treeFD, treeFD+1, ...), then either the proxy socket
+// (pl.ProxyFD) or a pre-started sandbox's extra descriptors (its go socket
+// at pl.GoFD, then its own proxy socket). It fails, naming the bug, when
+// the plan expects a descriptor elsewhere.
+func helperFiles(pl *helper.Plan, stdio Stdio, pipes []*os.File, image *os.File, trees, extra []*os.File) ([]*os.File, error) {
+	files := pipes
+	if image != nil || len(trees) > 0 || pl.ProxyFD > 0 || pl.GoFD > 0 {
+		files = append(files, image) // imageFD (closed when nil)
+	}
+	files = append(files, trees...) // treeFD, treeFD+1, ...
+	if pl.ProxyFD > 0 && pl.GoFD == 0 {
+		if 3+len(files) != pl.ProxyFD {
+			return nil, fmt.Errorf("bug: the proxy descriptor would be %d, the plan says %d", 3+len(files), pl.ProxyFD)
+		}
+		files = append(files, stdio.Proxy)
+	}
+	if pl.GoFD > 0 {
+		// A pre-started sandbox: its go socket, then its own proxy socket.
+		if 3+len(files) != pl.GoFD || (pl.ProxyFD > 0 && pl.ProxyFD != pl.GoFD+1) {
+			return nil, fmt.Errorf("bug: a pre-started sandbox's descriptors would be %d, the plan says %d and %d", 3+len(files), pl.GoFD, pl.ProxyFD)
+		}
+		files = append(files, extra...)
+	}
+	return files, nil
+}
+
+// helperAttr is how the helper is cloned: into new PID, mount, IPC and
+// UTS namespaces (and network, unless the call has the host's), a user
+// namespace when p uses one, with its parent-death signal, in a session of
+// its own, and straight into leaf when there is one.
+func (d *direct) helperAttr(p *prepared, leaf *cgroup.Leaf) *syscall.SysProcAttr {
 	flags := uintptr(unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
 	if p.plan.Loopback {
 		flags |= unix.CLONE_NEWNET
@@ -718,10 +800,14 @@ func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []b
 		attr.UseCgroupFD = true
 		attr.CgroupFD = leaf.FD()
 	}
-	cmd.SysProcAttr = attr
-	// The plan usually fits the pipe: write it now, without blocking, and
-	// leave only a remainder (if any) to a goroutine once the helper reads.
-	rest := blob
+	return attr
+}
+
+// writePlanNow writes what of the plan fits the pipe now, without
+// blocking (it usually all fits), and returns the rest: a goroutine writes
+// it once the helper reads.
+func writePlanNow(planW *os.File, blob []byte) (rest []byte) {
+	rest = blob
 	if rc, err := planW.SyscallConn(); err == nil {
 		_ = rc.Write(func(fd uintptr) bool {
 			if n, err := unix.Write(int(fd), rest); err == nil {
@@ -730,27 +816,7 @@ func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []b
 			return true
 		})
 	}
-	if len(rest) == 0 {
-		planW.Close()
-	}
-	err = cmd.Start()
-	statusW.Close()
-	planR.Close()
-	if err != nil {
-		statusR.Close()
-		if len(rest) != 0 {
-			planW.Close()
-		}
-		return nil, nil, err
-	}
-	if len(rest) != 0 {
-		go func() {
-			// A write error means the helper died; its status says why.
-			_, _ = planW.Write(rest)
-			planW.Close()
-		}()
-	}
-	return cmd, statusR, nil
+	return rest
 }
 
 // idMaps maps the child's root: as root, the whole id range onto itself (so

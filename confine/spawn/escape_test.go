@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/b10x/harness/confine"
+	"github.com/b10x/harness/confine/spawn/internal/seccomp"
 	"github.com/b10x/harness/internal/testenv"
 )
 
@@ -123,7 +124,7 @@ func TestMountCallsRefused(t *testing.T) {
 // kernel that predates it.
 func TestUnknownSyscallsRefused(t *testing.T) {
 	var ps []string
-	for nr := maxKnownSyscall + 1; nr <= maxKnownSyscall+64; nr++ {
+	for nr := seccomp.MaxKnownSyscall + 1; nr <= seccomp.MaxKnownSyscall+64; nr++ {
 		ps = append(ps, "nr:"+strconv.Itoa(nr))
 	}
 	ps = append(ps, "nr:"+strconv.Itoa(unix.SYS_OPEN_TREE_ATTR))

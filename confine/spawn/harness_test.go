@@ -365,7 +365,7 @@ func refuseNewUserNamespaces(t *testing.T) {
 		{Code: ld, K: 0},
 		{Code: jeq, K: unix.SYS_CLONE, Jt: 1},
 		{Code: jeq, K: unix.SYS_UNSHARE, Jf: 3},
-		{Code: ld, K: argLow(0)},
+		{Code: ld, K: 16}, // the low half of argument 0 (struct seccomp_data, little-endian)
 		{Code: jset, K: unix.CLONE_NEWUSER, Jf: 1},
 		{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
 		{Code: ret, K: unix.SECCOMP_RET_ALLOW},

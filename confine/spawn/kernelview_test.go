@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/b10x/harness/confine"
+	"github.com/b10x/harness/confine/spawn/internal/seccomp"
 	"github.com/b10x/harness/internal/testenv"
 	"github.com/b10x/harness/internal/testenv/ia32"
 )
@@ -167,7 +168,7 @@ func TestKernelViewSeccomp(t *testing.T) {
 	if err != nil {
 		t.Fatalf("this kernel does not count seccomp filters in /proc/self/status: %v", err)
 	}
-	unknown := "nr:" + strconv.Itoa(maxKnownSyscall+1)
+	unknown := "nr:" + strconv.Itoa(seccomp.MaxKnownSyscall+1)
 	for name, r := range runners(t) {
 		v, _ := readKernelView(t, name, r, workspace(t), "bpf", "keyctl", unknown)
 		if got := v.status["Seccomp"]; got != "2" {

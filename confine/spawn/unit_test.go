@@ -2,7 +2,6 @@ package spawn
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,12 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn/internal/helper"
 	"github.com/b10x/harness/internal/reexec"
-	"github.com/b10x/harness/internal/testenv"
 )
 
 func TestWireRoundTrip(t *testing.T) {
@@ -234,29 +230,6 @@ func TestBuildView(t *testing.T) {
 		if _, _, err := buildView(s2, nil); err == nil {
 			t.Errorf("read path %v accepted", bad)
 		}
-	}
-}
-
-func TestSeccompFilterAssembles(t *testing.T) {
-	testenv.Require(t, seccompArchSupported, "a seccomp filter for this architecture")
-	with, err := childFilter(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	without, err := childFilter(7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(with)%8 != 0 || len(with) <= len(without) {
-		t.Fatalf("filter sizes: ABI 2 %d bytes, ABI 7 %d bytes; the ABI 2 filter must also deny truncate", len(with), len(without))
-	}
-	// The first instructions: load the architecture, kill on any other.
-	first := unix.SockFilter{Code: binary.LittleEndian.Uint16(without), K: binary.LittleEndian.Uint32(without[4:])}
-	if first.Code != unix.BPF_LD|unix.BPF_W|unix.BPF_ABS || first.K != 4 {
-		t.Fatalf("first instruction %+v, want ld [4] (arch)", first)
-	}
-	if k := binary.LittleEndian.Uint32(without[16+4:]); k != unix.SECCOMP_RET_KILL_PROCESS {
-		t.Fatalf("third instruction returns %#x, want KILL_PROCESS for a foreign architecture", k)
 	}
 }
 

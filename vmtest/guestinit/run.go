@@ -44,57 +44,112 @@ func runPackage(env *guestEnv, cfg protocol.Config, i int, p protocol.Package) b
 
 	name := fmt.Sprintf("%02d-%s", i, path.Base(p.ImportPath))
 	base := filepath.Join("/tmp/vmtest", name)
-	src, tmp, home := filepath.Join(base, "src"), filepath.Join(base, "tmp"), filepath.Join(base, "home")
-	for _, d := range []string{src, tmp, home} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return fail(fmt.Sprintf("mkdir %s: %v", d, err))
-		}
-	}
-	if err := copyTree(cfg.SrcRoot, src); err != nil {
+	work, err := makeWorkDir(env, cfg, base, p)
+	if err != nil {
 		return fail(err.Error())
 	}
-	work := filepath.Join(src, filepath.FromSlash(p.Dir))
-	if st, err := os.Stat(work); err != nil || !st.IsDir() {
-		return fail(fmt.Sprintf("package directory %s missing from the module copy: %v", p.Dir, err))
-	}
-	if env.unprivileged {
-		if err := chownTree(base, env.uid, env.gid); err != nil {
-			return fail(err.Error())
-		}
-	}
-
 	mountsBefore, err := mountTargets()
 	if err != nil {
 		return fail(err.Error())
 	}
 	cgBefore := cgroupDirs(env)
 
+	timeout := cfg.Timeout(p)
+	t, err := startTest(env, cfg, p, name, base, work, timeout)
+	if err != nil {
+		return fail(err.Error())
+	}
+	var timedOut atomic.Bool
+	if timeout > 0 {
+		limit := timeout + cfg.Grace()
+		timer := time.AfterFunc(limit, func() {
+			timedOut.Store(true)
+			if t.cg != "" {
+				_ = os.WriteFile(filepath.Join(t.cg, "cgroup.kill"), []byte("1"), 0)
+			}
+			signalAll(unix.SIGKILL)
+		})
+		defer timer.Stop()
+	}
+	exit := waitFor(t.proc.Pid)
+	_ = t.proc.Release()
+	if timedOut.Load() {
+		say(protocol.InfoLine("timeout", fmt.Sprintf("%s: killed %s after its -test.timeout", p.ImportPath, cfg.Grace())))
+	}
+	t.endAll(leak)
+	checkLeftovers(env, t.cg, mountsBefore, cgBefore, leak)
+	if err := os.RemoveAll(base); err != nil {
+		leak(fmt.Sprintf("working directory: %v", err))
+	}
+	say(protocol.PkgLine(p.ImportPath, exit, time.Since(start)))
+	return exit == 0 && !leaked
+}
+
+// makeWorkDir makes the binary's directories below base (src, a copy of
+// the module; tmp; home), owned by the unprivileged user when the binary
+// runs as one, and returns the package's directory in the copy.
+func makeWorkDir(env *guestEnv, cfg protocol.Config, base string, p protocol.Package) (string, error) {
+	src, tmp, home := filepath.Join(base, "src"), filepath.Join(base, "tmp"), filepath.Join(base, "home")
+	for _, d := range []string{src, tmp, home} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return "", fmt.Errorf("mkdir %s: %v", d, err)
+		}
+	}
+	if err := copyTree(cfg.SrcRoot, src); err != nil {
+		return "", err
+	}
+	work := filepath.Join(src, filepath.FromSlash(p.Dir))
+	if st, err := os.Stat(work); err != nil || !st.IsDir() {
+		return "", fmt.Errorf("package directory %s missing from the module copy: %v", p.Dir, err)
+	}
+	if env.unprivileged {
+		if err := chownTree(base, env.uid, env.gid); err != nil {
+			return "", err
+		}
+	}
+	return work, nil
+}
+
+// testRun is a started test binary: its process, the read end of its
+// output (copied to the console until copied is closed), and its cgroup
+// ("" when the guest has none for it).
+type testRun struct {
+	proc   *os.Process
+	out    *os.File
+	copied chan struct{}
+	cg     string
+}
+
+// startTest starts p's binary in work, as the unprivileged user when the
+// guest runs tests as one, in a cgroup of its own named for name when the
+// guest has a parent for them, with the shape's environment and its
+// directories below base (tmp, home), and copies its output to the console.
+func startTest(env *guestEnv, cfg protocol.Config, p protocol.Package, name, base, work string, timeout time.Duration) (*testRun, error) {
 	sys := &syscall.SysProcAttr{}
 	if env.unprivileged {
 		sys.Credential = &syscall.Credential{Uid: uint32(env.uid), Gid: uint32(env.gid), Groups: []uint32{}}
 	}
-	var cg string
+	t := &testRun{copied: make(chan struct{})}
 	cgFD := -1
 	if env.cgroupParent != "" {
-		cg = filepath.Join(env.cgroupParent, name+".service")
-		cgFD, err = makeCgroup(cg, env)
-		if err != nil {
-			return fail(err.Error())
+		t.cg = filepath.Join(env.cgroupParent, name+".service")
+		var err error
+		if cgFD, err = makeCgroup(t.cg, env); err != nil {
+			return nil, err
 		}
 		sys.UseCgroupFD, sys.CgroupFD = true, cgFD
 	}
 
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
-		return fail(fmt.Sprintf("open %s: %v", os.DevNull, err))
+		return nil, fmt.Errorf("open %s: %v", os.DevNull, err)
 	}
 	defer devnull.Close()
 	r, w, err := os.Pipe()
 	if err != nil {
-		return fail(fmt.Sprintf("pipe: %v", err))
+		return nil, fmt.Errorf("pipe: %v", err)
 	}
 	args := []string{p.Binary, "-test.v=true", "-test.count=1", "-test.paniconexit0"}
-	timeout := cfg.Timeout(p)
 	if timeout > 0 {
 		args = append(args, "-test.timeout="+timeout.String())
 	}
@@ -105,11 +160,11 @@ func runPackage(env *guestEnv, cfg protocol.Config, i int, p protocol.Package) b
 	if env.unprivileged {
 		user, logname = protocol.UnprivilegedName, protocol.UnprivilegedName
 	}
-	proc, err := os.StartProcess(p.Binary, args, &os.ProcAttr{
+	t.proc, err = os.StartProcess(p.Binary, args, &os.ProcAttr{
 		Dir: work,
 		Env: append([]string{
 			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-			"HOME=" + home, "TMPDIR=" + tmp, "USER=" + user, "LOGNAME=" + logname,
+			"HOME=" + filepath.Join(base, "home"), "TMPDIR=" + filepath.Join(base, "tmp"), "USER=" + user, "LOGNAME=" + logname,
 			"LANG=C.UTF-8", "B10X_SHAPE=" + protocol.TestShape(env.shape), "B10X_VM=" + env.shape,
 		}, cfg.Env...),
 		Files: []*os.File{devnull, w, w},
@@ -121,32 +176,20 @@ func runPackage(env *guestEnv, cfg protocol.Config, i int, p protocol.Package) b
 	}
 	if err != nil {
 		r.Close()
-		return fail(fmt.Sprintf("start %s: %v", p.Binary, err))
+		return nil, fmt.Errorf("start %s: %v", p.Binary, err)
 	}
-	copied := make(chan struct{})
+	t.out = r
 	go func() {
-		defer close(copied)
+		defer close(t.copied)
 		copyLines(r, console)
 	}()
+	return t, nil
+}
 
-	var timedOut atomic.Bool
-	if timeout > 0 {
-		limit := timeout + cfg.Grace()
-		t := time.AfterFunc(limit, func() {
-			timedOut.Store(true)
-			if cg != "" {
-				_ = os.WriteFile(filepath.Join(cg, "cgroup.kill"), []byte("1"), 0)
-			}
-			signalAll(unix.SIGKILL)
-		})
-		defer t.Stop()
-	}
-	exit := waitFor(proc.Pid)
-	_ = proc.Release()
-	if timedOut.Load() {
-		say(protocol.InfoLine("timeout", fmt.Sprintf("%s: killed %s after its -test.timeout", p.ImportPath, cfg.Grace())))
-	}
-
+// endAll ends what the binary left running once it has exited (each
+// process reported as a leak), waits for its output to be copied, and
+// closes it.
+func (t *testRun) endAll(leak func(string)) {
 	// Whatever still runs was started by the tests and not cleaned up.
 	rest, err := leftovers(time.Second)
 	if err != nil {
@@ -159,19 +202,25 @@ func runPackage(env *guestEnv, cfg protocol.Config, i int, p protocol.Package) b
 		}
 		leak("process: " + pr.String())
 	}
-	if cg != "" {
-		_ = os.WriteFile(filepath.Join(cg, "cgroup.kill"), []byte("1"), 0)
+	if t.cg != "" {
+		_ = os.WriteFile(filepath.Join(t.cg, "cgroup.kill"), []byte("1"), 0)
 	}
 	if survivors := killAll(5 * time.Second); len(survivors) > 0 {
 		leak(fmt.Sprintf("process: %d could not be killed, first: %v", len(survivors), survivors[0]))
 	}
 	select {
-	case <-copied:
+	case <-t.copied:
 	case <-time.After(5 * time.Second):
 		leak("output pipe still open 5s after every process was killed")
 	}
-	r.Close()
+	t.out.Close()
+}
 
+// checkLeftovers reports and removes what the binary left in the guest
+// beyond processes: its cgroup cg and what is below it, mounts that were
+// not in mountsBefore, and cgroups made elsewhere that were not in
+// cgBefore.
+func checkLeftovers(env *guestEnv, cg string, mountsBefore, cgBefore []string, leak func(string)) {
 	if cg != "" {
 		for _, what := range removeCgroup(cg) {
 			leak(what)
@@ -194,11 +243,6 @@ func runPackage(env *guestEnv, cfg protocol.Config, i int, p protocol.Package) b
 		_ = os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0)
 		_ = os.Remove(d)
 	}
-	if err := os.RemoveAll(base); err != nil {
-		leak(fmt.Sprintf("working directory: %v", err))
-	}
-	say(protocol.PkgLine(p.ImportPath, exit, time.Since(start)))
-	return exit == 0 && !leaked
 }
 
 // waitFor reaps children until pid exits and returns its exit status, or -1

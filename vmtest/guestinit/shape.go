@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -422,7 +421,7 @@ func checkNoUserns(env *guestEnv) error {
 
 // landlockABI asks the kernel directly; 0 when Landlock is absent or disabled.
 func landlockABI() int {
-	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(nil)), 0, 1)
+	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, 1) // attr NULL, LANDLOCK_CREATE_RULESET_VERSION
 	if errno != 0 {
 		return 0
 	}

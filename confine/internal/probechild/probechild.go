@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"unsafe"
 )
 
 // Argv0 is the probe child's argv[0]: internal/reexec's prefix and the
@@ -136,9 +135,7 @@ func seccomp() Result {
 	if v, err := prctl(prGetNoNewPrivs); err != nil || v != 1 {
 		return Result{Step: "prctl(PR_GET_NO_NEW_PRIVS)", Errno: errnoOf(err), Detail: fmt.Sprintf("reads back %d (%v)", v, err)}
 	}
-	filter := []syscall.SockFilter{{Code: bpfRetK, K: seccompRetAllow}}
-	prog := syscall.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	if _, _, e := syscall.RawSyscall(sysSeccomp, seccompSetFilter, 0, uintptr(unsafe.Pointer(&prog))); e != 0 {
+	if e := setModeFilter([]syscall.SockFilter{{Code: bpfRetK, K: seccompRetAllow}}); e != 0 {
 		return Result{Step: "seccomp(SET_MODE_FILTER)", Errno: int(e), Detail: e.Error()}
 	}
 	if mode, err := prctl(prGetSeccomp); err != nil || mode != seccompModeFilter {

@@ -3,7 +3,6 @@ package helper
 import (
 	"strings"
 	"syscall"
-	"unsafe"
 )
 
 // The program is pinned at start like every other path the caller names
@@ -50,9 +49,8 @@ func openProgram(path string, dev, ino uint64) (int, error) {
 		}
 		dir = next
 	}
-	var st syscall.Stat_t
-	empty, _ := ptr("")
-	if _, _, e := syscall.RawSyscall6(sysFstatat, uintptr(dir), uintptr(unsafe.Pointer(empty)), uintptr(unsafe.Pointer(&st)), atEmptyPath, 0, 0); e != 0 {
+	st, e := sysFstatFD(dir)
+	if e != 0 {
 		sysClose(dir)
 		return -1, opErr("fstat", path, e)
 	}
@@ -82,9 +80,7 @@ func execProgram(p *Plan, fd int) {
 	if err != nil {
 		fail("exec "+p.Path, err)
 	}
-	empty, _ := ptr("")
-	_, _, e := syscall.RawSyscall6(sysExecveat, uintptr(fd), uintptr(unsafe.Pointer(empty)),
-		uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])), atEmptyPath, 0)
+	e := sysExecveatFD(fd, argv, envv)
 	if e != syscall.ENOENT {
 		fail("exec "+p.Path, opErr("execveat", p.Path, e))
 	}

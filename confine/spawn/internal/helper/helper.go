@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"unsafe"
 )
 
 // init runs the helper as soon as this package is initialised, when the
@@ -162,18 +161,48 @@ func buildRoot(p *Plan) (string, error) {
 		return "make mounts private", err
 	}
 	// Detach every bind source first, while the host tree is intact.
-	trees := make([]int, len(p.Mounts))
+	trees, step, err := detachBindSources(p.Mounts)
+	defer closeTrees(trees)
+	if err != nil {
+		return step, err
+	}
+	base := newRootBase
+	if err := mountNewRoot(base); err != nil {
+		return "new root", err
+	}
+	var roMounts []string
+	for i, m := range p.Mounts {
+		if err := placeMount(base, m, trees[i]); err != nil {
+			return mountStep(m), err
+		}
+		if m.Kind == Tmpfs && m.RO {
+			roMounts = append(roMounts, base+m.Dst)
+		}
+	}
+	roMounts = append(roMounts, base)
+	for i := len(roMounts) - 1; i >= 0; i-- {
+		if err := sysMountSetattr(atFDCWDInt, roMounts[i], 0, mountAttrRdonly); err != nil {
+			return "read-only " + strings.TrimPrefix(roMounts[i], base), opErr("mount_setattr", roMounts[i], err)
+		}
+	}
+	if err := pivotInto(base); err != nil {
+		return "pivot_root", err
+	}
+	return "", nil
+}
+
+// detachBindSources returns, for each of mounts, the detached tree (a
+// descriptor) that will be attached at its destination: for a Bind, the
+// tree the parent made (Mount.TreeFD) or a clone of its source made here,
+// with its mount attributes set; -1 for every other kind. On error it
+// returns the step that failed; the trees it returns must be closed
+// (closeTrees) whatever happened.
+func detachBindSources(mounts []Mount) ([]int, string, error) {
+	trees := make([]int, len(mounts))
 	for i := range trees {
 		trees[i] = -1
 	}
-	defer func() {
-		for _, fd := range trees {
-			if fd >= 0 {
-				sysClose(fd)
-			}
-		}
-	}()
-	for i, m := range p.Mounts {
+	for i, m := range mounts {
 		if m.Kind != Bind {
 			continue
 		}
@@ -183,7 +212,7 @@ func buildRoot(p *Plan) (string, error) {
 		}
 		fd, err := bindTree(m)
 		if err != nil {
-			return "bind " + m.Dst, err
+			return trees, "bind " + m.Dst, err
 		}
 		trees[i] = fd
 		attr := uint64(mountAttrNosuid)
@@ -194,101 +223,109 @@ func buildRoot(p *Plan) (string, error) {
 			attr |= mountAttrRdonly
 		}
 		if err := sysMountSetattr(fd, "", atEmptyPath|atRecursive, attr); err != nil {
-			return "bind " + m.Dst, opErr("mount_setattr", m.Src, err)
+			return trees, "bind " + m.Dst, opErr("mount_setattr", m.Src, err)
 		}
 	}
-	base := newRootBase
+	return trees, "", nil
+}
+
+// closeTrees closes the trees detachBindSources returned.
+func closeTrees(trees []int) {
+	for _, fd := range trees {
+		if fd >= 0 {
+			sysClose(fd)
+		}
+	}
+}
+
+// mountNewRoot mounts the tmpfs the view is assembled on at base.
+func mountNewRoot(base string) error {
 	err := sysMount("tmpfs", base, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=0755")
 	if errors.Is(err, syscall.ENOENT) {
 		// A minimal container image without /tmp: the mount point is made
 		// (an empty directory, the usual one); the tmpfs on it is this
 		// namespace's own.
 		if merr := sysMkdir(base, 0o1777); merr != nil && !errors.Is(merr, syscall.EEXIST) {
-			return "new root", opErr("mkdir", base, &hintError{merr, "the root filesystem has no " + base + " and none can be made: add an empty " + base + " to the image"})
+			return opErr("mkdir", base, &hintError{merr, "the root filesystem has no " + base + " and none can be made: add an empty " + base + " to the image"})
 		}
 		err = sysMount("tmpfs", base, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=0755")
 	}
-	if err != nil {
-		return "new root", opErr("mount tmpfs", base, err)
-	}
-	var roMounts []string
-	for i, m := range p.Mounts {
-		dst := base + m.Dst
-		var err error
-		switch m.Kind {
-		case Bind:
-			if err = mountPoint(base, m.Dst, !m.File); err == nil {
-				err = opErr("move_mount", m.Src, sysMoveMount(trees[i], dst))
-			}
-			// A tree cloned from a shared mount (open_tree
-			// OPEN_TREE_CLONE, here or in the parent for an idmapped
-			// workspace) and attached after "/" was made private is not
-			// covered by that: on Debian's 6.12 kernel the mounts made
-			// beneath it later (the rebinds of held paths) appeared in the
-			// host's namespace, over the real files (on 6.1 they did not).
-			// Making each attached tree private keeps them in the view.
-			if err == nil {
-				err = opErr("mount", m.Dst+", MS_REC|MS_PRIVATE", sysMount("", dst, "", syscall.MS_REC|syscall.MS_PRIVATE, ""))
-			}
-		case Symlink:
-			if err = mountPointParents(base, m.Dst); err == nil {
-				err = opErr("symlink", m.Dst, sysSymlink(m.Src, dst))
-			}
-		case Tmpfs:
-			if err = mountPoint(base, m.Dst, true); err == nil {
-				err = opErr("mount tmpfs", m.Dst, sysMount("tmpfs", dst, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, m.Data))
-			}
-			if m.RO {
-				roMounts = append(roMounts, dst)
-			}
-		case Proc:
-			if err = mountPoint(base, m.Dst, true); err == nil {
-				err = sysMount("proc", dst, "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "")
-				if errors.Is(err, syscall.EPERM) {
-					err = &hintError{err, ProcHint}
-				}
-				err = opErr("mount proc", m.Dst, err)
-			}
-		case Rebind:
-			err = rebind(base, m)
-		case MaskBeneath:
-			err = maskBeneath(base, m)
-		case MaskFile:
-			err = opErr("bind /dev/null", m.Dst, sysMount("/dev/null", dst, "", syscall.MS_BIND, ""))
-		case MaskDir:
-			flags := uintptr(syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_NOEXEC)
-			if m.RO {
-				flags |= syscall.MS_RDONLY
-			}
-			err = opErr("mount tmpfs", m.Dst, sysMount("tmpfs", dst, "tmpfs", flags, "mode=0755,size=4k"))
-		default:
-			err = errors.New("bug: unknown mount kind")
+	return opErr("mount tmpfs", base, err)
+}
+
+// placeMount makes m in the view at base; tree is m's detached tree when m
+// is a Bind (detachBindSources). A read-only Tmpfs is left writable: the
+// caller makes it read-only once everything beneath it is in place.
+func placeMount(base string, m Mount, tree int) error {
+	dst := base + m.Dst
+	switch m.Kind {
+	case Bind:
+		if err := mountPoint(base, m.Dst, !m.File); err != nil {
+			return err
 		}
-		if err != nil {
-			return mountStep(m), err
+		if err := opErr("move_mount", m.Src, sysMoveMount(tree, dst)); err != nil {
+			return err
 		}
-	}
-	roMounts = append(roMounts, base)
-	for i := len(roMounts) - 1; i >= 0; i-- {
-		if err := sysMountSetattr(atFDCWDInt, roMounts[i], 0, mountAttrRdonly); err != nil {
-			return "read-only " + strings.TrimPrefix(roMounts[i], base), opErr("mount_setattr", roMounts[i], err)
+		// A tree cloned from a shared mount (open_tree OPEN_TREE_CLONE,
+		// here or in the parent for an idmapped workspace) and attached
+		// after "/" was made private is not covered by that: on Debian's
+		// 6.12 kernel the mounts made beneath it later (the rebinds of held
+		// paths) appeared in the host's namespace, over the real files (on
+		// 6.1 they did not). Making each attached tree private keeps them
+		// in the view.
+		return opErr("mount", m.Dst+", MS_REC|MS_PRIVATE", sysMount("", dst, "", syscall.MS_REC|syscall.MS_PRIVATE, ""))
+	case Symlink:
+		if err := mountPointParents(base, m.Dst); err != nil {
+			return err
 		}
+		return opErr("symlink", m.Dst, sysSymlink(m.Src, dst))
+	case Tmpfs:
+		if err := mountPoint(base, m.Dst, true); err != nil {
+			return err
+		}
+		return opErr("mount tmpfs", m.Dst, sysMount("tmpfs", dst, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, m.Data))
+	case Proc:
+		if err := mountPoint(base, m.Dst, true); err != nil {
+			return err
+		}
+		err := sysMount("proc", dst, "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "")
+		if errors.Is(err, syscall.EPERM) {
+			err = &hintError{err, ProcHint}
+		}
+		return opErr("mount proc", m.Dst, err)
+	case Rebind:
+		return rebind(base, m)
+	case MaskBeneath:
+		return maskBeneath(base, m)
+	case MaskFile:
+		return opErr("bind /dev/null", m.Dst, sysMount("/dev/null", dst, "", syscall.MS_BIND, ""))
+	case MaskDir:
+		flags := uintptr(syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_NOEXEC)
+		if m.RO {
+			flags |= syscall.MS_RDONLY
+		}
+		return opErr("mount tmpfs", m.Dst, sysMount("tmpfs", dst, "tmpfs", flags, "mode=0755,size=4k"))
 	}
-	// pivot_root(".", ".") stacks the old root on the new one; detaching
-	// it leaves the new root alone, with nothing of the old reachable.
+	return errors.New("bug: unknown mount kind")
+}
+
+// pivotInto makes base the root: pivot_root(".", ".") stacks the old root
+// on the new one; detaching it leaves the new root alone, with nothing of
+// the old reachable.
+func pivotInto(base string) error {
 	if err := sysChdir(base); err != nil {
-		return "pivot_root", opErr("chdir", base, err)
+		return opErr("chdir", base, err)
 	}
 	if err := sysPivotRoot(".", "."); err != nil {
-		return "pivot_root", opErr("pivot_root", base, err)
+		return opErr("pivot_root", base, err)
 	}
 	if err := sysUmount(".", syscall.MNT_DETACH); err != nil {
-		return "pivot_root", opErr("umount2", "old root", err)
+		return opErr("umount2", "old root", err)
 	}
 	if err := sysChdir("/"); err != nil {
-		return "pivot_root", opErr("chdir", "/", err)
+		return opErr("chdir", "/", err)
 	}
-	return "", nil
+	return nil
 }
 
 // ProcHint says why a user namespace may not mount a new proc, and the fix.
@@ -369,19 +406,20 @@ func mountPoint(base, rel string, dir bool) error {
 // loopbackUp brings lo up in the fresh network namespace, so programs that
 // talk to themselves over 127.0.0.1 work; nothing else is reachable.
 func loopbackUp() error {
-	fd, _, e := syscall.RawSyscall(syscall.SYS_SOCKET, syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
+	s, _, e := syscall.RawSyscall(syscall.SYS_SOCKET, syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
 	if e != 0 {
 		return opErr("socket", "AF_INET", e)
 	}
-	defer sysClose(int(fd))
-	var ifr [40]byte // struct ifreq: name[16], then the flags (short)
+	fd := int(s)
+	defer sysClose(fd)
+	var ifr ifreq // name[16], then the flags (short)
 	copy(ifr[:], "lo")
-	if _, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, fd, syscall.SIOCGIFFLAGS, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 {
+	if e := sysIoctlIfreq(fd, syscall.SIOCGIFFLAGS, &ifr); e != 0 {
 		return opErr("ioctl SIOCGIFFLAGS", "lo", e)
 	}
 	flags := binary.NativeEndian.Uint16(ifr[16:]) | syscall.IFF_UP
 	binary.NativeEndian.PutUint16(ifr[16:], flags)
-	if _, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, fd, syscall.SIOCSIFFLAGS, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 {
+	if e := sysIoctlIfreq(fd, syscall.SIOCSIFFLAGS, &ifr); e != 0 {
 		return opErr("ioctl SIOCSIFFLAGS", "lo", e)
 	}
 	return nil
@@ -399,11 +437,9 @@ func loadSeccomp(raw []byte) error {
 		b := raw[8*i:]
 		prog[i] = syscall.SockFilter{Code: binary.LittleEndian.Uint16(b), Jt: b[2], Jf: b[3], K: binary.LittleEndian.Uint32(b[4:])}
 	}
-	fprog := syscall.SockFprog{Len: uint16(n), Filter: &prog[0]}
-	if _, _, e := syscall.RawSyscall(sysSeccomp, seccompSetModeFilter, 0, uintptr(unsafe.Pointer(&fprog))); e != 0 {
+	if e := sysSeccompFilter(prog); e != 0 {
 		return opErr("seccomp", "SET_MODE_FILTER", e)
 	}
-	runtime.KeepAlive(prog)
 	return nil
 }
 

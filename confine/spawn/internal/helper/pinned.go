@@ -3,7 +3,6 @@ package helper
 import (
 	"strconv"
 	"syscall"
-	"unsafe"
 )
 
 // Pinned bind sources (Mount.Pinned): the workspace and the extra paths the
@@ -49,40 +48,27 @@ func (e *pinMismatch) Error() string {
 // link) in any component, and checks that it is the file pinned in m. It
 // returns the descriptor (close-on-exec) or an error naming the path.
 func openPinned(m Mount) (int, error) {
-	how := openHow{flags: oPath | syscall.O_CLOEXEC, resolve: resolveNoSymlinks | resolveNoMagiclinks}
-	p, err := ptr(m.Src)
-	if err != nil {
+	fd, err := sysOpenat2(atFDCWDInt, m.Src, oPath|syscall.O_CLOEXEC, resolveNoSymlinks|resolveNoMagiclinks)
+	switch err {
+	case nil:
+	case syscall.ELOOP:
+		return -1, opErr("openat2", m.Src, &hintError{err, "a component is now a symbolic link; pinned paths are never followed through links made after start"})
+	case syscall.ENOENT:
+		return -1, opErr("openat2", m.Src, &hintError{err, "the pinned path was moved or removed since start"})
+	default:
 		return -1, opErr("openat2", m.Src, err)
 	}
-	var fd uintptr
-	var e syscall.Errno
-	for {
-		fd, _, e = syscall.RawSyscall6(sysOpenat2Nr, atFDCWD, uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(&how)), unsafe.Sizeof(how), 0, 0)
-		if e != syscall.EINTR && e != syscall.EAGAIN {
-			break
-		}
-	}
-	switch e {
-	case 0:
-	case syscall.ELOOP:
-		return -1, opErr("openat2", m.Src, &hintError{e, "a component is now a symbolic link; pinned paths are never followed through links made after start"})
-	case syscall.ENOENT:
-		return -1, opErr("openat2", m.Src, &hintError{e, "the pinned path was moved or removed since start"})
-	default:
-		return -1, opErr("openat2", m.Src, e)
-	}
-	var st syscall.Stat_t
-	empty, _ := ptr("")
-	if _, _, e := syscall.RawSyscall6(sysFstatat, fd, uintptr(unsafe.Pointer(empty)), uintptr(unsafe.Pointer(&st)), atEmptyPath, 0, 0); e != 0 {
-		sysClose(int(fd))
+	st, e := sysFstatFD(fd)
+	if e != 0 {
+		sysClose(fd)
 		return -1, opErr("fstat", m.Src, e)
 	}
 	gotDir := st.Mode&syscall.S_IFMT == syscall.S_IFDIR
 	if uint64(st.Dev) != m.PinDev || uint64(st.Ino) != m.PinIno || gotDir == m.File {
-		sysClose(int(fd))
+		sysClose(fd)
 		return -1, &pinMismatch{path: m.Src, wantDev: m.PinDev, wantIno: m.PinIno, gotDev: uint64(st.Dev), gotIno: uint64(st.Ino), wantDir: !m.File, gotDir: gotDir}
 	}
-	return int(fd), nil
+	return fd, nil
 }
 
 // bindTree returns a detached clone (open_tree OPEN_TREE_CLONE, recursive)
@@ -99,10 +85,9 @@ func bindTree(m Mount) (int, error) {
 		return -1, err
 	}
 	defer sysClose(src)
-	empty, _ := ptr("")
-	fd, _, e := syscall.RawSyscall(sysOpenTreeNr, uintptr(src), uintptr(unsafe.Pointer(empty)), flags|atEmptyPath)
+	fd, e := sysOpenTreeFD(src, flags)
 	if e != 0 {
 		return -1, opErr("open_tree", m.Src, e)
 	}
-	return int(fd), nil
+	return fd, nil
 }

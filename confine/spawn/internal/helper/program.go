@@ -7,7 +7,6 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
-	"unsafe"
 )
 
 // programEnv is the second stage's whole environment (the program gets
@@ -274,8 +273,8 @@ func checkIdentity(p *Plan) error {
 		what string
 		want uint32
 	}{{syscall.SYS_GETRESUID, "uid", wantUID}, {syscall.SYS_GETRESGID, "gid", wantGID}} {
-		var r, e, s uint32
-		if _, _, errno := syscall.RawSyscall(id.nr, uintptr(unsafe.Pointer(&r)), uintptr(unsafe.Pointer(&e)), uintptr(unsafe.Pointer(&s))); errno != 0 {
+		r, e, s, errno := sysGetres(id.nr)
+		if errno != 0 {
 			return opErr("getres"+id.what, "self", errno)
 		}
 		if r != id.want || e != id.want || s != id.want {
@@ -319,8 +318,8 @@ func dropCapabilities() error {
 	}
 	hdr := capUserHeader{version: linuxCapabilityVersion3}
 	var data [2]capUserData
-	if _, _, e := syscall.RawSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
-		return opErr("capset", "0", e)
+	if err := sysCapset(&hdr, &data); err != nil {
+		return opErr("capset", "0", err)
 	}
 	return checkNoCapabilities()
 }
@@ -330,8 +329,8 @@ func dropCapabilities() error {
 func checkNoCapabilities() error {
 	hdr := capUserHeader{version: linuxCapabilityVersion3}
 	var data [2]capUserData
-	if _, _, e := syscall.RawSyscall(syscall.SYS_CAPGET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
-		return opErr("capget", "self", e)
+	if err := sysCapget(&hdr, &data); err != nil {
+		return opErr("capget", "self", err)
 	}
 	for _, d := range data {
 		if d.effective|d.permitted|d.inheritable != 0 {

@@ -3,7 +3,6 @@ package helper
 import (
 	"strings"
 	"syscall"
-	"unsafe"
 )
 
 // Rebinds (Mount kind Rebind): a file or directory beneath an earlier bind
@@ -39,8 +38,8 @@ func beneathSrc(base string, m Mount, what, gone string) (int, syscall.Stat_t, e
 	default:
 		return -1, st, opErr("openat2", m.Dst, err)
 	}
-	empty, _ := ptr("")
-	if _, _, e := syscall.RawSyscall6(sysFstatat, uintptr(fd), uintptr(unsafe.Pointer(empty)), uintptr(unsafe.Pointer(&st)), atEmptyPath, 0, 0); e != 0 {
+	st, e := sysFstatFD(fd)
+	if e != 0 {
 		sysClose(fd)
 		return -1, st, opErr("fstat", m.Dst, e)
 	}
@@ -65,11 +64,10 @@ func maskBeneath(base string, m Mount) error {
 		return opErr("open_tree", "/dev/null", err)
 	}
 	defer sysClose(tree)
-	empty, _ := ptr("")
 	if err := sysMountSetattr(tree, "", atEmptyPath, mountAttrRdonly|mountAttrNosuid|mountAttrNoexec); err != nil {
 		return opErr("mount_setattr", m.Dst, err)
 	}
-	if _, _, e := syscall.RawSyscall6(sysMoveMountNr, uintptr(tree), uintptr(unsafe.Pointer(empty)), uintptr(fd), uintptr(unsafe.Pointer(empty)), moveMountFEmptyPath|moveMountTEmptyPath, 0); e != 0 {
+	if e := sysMoveMountFD(tree, fd); e != 0 {
 		return opErr("move_mount", m.Dst, e)
 	}
 	return nil
@@ -87,12 +85,10 @@ func rebind(base string, m Mount) error {
 	if t := st.Mode & syscall.S_IFMT; t != syscall.S_IFREG && t != syscall.S_IFDIR {
 		return opErr("rebind", m.Dst, &hintError{syscall.EINVAL, "only a regular file or a directory can be held"})
 	}
-	empty, _ := ptr("")
-	tfd, _, e := syscall.RawSyscall(sysOpenTreeNr, uintptr(fd), uintptr(unsafe.Pointer(empty)), openTreeClone|openTreeCloexec|atRecursive|atEmptyPath)
+	tree, e := sysOpenTreeFD(fd, openTreeClone|openTreeCloexec|atRecursive)
 	if e != 0 {
 		return opErr("open_tree", m.Dst, e)
 	}
-	tree := int(tfd)
 	defer sysClose(tree)
 	attr := uint64(mountAttrNosuid | mountAttrNodev)
 	if m.RO {
@@ -101,27 +97,8 @@ func rebind(base string, m Mount) error {
 	if err := sysMountSetattr(tree, "", atEmptyPath|atRecursive, attr); err != nil {
 		return opErr("mount_setattr", m.Dst, err)
 	}
-	if _, _, e := syscall.RawSyscall6(sysMoveMountNr, uintptr(tree), uintptr(unsafe.Pointer(empty)), uintptr(fd), uintptr(unsafe.Pointer(empty)), moveMountFEmptyPath|moveMountTEmptyPath, 0); e != 0 {
+	if e := sysMoveMountFD(tree, fd); e != 0 {
 		return opErr("move_mount", m.Dst, e)
 	}
 	return nil
-}
-
-// sysOpenat2 is openat2(2), retried on EINTR and EAGAIN.
-func sysOpenat2(dirfd int, path string, flags int, resolve uint64) (int, error) {
-	p, err := ptr(path)
-	if err != nil {
-		return -1, err
-	}
-	how := openHow{flags: uint64(flags), resolve: resolve}
-	for {
-		fd, _, e := syscall.RawSyscall6(sysOpenat2Nr, uintptr(dirfd), uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(&how)), unsafe.Sizeof(how), 0, 0)
-		if e == syscall.EINTR || e == syscall.EAGAIN {
-			continue
-		}
-		if e != 0 {
-			return -1, e
-		}
-		return int(fd), nil
-	}
 }

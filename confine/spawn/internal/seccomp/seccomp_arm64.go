@@ -1,11 +1,11 @@
-package spawn
+package seccomp
 
 import "golang.org/x/sys/unix"
 
 const (
-	seccompArchSupported = true
-	seccompAuditArch     = unix.AUDIT_ARCH_AARCH64
-	seccompX32Bit        = 0 // no second table on arm64 (compat is caught by the arch check)
+	archSupported = true
+	auditArch     = unix.AUDIT_ARCH_AARCH64
+	x32Bit        = 0 // no second table on arm64 (compat is caught by the arch check)
 )
 
 // archMountSyscalls are arm64's numbers of the mount calls older than the

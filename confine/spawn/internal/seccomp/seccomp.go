@@ -1,13 +1,14 @@
-package spawn
-
-import (
-	"encoding/binary"
-	"fmt"
-	"sync"
-
-	"golang.org/x/sys/unix"
-)
-
+// Package seccomp assembles the run child's seccomp filter: a classic BPF
+// program, as raw bytes, that package spawn puts in the helper's plan and
+// the helper's program stage loads with no_new_privs set, just before it
+// executes the program. Nothing here loads a filter; the package only
+// builds one, so it is pure computation and its tests judge every number
+// without a kernel (x/net/bpf's interpreter) and with one (a re-run child
+// that loads it). It is internal to spawn: no other package runs a child
+// under it.
+//
+// # What the filter refuses
+//
 // The child's seccomp filter covers what Landlock and the namespaces do not:
 // system calls that reach the kernel's attack surface or other processes
 // without going through a path. Denied calls fail with EPERM (the program
@@ -18,12 +19,28 @@ import (
 // native table only.
 //
 // The filter fails closed on the future: every number above
-// maxKnownSyscall, the highest one it was written for, fails with ENOSYS,
+// MaxKnownSyscall, the highest one it was written for, fails with ENOSYS,
 // so a system call a newer kernel adds (as Linux 6.15 added open_tree_attr,
 // which clones mounts) is refused until someone has read what it does and
 // raised the bound.
 //
-// The decisions and their reasons are in docs/decisions/0032-spawn-seccomp.md.
+// The decisions and their reasons are in
+// docs/decisions/0032-spawn-seccomp-and-landlock.md, 0070-start-up-work.md
+// (the assembly is ours alone) and 0086-seccomp-package.md (why it is a
+// package of its own).
+package seccomp
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Supported reports whether this architecture has a filter: Filter fails
+// on any other.
+const Supported = archSupported
 
 // deniedSyscalls fail with EPERM for the child, whatever their arguments.
 // Each is named for messages and tests; the numbers are x/sys/unix's for
@@ -58,7 +75,9 @@ type namedSyscall struct {
 	nr   uintptr
 }
 
-const maxKnownSyscall = unix.SYS_FILE_SETATTR
+// MaxKnownSyscall is the highest system call number the filter was
+// written for: every number above it fails with ENOSYS.
+const MaxKnownSyscall = unix.SYS_FILE_SETATTR
 
 // mountSyscalls change or clone the mount table: denied by number, so a
 // name table that does not know one (open_tree_attr is Linux 6.15) cannot
@@ -114,10 +133,14 @@ var filterCache struct {
 	prog map[bool][]byte
 }
 
-// childFilter returns the raw filter for a child whose Landlock ABI is abi
-// (truncate(2) is denied below ABI 3, where Landlock cannot govern it). It
-// returns an error when this architecture has no filter.
-func childFilter(abi int) ([]byte, error) {
+// Filter returns the raw filter (struct sock_filter instructions, eight
+// bytes each, little-endian) for a child whose Landlock ABI is abi:
+// truncate(2) is denied too below ABI 3, where Landlock cannot govern it.
+// It returns an error when this architecture has no filter (Supported is
+// false). The program is assembled once per flavour and kept for the life
+// of the process; the slice returned is shared and must not be modified.
+// Filter is safe for concurrent use.
+func Filter(abi int) ([]byte, error) {
 	denyTruncate := abi < 3
 	filterCache.Lock()
 	defer filterCache.Unlock()
@@ -139,7 +162,7 @@ func childFilter(abi int) ([]byte, error) {
 // the bound on unknown numbers, clone3 and openat2, the argument rules,
 // then the unconditional denials, one comparison each, and allow.
 func buildFilter(denyTruncate bool) ([]byte, error) {
-	if !seccompArchSupported {
+	if !archSupported {
 		return nil, fmt.Errorf("spawn: no seccomp filter for this architecture")
 	}
 	type ins = unix.SockFilter
@@ -159,16 +182,16 @@ func buildFilter(denyTruncate bool) ([]byte, error) {
 	var pre []ins
 	pre = append(pre,
 		stmt(ldAbs, 4), // arch
-		jump(jeq, seccompAuditArch, 1, 0),
+		jump(jeq, auditArch, 1, 0),
 		stmt(ret, kill),
 		stmt(ldAbs, 0), // nr
 	)
-	if seccompX32Bit != 0 {
-		pre = append(pre, jump(jge, seccompX32Bit, 0, 1), stmt(ret, kill))
+	if x32Bit != 0 {
+		pre = append(pre, jump(jge, x32Bit, 0, 1), stmt(ret, kill))
 	}
 	enosys := errnoRet(unix.ENOSYS)
 	pre = append(pre,
-		jump(jgt, maxKnownSyscall, 0, 1),
+		jump(jgt, MaxKnownSyscall, 0, 1),
 		stmt(ret, enosys),
 		jump(jeq, uint32(unix.SYS_CLONE3), 0, 1),
 		stmt(ret, enosys),

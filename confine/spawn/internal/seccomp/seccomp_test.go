@@ -1,4 +1,4 @@
-package spawn
+package seccomp
 
 import (
 	"encoding/binary"
@@ -10,6 +10,7 @@ import (
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/b10x/harness/confine/spawn/internal/seccomp/seccomptest"
 	"github.com/b10x/harness/internal/testenv"
 )
 
@@ -19,8 +20,8 @@ type filterVM struct{ vm *bpf.VM }
 
 func newFilterVM(t *testing.T, abi int) filterVM {
 	t.Helper()
-	testenv.Require(t, seccompArchSupported, "a seccomp filter for this architecture")
-	raw, err := childFilter(abi)
+	testenv.Require(t, archSupported, "a seccomp filter for this architecture")
+	raw, err := Filter(abi)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,9 +93,9 @@ func TestSeccompEveryNumber(t *testing.T) {
 	}
 	denied[uint32(unix.SYS_CLONE3)] = "ENOSYS"
 	denied[uint32(unix.SYS_OPENAT2)] = "ENOSYS"
-	// The test's own list, independent of the filter's: dropping a name
+	// The tests' own list, independent of the filter's: dropping a name
 	// from deniedSyscalls must fail here.
-	for _, name := range mustDeny {
+	for _, name := range seccomptest.MustDeny {
 		nr, ok := info.SyscallNames[name]
 		if !ok {
 			t.Fatalf("%q has no number on this architecture", name)
@@ -108,50 +109,37 @@ func TestSeccompEveryNumber(t *testing.T) {
 			t.Errorf("mount call %d is not in the filter's deny set", must)
 		}
 	}
-	for nr := uint32(0); nr <= maxKnownSyscall+64; nr++ {
+	for nr := uint32(0); nr <= MaxKnownSyscall+64; nr++ {
 		want := "allow"
 		if w, ok := denied[nr]; ok {
 			want = w
-		} else if nr > maxKnownSyscall {
+		} else if nr > MaxKnownSyscall {
 			want = "ENOSYS"
 		}
-		if got := actionName(f.eval(t, seccompAuditArch, nr)); got != want {
+		if got := actionName(f.eval(t, auditArch, nr)); got != want {
 			t.Errorf("system call %d (%s): %s, want %s", nr, info.SyscallNumbers[int(nr)], got, want)
 		}
 	}
 	// The x32 table and a foreign architecture kill.
-	if seccompX32Bit != 0 {
-		if got := actionName(f.eval(t, seccompAuditArch, seccompX32Bit|uint32(unix.SYS_GETPID))); got != "kill" {
+	if x32Bit != 0 {
+		if got := actionName(f.eval(t, auditArch, x32Bit|uint32(unix.SYS_GETPID))); got != "kill" {
 			t.Errorf("x32 getpid: %s, want kill", got)
 		}
 	}
 	if got := actionName(f.eval(t, unix.AUDIT_ARCH_I386, uint32(unix.SYS_GETPID))); got != "kill" {
 		t.Errorf("i386 getpid: %s, want kill", got)
 	}
-	if got := actionName(f.eval(t, seccompAuditArch, uint32(unix.SYS_TRUNCATE))); got != "allow" {
+	if got := actionName(f.eval(t, auditArch, uint32(unix.SYS_TRUNCATE))); got != "allow" {
 		t.Errorf("truncate at Landlock ABI 7: %s, want allow (Landlock refuses it by path)", got)
 	}
 	// Below ABI 3 Landlock cannot refuse truncate(2): the filter does.
 	old := newFilterVM(t, 2)
 	for nr, want := range map[uintptr]string{unix.SYS_TRUNCATE: "EPERM", unix.SYS_FTRUNCATE: "allow", unix.SYS_GETPID: "allow", unix.SYS_PTRACE: "EPERM"} {
-		if got := actionName(old.eval(t, seccompAuditArch, uint32(nr))); got != want {
+		if got := actionName(old.eval(t, auditArch, uint32(nr))); got != want {
 			t.Errorf("ABI 2 filter, system call %d: %s, want %s", nr, got, want)
 		}
 	}
 }
-
-// mustDeny are the system calls the filter must refuse, written out here
-// rather than read from the filter (decision 0032).
-var mustDeny = []string{
-	"ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "process_madvise",
-	"io_uring_setup", "io_uring_enter", "io_uring_register",
-	"setns", "bpf", "keyctl", "add_key", "request_key", "perf_event_open", "userfaultfd",
-	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
-	"open_by_handle_at", "swapon", "swapoff", "reboot", "syslog", "acct", "quotactl", "quotactl_fd",
-}
-
-// mustDenyIoctls are the terminal ioctls the filter must refuse.
-var mustDenyIoctls = map[string]uint32{"TIOCSTI": unix.TIOCSTI, "TIOCLINUX": unix.TIOCLINUX, "TIOCSETD": unix.TIOCSETD, "TIOCCONS": unix.TIOCCONS}
 
 // TestSeccompArguments judges the argument rules: set-id mode bits, nested
 // user namespaces, AF_VSOCK and the terminal ioctls.
@@ -177,7 +165,7 @@ func TestSeccompArguments(t *testing.T) {
 		{"prlimit64 pid 1", unix.SYS_PRLIMIT64, []uint32{1, unix.RLIMIT_NOFILE}, "EPERM"},
 		{"ioctl TIOCGWINSZ", unix.SYS_IOCTL, []uint32{0, unix.TIOCGWINSZ}, "allow"},
 	}
-	for name, io := range mustDenyIoctls {
+	for name, io := range seccomptest.MustDenyIoctls {
 		cases = append(cases, c{"ioctl " + name, unix.SYS_IOCTL, []uint32{1, io}, "EPERM"})
 	}
 	for _, m := range modeSyscalls {
@@ -198,8 +186,34 @@ func TestSeccompArguments(t *testing.T) {
 		}
 	}
 	for _, tc := range cases {
-		if got := actionName(f.eval(t, seccompAuditArch, uint32(tc.nr), tc.args...)); got != tc.want {
+		if got := actionName(f.eval(t, auditArch, uint32(tc.nr), tc.args...)); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestSeccompFilterAssembles checks the program's shape: whole
+// instructions, the ABI 2 flavour longer by its truncate denial, and the
+// architecture check first.
+func TestSeccompFilterAssembles(t *testing.T) {
+	testenv.Require(t, archSupported, "a seccomp filter for this architecture")
+	with, err := Filter(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, err := Filter(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(with)%8 != 0 || len(with) <= len(without) {
+		t.Fatalf("filter sizes: ABI 2 %d bytes, ABI 7 %d bytes; the ABI 2 filter must also deny truncate", len(with), len(without))
+	}
+	// The first instructions: load the architecture, kill on any other.
+	first := unix.SockFilter{Code: binary.LittleEndian.Uint16(without), K: binary.LittleEndian.Uint32(without[4:])}
+	if first.Code != unix.BPF_LD|unix.BPF_W|unix.BPF_ABS || first.K != 4 {
+		t.Fatalf("first instruction %+v, want ld [4] (arch)", first)
+	}
+	if k := binary.LittleEndian.Uint32(without[16+4:]); k != unix.SECCOMP_RET_KILL_PROCESS {
+		t.Fatalf("third instruction returns %#x, want KILL_PROCESS for a foreign architecture", k)
 	}
 }

@@ -1,13 +1,13 @@
-package spawn
+package seccomp
 
 import "golang.org/x/sys/unix"
 
 const (
-	seccompArchSupported = true
-	seccompAuditArch     = unix.AUDIT_ARCH_X86_64
-	// seccompX32Bit marks the x32 system call table; any number at or above
+	archSupported = true
+	auditArch     = unix.AUDIT_ARCH_X86_64
+	// x32Bit marks the x32 system call table; any number at or above
 	// it is killed.
-	seccompX32Bit = 0x40000000
+	x32Bit = 0x40000000
 )
 
 // archMountSyscalls are amd64's numbers of the mount calls older than the

@@ -1,11 +1,11 @@
 //go:build !amd64 && !arm64
 
-package spawn
+package seccomp
 
 const (
-	seccompArchSupported = false
-	seccompAuditArch     = 0
-	seccompX32Bit        = 0
+	archSupported = false
+	auditArch     = 0
+	x32Bit        = 0
 )
 
 var (

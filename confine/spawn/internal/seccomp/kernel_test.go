@@ -1,0 +1,108 @@
+package seccomp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/confine/spawn/internal/seccomp/seccomptest"
+	"github.com/b10x/harness/internal/reexec"
+	"github.com/b10x/harness/internal/testenv"
+)
+
+// loadedEntry is a re-run child of this test binary that loads the filter
+// for the Landlock ABI its first argument names and then runs the probe
+// (seccomptest.Probe) on the rest.
+const loadedEntry = "seccomp-test-loaded"
+
+func init() { reexec.Register(loadedEntry, loadedMain) }
+
+func loadedMain() {
+	abi, err := strconv.Atoi(os.Args[1])
+	if err != nil {
+		fatal("ABI %q: %v", os.Args[1], err)
+	}
+	if os.Geteuid() == 0 {
+		// Were a call let through that the filter should refuse, it reaches
+		// the kernel as nobody's, as a run child's reaches it without a
+		// capability on the host: it cannot act on the machine.
+		if err := dropRoot(); err != nil {
+			fatal("drop root: %v", err)
+		}
+	}
+	raw, err := Filter(abi)
+	if err != nil {
+		fatal("%v", err)
+	}
+	if err := load(raw); err != nil {
+		fatal("load the filter: %v", err)
+	}
+	seccomptest.Probe(os.Args[2:])
+	os.Exit(0)
+}
+
+func fatal(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, format+"\n", args...)
+	os.Exit(1)
+}
+
+// dropRoot makes every thread of the process nobody (65534), which drops
+// every capability.
+func dropRoot() error {
+	if err := syscall.Setgroups(nil); err != nil {
+		return err
+	}
+	if err := syscall.Setresgid(65534, 65534, 65534); err != nil {
+		return err
+	}
+	return syscall.Setresuid(65534, 65534, 65534)
+}
+
+// load installs the raw filter on every thread of the process, with
+// no_new_privs set, as the helper's program stage loads it before execve.
+func load(raw []byte) error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("PR_SET_NO_NEW_PRIVS: %w", err)
+	}
+	prog := make([]unix.SockFilter, len(raw)/8)
+	for i := range prog {
+		b := raw[8*i:]
+		prog[i] = unix.SockFilter{Code: binary.LittleEndian.Uint16(b), Jt: b[2], Jf: b[3], K: binary.LittleEndian.Uint32(b[4:])}
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog))); e != 0 {
+		return fmt.Errorf("seccomp SET_MODE_FILTER: %w", e)
+	}
+	return nil
+}
+
+// TestSeccompLoadedInKernel loads each flavour of the filter, the one for
+// Landlock ABI 2 (which denies truncate) and the one for ABI 7, in a re-run
+// child of this test binary, and makes there each call seccomptest.Cases
+// lists: the kernel judges them, whatever this host's own Landlock ABI.
+// Package spawn's TestSeccompInKernel makes the same calls in every
+// runner's sandbox.
+func TestSeccompLoadedInKernel(t *testing.T) {
+	testenv.Require(t, Supported, "a seccomp filter for this architecture")
+	for _, abi := range []int{2, 7} {
+		cases := seccomptest.Cases(t, abi, MaxKnownSyscall)
+		cmd := reexec.Command(loadedEntry, append([]string{strconv.Itoa(abi)}, seccomptest.Args(cases)...)...)
+		out, err := cmd.Output()
+		if err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				err = fmt.Errorf("%w: %s", err, ee.Stderr)
+			}
+			t.Fatalf("ABI %d: the probe did not end normally (a call killed it?): %v\n%s", abi, err, out)
+		}
+		seccomptest.Check(t, "ABI "+strconv.Itoa(abi)+" filter", cases, out)
+	}
+}
