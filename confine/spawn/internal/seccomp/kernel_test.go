@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
@@ -68,7 +69,12 @@ func dropRoot() error {
 
 // load installs the raw filter on every thread of the process, with
 // no_new_privs set, as the helper's program stage loads it before execve.
+// no_new_privs is a thread's: the thread that sets it must be the one that
+// installs the filter (which then sets it on the others), so the goroutine
+// stays on it.
 func load(raw []byte) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("PR_SET_NO_NEW_PRIVS: %w", err)
 	}
