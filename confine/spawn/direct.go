@@ -374,6 +374,9 @@ type launched struct {
 	// signals are sent to the helper (the sandbox's init) while the call
 	// runs (Stdio.Signals).
 	signals <-chan os.Signal
+	// domainName is the token the program's stage takes before it creates
+	// its Landlock domain (Result.DomainName), "" for none.
+	domainName string
 }
 
 // launch creates the call's leaf and starts its helper. extra are the
@@ -396,6 +399,14 @@ func (d *direct) launch(p *prepared, stdio Stdio, extra []*os.File) (*launched, 
 		return nil, err
 	}
 
+	if p.plan.LandlockFlags != 0 {
+		// A name of this sandbox alone, for its denials (Result.DomainName).
+		name, err := newDomainName()
+		if err != nil {
+			return fail(&SetupError{Step: "domain name", Err: err})
+		}
+		p.plan.DomainName, l.domainName = name, name
+	}
 	var enc helper.Encoder
 	p.plan.Encode(&enc)
 	blob := enc.B
@@ -508,6 +519,7 @@ wait:
 			return res, err
 		}
 	}
+	res.DomainName = l.domainName
 	return callOutcome(res, l.p, st, l.cmd.ProcessState, l.waitErr, ctxErr)
 }
 

@@ -1,6 +1,8 @@
 package spawn
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -120,4 +122,16 @@ func PathnameSockets(abi int) string {
 	return fmt.Sprintf("Unix sockets are NOT confined on this kernel (Landlock ABI %d; confining them needs ABI 9): "+
 		"a program can connect to a pathname Unix socket that a process outside the sandbox listens on in the workspace "+
 		"or another directory of its view (the host's /tmp and /run are not in it).", abi)
+}
+
+// newDomainName is a sandbox's token for its program's Landlock domain
+// (helper.Plan.DomainName): "b10x" and 11 hex digits, as long as the
+// kernel keeps a name, 44 random bits that no program of another call can
+// guess.
+func newDomainName() (string, error) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return "b10x" + hex.EncodeToString(b[:])[:11], nil
 }

@@ -68,6 +68,7 @@ type prestarter struct {
 func warmKey(p *prepared) string {
 	pl := *p.plan
 	pl.Path, pl.ProgDev, pl.ProgIno, pl.Argv, pl.Env, pl.Dir, pl.Probe, pl.GoFD = "", 0, 0, nil, nil, "", false, 0
+	pl.DomainName = "" // each sandbox's own
 	if pl.ProxyFD > 0 {
 		pl.ProxyFD = 1
 	}

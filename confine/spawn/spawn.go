@@ -241,6 +241,14 @@ type Result struct {
 	// start would have built at that moment; Duration counts from the
 	// hand-over.
 	Prestarted bool
+	// DomainName is the name (comm) the program's stage took just before
+	// it created the program's Landlock domain, where Landlock logs the
+	// program's denials (ABI 7): a random token of this call's sandbox,
+	// by which the kernel's audit record of the domain names its creator,
+	// so the denials can be tied to this call alone
+	// (audit.Reader.WatchName; decision 0080). "" where none was taken.
+	// The program gets its own name at execve.
+	DomainName string
 	// Layers names the confinement layers actually applied to this child,
 	// with the names of package confine (confine.LayerLandlockChild, ...),
 	// in that package's report order.

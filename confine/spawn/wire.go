@@ -79,6 +79,7 @@ func encodeResult(e *helper.Encoder, r Result) {
 	e.I64(int64(r.HostGID))
 	e.Bool(r.LockedView)
 	e.Bool(r.Prestarted)
+	e.Str(r.DomainName)
 }
 
 func decodeResult(d *helper.Decoder) Result {
@@ -95,6 +96,7 @@ func decodeResult(d *helper.Decoder) Result {
 	r.HostGID = int(d.I64())
 	r.LockedView = d.Bool()
 	r.Prestarted = d.Bool()
+	r.DomainName = d.Str()
 	return r
 }
 

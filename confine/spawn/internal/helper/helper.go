@@ -463,6 +463,11 @@ func landlock(p *Plan) error {
 			return opErr("landlock_add_rule", r.Path, err)
 		}
 	}
+	if p.DomainName != "" {
+		if err := setName(p.DomainName); err != nil {
+			return err
+		}
+	}
 	if err := sysLandlockRestrict(rs, p.LandlockFlags); err != nil {
 		return opErr("landlock_restrict_self", "", err)
 	}

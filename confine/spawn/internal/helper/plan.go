@@ -15,6 +15,7 @@ package helper
 import (
 	"errors"
 	"strconv"
+	"strings"
 )
 
 // Argv0 is the helper's argv[0]: internal/reexec's prefix and the entry
@@ -149,7 +150,13 @@ type Plan struct {
 	// log the program's denials as audit records (when audit is enabled),
 	// for the harness to attribute to the call (decision 0080).
 	LandlockFlags uint32
-	Rules         []Rule
+	// DomainName, when not "", is the name (comm) the program's stage
+	// takes just before it creates its Landlock domain: a token of the
+	// sandbox, at most 15 bytes, by which the kernel's audit record of the
+	// domain names its creator (decision 0080). The stage reads it back
+	// and fails otherwise; the program gets its own name at execve.
+	DomainName string
+	Rules      []Rule
 	// Probe stops the second stage after every step before execve has
 	// succeeded and its StatusReady is written: it exits 0 and Path is
 	// never executed. It proves a call would get that far.
@@ -241,6 +248,7 @@ func (p *Plan) Encode(e *Encoder) {
 	e.U64(p.LandlockFS)
 	e.U64(p.LandlockScoped)
 	e.U32(p.LandlockFlags)
+	e.Str(p.DomainName)
 	e.U32(uint32(len(p.Rules)))
 	for _, r := range p.Rules {
 		e.Str(r.Path)
@@ -294,6 +302,10 @@ func DecodePlan(d *Decoder) *Plan {
 	p.LandlockFS = d.U64()
 	p.LandlockScoped = d.U64()
 	p.LandlockFlags = d.U32()
+	p.DomainName = d.Str()
+	if len(p.DomainName) > maxDomainName || strings.IndexByte(p.DomainName, 0) >= 0 {
+		d.Failf("domain name of " + strconv.Itoa(len(p.DomainName)) + " bytes, or holding a NUL")
+	}
 	n = d.Count(12, "rules")
 	for i := 0; i < n && d.Err == nil; i++ {
 		p.Rules = append(p.Rules, Rule{Path: d.Str(), Access: d.U64()})

@@ -1,6 +1,9 @@
 package helper
 
-import "syscall"
+import (
+	"errors"
+	"syscall"
+)
 
 // Raw system calls for the helper. They bypass the Go scheduler's syscall
 // hooks (RawSyscall): the helper is one goroutine on one locked thread, and
@@ -48,3 +51,29 @@ func sysLandlockRestrict(ruleset int, flags uint32) error {
 
 // atFDCWD is AT_FDCWD (-100) as a system call argument.
 var atFDCWD = func() uintptr { fd := atFDCWDInt; return uintptr(fd) }()
+
+// maxDomainName is the longest name a thread keeps (TASK_COMM_LEN less
+// its NUL).
+const maxDomainName = 15
+
+// setName names this thread name (PR_SET_NAME) and reads the name back:
+// the kernel's audit record of the Landlock domain this thread creates
+// next carries it, so it must be exactly what was asked.
+func setName(name string) error {
+	if name == "" || len(name) > maxDomainName {
+		return opErr("prctl PR_SET_NAME", name, syscall.EINVAL)
+	}
+	var buf [16]byte
+	copy(buf[:], name)
+	if err := sysPrctlName(prSetName, &buf); err != nil {
+		return opErr("prctl PR_SET_NAME", name, err)
+	}
+	var got [16]byte
+	if err := sysPrctlName(prGetName, &got); err != nil {
+		return opErr("prctl PR_GET_NAME", name, err)
+	}
+	if string(got[:len(name)]) != name || got[len(name)] != 0 {
+		return opErr("prctl PR_GET_NAME", name, errors.New("the name read back differs"))
+	}
+	return nil
+}

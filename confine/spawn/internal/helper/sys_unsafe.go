@@ -309,3 +309,10 @@ func sysSeccompFilter(prog []syscall.SockFilter) syscall.Errno {
 	runtime.KeepAlive(prog)
 	return e
 }
+
+// sysPrctlName is prctl(op, buf): PR_SET_NAME or PR_GET_NAME with the
+// thread's name in buf (16 bytes, NUL-terminated).
+func sysPrctlName(op uintptr, buf *[16]byte) error {
+	_, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, op, uintptr(unsafe.Pointer(buf)), 0)
+	return errnoErr(e)
+}

@@ -37,6 +37,8 @@ const (
 	resolveBeneath      = 0x08 // RESOLVE_BENEATH
 
 	prSetNoNewPrivs      = 38 // PR_SET_NO_NEW_PRIVS
+	prSetName            = 15 // PR_SET_NAME
+	prGetName            = 16 // PR_GET_NAME
 	prCapAmbient         = 47 // PR_CAP_AMBIENT
 	prCapAmbientClearAll = 4  // PR_CAP_AMBIENT_CLEAR_ALL
 
