@@ -507,14 +507,7 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 		return o
 	}
 	*acted = true
-	seq := rec.Seq
-	rep := tools.Report{Progress: c.Progress, Connection: func(n record.Net) {
-		// A failed write here is the record's own failure, seen by the
-		// call line after the call.
-		n.Seq = seq
-		_ = g.cfg.Recorder.Write(n)
-	}}
-	res, err := prep.Execute(execCtx, rep)
+	res, err := prep.Execute(execCtx, g.report(c, rec.Seq))
 	stopped := ended(ctx, execCtx)
 	if err == nil && stopped != "" && entry.Needs == ConfinedExecution {
 		// A program killed at the deadline or by a cancel did not run to
@@ -533,6 +526,20 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 
 	// 7 result cap
 	return g.capResult(entry, res, rec)
+}
+
+// report is what a call's execution reports through: the client's
+// progress, and its child's connections and kernel denials as the
+// record's lines of call seq. A failed write of these lines is the
+// record's own failure, seen by the call line after the call.
+func (g *Gate) report(c Call, seq int64) tools.Report {
+	return tools.Report{Progress: c.Progress, Connection: func(n record.Net) {
+		n.Seq = seq
+		_ = g.cfg.Recorder.Write(n)
+	}, Denial: func(d record.Denial) {
+		d.Seq = seq
+		_ = g.cfg.Recorder.Write(d)
+	}}
 }
 
 // refuseStep records a refusing step in rec (and the internal cause, when

@@ -89,6 +89,10 @@ type RunPolicy struct {
 	PassEnvStrict  bool     // pass_env_strict: a pass_env item that matches nothing refuses to start
 	SetEnv         []string // setenv: NAME=VALUE for run calls, after pass_env's
 	MaxOutput      int64    // max_output: cap of each of stdout and stderr of a run call
+	// MaxDenials (max_denials) is how many kernel denials inside a run
+	// call's child are listed and recorded one by one; the rest are
+	// counted.
+	MaxDenials int
 	// ChildUID (child_uid) is who the program is inside its user
 	// namespace: the host ids it runs as (caller) or root of it.
 	ChildUID ChildUID

@@ -270,6 +270,13 @@ var settings = []Setting{
 		Field: func(p *Policy) any { return &p.Run.MaxOutput },
 	},
 	{
+		Key: "max_denials", Kind: Int, Default: "32", Commands: Session | Exec,
+		Help:     "Kernel denials inside a run call's child (where this host can attribute them: doctor says) that are listed and recorded one by one; those beyond are counted.",
+		FlagHelp: "Kernel denials of a run call listed and recorded one by one; the rest are counted.",
+		Check:    positive("must be at least 1"),
+		Field:    func(p *Policy) any { return &p.Run.MaxDenials },
+	},
+	{
 		Key: "surface", Kind: Enum, Default: "flat", Commands: Session,
 		Help: "The shape the model sees: flat (one tool per entry) or verbs (tool_search, tool_describe, tool_invoke).",
 		For: []Variant{

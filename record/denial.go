@@ -5,9 +5,10 @@ import "time"
 // Denial is one request the kernel refused inside a run call's child,
 // tied to the call by Seq: the layer that refused it (landlock), the
 // operation (the rights it lacked, fs.write_file, net.connect_tcp,
-// scope.signal) and the object (a path, a port, a process). Written after
-// the call's line, at most the call's cap of them; Dropped on the last
-// one counts those beyond it.
+// scope.signal) and the object (a path, a port, a process). Written
+// once the program has ended, before the call's line, at most the call's
+// cap of them (max_denials); Dropped on the last one counts those beyond
+// it.
 type Denial struct {
 	Event     string    `json:"event"` // "denial"
 	Seq       int64     `json:"seq"`

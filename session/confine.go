@@ -15,6 +15,7 @@ import (
 
 	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine"
+	"github.com/b10x/harness/confine/audit"
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/egress"
 	"github.com/b10x/harness/gate"
@@ -34,8 +35,9 @@ type confinement struct {
 	protected    []string // extra protected workspace paths
 	programNames []string
 	tmpDir       string
-	cgroupBase   string       // the cgroup cgroup.Open moved the harness out of, if any
-	restrict     func() error // confines the harness's own reads and writes; called after the record is open
+	cgroupBase   string        // the cgroup cgroup.Open moved the harness out of, if any
+	restrict     func() error  // confines the harness's own reads and writes; called after the record is open
+	denials      *audit.Reader // attributes the run children's Landlock denials; nil where they are not attributable
 }
 
 // confinementRecord is run_start's "confinement".
@@ -281,6 +283,7 @@ func (c *confinement) startExecution(ctx context.Context, p *Policy, view tools.
 		return c, nil
 	}
 	c.record.RunAs = id.String()
+	c.openDenials(s)
 	cfg, err := c.runConfig(p, progs, broker, view)
 	if err != nil {
 		return nil, err
@@ -338,21 +341,40 @@ func (c *confinement) runConfig(p *Policy, progs tools.Programs, broker *spawn.B
 		timeout = 2 * time.Minute
 	}
 	return tools.RunConfig{
-		Programs:  progs,
-		Runner:    broker,
-		Env:       ChildEnv(p.Run.PassEnv, p.Run.SetEnv),
-		Timeout:   timeout,
-		Grace:     p.Run.Grace,
-		Limits:    lim,
-		TmpSize:   p.Run.TmpSize,
-		Net:       p.Run.NetMode() == "host",
-		CallerIDs: p.Run.ChildUID != policy.ChildRoot,
-		Egress:    egressPolicy,
-		View:      view,
-		MaxOutput: int(p.Run.MaxOutput),
-		Held:      gate.RunHeldSummary,
-		Sockets:   spawn.PathnameSockets(ChildLandlockABI(c.report)),
+		Programs:   progs,
+		Runner:     broker,
+		Env:        ChildEnv(p.Run.PassEnv, p.Run.SetEnv),
+		Timeout:    timeout,
+		Grace:      p.Run.Grace,
+		Limits:     lim,
+		TmpSize:    p.Run.TmpSize,
+		Net:        p.Run.NetMode() == "host",
+		CallerIDs:  p.Run.ChildUID != policy.ChildRoot,
+		Egress:     egressPolicy,
+		View:       view,
+		MaxOutput:  int(p.Run.MaxOutput),
+		Held:       gate.RunHeldSummary,
+		Sockets:    spawn.PathnameSockets(ChildLandlockABI(c.report)),
+		Denials:    c.denials,
+		MaxDenials: p.Run.MaxDenials,
 	}, nil
+}
+
+// openDenials starts the audit reader that attributes the run children's
+// Landlock denials to their calls, where the kernel logs them (Landlock
+// ABI 7 for the child's domain) and audit.Probe says this process can read
+// them (decision 0080). Where it cannot start, each call says so.
+func (c *confinement) openDenials(s *Session) {
+	if ChildLandlockABI(c.report) < 7 || !audit.Probe().Attributable {
+		return
+	}
+	r, err := audit.Open()
+	if err != nil {
+		s.note("kernel denials of run calls are not attributed: " + err.Error())
+		return
+	}
+	s.cleanup.add(func() { r.Close() })
+	c.denials = r
 }
 
 // publishRun probes one run call and publishes run when it starts.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine"
+	"github.com/b10x/harness/confine/audit"
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/egress"
 	"github.com/b10x/harness/internal/setting"
@@ -49,7 +50,11 @@ type Execution struct {
 	file      *policy.FileRef   // the policy file, if any
 	dir       string            // the workspace's canonical path
 	enclosing bool
-	cleanup   cleanup
+	// denials attributes the command's Landlock denials (nil where they
+	// are not attributable), at most maxDenials listed.
+	denials    *audit.Reader
+	maxDenials int
+	cleanup    cleanup
 }
 
 // Prepare readies argv to run under p's confinement: the workspace and the
@@ -143,6 +148,15 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	if x.Egress != nil {
 		x.Spec.ProxyPort = egress.Port
 		x.Spec.Env = egress.WithEnv(x.Spec.Env)
+	}
+	x.maxDenials = p.Run.MaxDenials
+	if audit.Probe().Attributable {
+		if r, err := audit.Open(); err == nil {
+			x.denials = r
+			x.cleanup.add(func() { r.Close() })
+		} else {
+			x.Notes = append(x.Notes, "kernel denials of the command are not attributed: "+err.Error())
+		}
 	}
 	ok = true
 	return x, nil

@@ -83,6 +83,10 @@ type ExecReport struct {
 	Status int `json:"status"`
 	// Connections are the attempts through the proxy (allow_domain).
 	Connections []record.Net `json:"connections,omitempty"`
+	// Denials are what the kernel refused the command (where that is
+	// attributable: doctor says), the last counting those beyond
+	// max_denials.
+	Denials []record.Denial `json:"kernel_denials,omitempty"`
 }
 
 // Run runs the prepared command once, to its end: under the policy's
@@ -127,6 +131,7 @@ func (x *Execution) Run(io ExecIO) (ExecReport, error) {
 	terms := saveTerminals(io.Stdin, io.Stdout, io.Stderr)
 	res, runErr := x.Runner.Run(ctx, x.Spec, stdio)
 	endedBySignal := first()
+	denials := x.sayDenials(res.DomainName, rec, say)
 	termErrs := restoreTerminals(terms)
 	connections := px.close(say)
 	for _, err := range termErrs {
@@ -134,7 +139,7 @@ func (x *Execution) Run(io ExecIO) (ExecReport, error) {
 	}
 	rep := ExecReport{Argv: x.Spec.Argv, Program: x.Spec.Program.Path, ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut,
 		OOMKilled: res.OOMKilled, DurationMS: res.Duration.Milliseconds(), MemoryPeak: res.MemoryPeak, PidsPeak: res.PidsPeak, Layers: res.Layers,
-		Connections: connections}
+		Connections: connections, Denials: denials}
 	rep.Missing = x.Missing(res.Layers)
 	if len(rep.Missing) > 0 && runErr == nil && !x.Quiet {
 		why := "this host lacks them"
@@ -192,6 +197,23 @@ func (x *Execution) setStatus(rep *ExecReport, res spawn.Result, runErr error, c
 		rep.Status = res.ExitCode
 	}
 	return nil
+}
+
+// sayDenials ends the command's watch of its kernel denials: each is
+// recorded (as the one command's, call 1) and said on stderr after the
+// command, with their count.
+func (x *Execution) sayDenials(name string, rec *record.Recorder, say func(string)) []record.Denial {
+	lines, text, _ := tools.CollectDenials(x.denials, name, x.maxDenials)
+	for i := range lines {
+		lines[i].Seq = 1
+		_ = rec.Write(lines[i])
+	}
+	for _, l := range strings.Split(strings.TrimPrefix(text, "\n"), "\n") {
+		if l != "" {
+			say(termsafe.Line(l))
+		}
+	}
+	return lines
 }
 
 // proxy is exec's egress channel and the connections it reported.

@@ -322,6 +322,13 @@ type RunConfig struct {
 	// Sockets is what the description tells the model about Unix sockets
 	// (spawn.PathnameSockets); "" says nothing.
 	Sockets string
+	// Denials reads the kernel's audit records of the calls' Landlock
+	// denials, where audit.Probe says they are attributable; nil: each
+	// call says why they are not (KernelDenials).
+	Denials *audit.Reader
+	// MaxDenials is how many of a call's denials are listed and recorded
+	// one by one; the rest are counted (0: DefaultMaxDenials).
+	MaxDenials int
 }
 
 // RunTool returns the run tool.
@@ -356,7 +363,16 @@ func (t *runTool) Description() string {
 		"writes only in the workspace and a private /tmp, and the whole process tree is killed when the program " +
 		"exits or the time limit passes. argv is passed as is, without a shell. Allowed programs (argv[0]): " +
 		strings.Join(names, ", ") + ". The result gives the exit status, stdout and stderr (each capped, head and tail kept). " +
-		t.cfg.netText() + " " + strings.TrimSpace(t.cfg.Held+" "+t.cfg.Sockets)
+		t.cfg.netText() + " " + strings.TrimSpace(t.cfg.Held+" "+t.cfg.Sockets+t.cfg.denialsText())
+}
+
+// denialsText tells the model, where the calls' kernel denials are
+// attributed, that the result lists them.
+func (cfg RunConfig) denialsText() string {
+	if cfg.Denials == nil {
+		return ""
+	}
+	return " What the sandbox refused the program (a file it may not read or write, say) is listed after the output, one line each."
 }
 
 var runSpec = sync.OnceValue(func() *argSpec { return mustArgSpec(RunArgs{}) })
@@ -465,7 +481,18 @@ func (c *runCall) Execute(ctx context.Context, rep Report) (Result, error) {
 	res, out, errOut, err := runCaptured(ctx, c.t.cfg.Runner, c.spec, strings.NewReader(c.args.Stdin), c.t.cfg.MaxOutput, ch, rep.Progress)
 	meta := runMeta(res)
 	meta["stdout_bytes"], meta["stderr_bytes"] = out.Total(), errOut.Total()
-	meta["kernel_denials"] = KernelDenials()
+	deniedByKernel := ""
+	if c.t.cfg.Denials != nil && res.DomainName != "" {
+		lines, text, count := CollectDenials(c.t.cfg.Denials, res.DomainName, c.t.cfg.MaxDenials)
+		for _, l := range lines {
+			if rep.Denial != nil {
+				rep.Denial(l)
+			}
+		}
+		meta["kernel_denials"], deniedByKernel = count, text
+	} else {
+		meta["kernel_denials"] = kernelDenialsNote(audit.Probe())
+	}
 	var denied []egress.Event
 	if ch != nil {
 		// Every connection of the call ends with it.
@@ -488,7 +515,7 @@ func (c *runCall) Execute(ctx context.Context, rep Report) (Result, error) {
 		}
 		return Result{Meta: meta}, Errorf(ReasonToolError, err, "the program could not be run")
 	}
-	text := formatRun(res, out, errOut) + deniedText(denied)
+	text := formatRun(res, out, errOut) + deniedByKernel + deniedText(denied)
 	switch {
 	case res.TimedOut:
 		return Result{Text: text, Meta: meta}, Errorf(ReasonTimeout, nil, "the program was killed at its time limit (%s), with its whole process tree\n%s", c.spec.Timeout, text)
@@ -602,19 +629,26 @@ func formatRun(res spawn.Result, out, errOut *spawn.Capture) string {
 	return b.String()
 }
 
-// KernelDenials is what each run call says in its meta, and doctor in
-// one line, about the kernel's denials inside run children here.
-func KernelDenials() string { return kernelDenialsNote(audit.Probe()) }
+// KernelDenials is what doctor says in one line about the kernel's
+// denials inside run children here: attributed to each call, or why not.
+func KernelDenials() string {
+	s := audit.Probe()
+	if !s.Attributable {
+		return s.Note()
+	}
+	return "attributed to each run call: Landlock's audit records are read from the audit netlink's read-only group (CAP_AUDIT_READ), listed in the call's result and recorded as denial lines"
+}
 
-// kernelDenialsNote is what a run call says, once, about the denials the
-// kernel made inside its child: why they are not attributable here (the
-// kernel, its audit or the harness's privileges, decision 0080), or, where
-// they would be, that no audit reader is given the call's program yet.
+// kernelDenialsNote is what a run call without an audit reader says,
+// once, about the denials the kernel made inside its child: why they are
+// not attributable here (the kernel, its audit or the harness's
+// privileges, decision 0080), or, where they would be, that this run
+// tool was given no reader.
 func kernelDenialsNote(s audit.Support) string {
 	if !s.Attributable {
 		return s.Note()
 	}
-	return "kernel denials are not attributable here (this host's kernel logs them, but the harness does not yet read them for run calls)"
+	return "kernel denials are not attributable here (this host's kernel logs them, but this run tool was given no audit reader)"
 }
 
 // deniedText says, after a run's output, which connections the proxy

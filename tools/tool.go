@@ -61,6 +61,10 @@ type Report struct {
 	// Connection is given each attempt through the call's proxy as the
 	// record's net line; its Seq is 0 (the caller numbers its calls).
 	Connection func(record.Net)
+	// Denial is given each request of the call's program that the kernel
+	// refused (where they are attributable) as the record's denial line,
+	// after the program ended; its Seq is 0.
+	Denial func(record.Denial)
 }
 
 // Releaser is implemented by a Prepared that holds resources (an open
