@@ -112,7 +112,7 @@ VM_CI_SHAPES := debian-6.1,debian-6.12,debian-6.18,ordinary,cgroup-v1,no-landloc
 VM_CI_PKGS := ./confine/...,./cgroup/...,./gate/...,./surface/...,./tools/...,./agent/...,./session/...,./cmd/...
 VM_CI_PKGS_IN := \
 	-pkgs-in debian-6.12=./confine/...,./cgroup/...,./tools/...,./session/...,./cmd/... \
-	-pkgs-in debian-6.18=./confine/audit/...,./confine/spawn/ \
+	-pkgs-in debian-6.18=./confine/audit/...,./confine/spawn/,./cmd/... \
 	-pkgs-in no-landlock=./confine/...,./tools/...,./session/...,./cmd/... \
 	-pkgs-in no-userns=./confine/...,./session/...,./cmd/... \
 	-pkgs-in cgroup-v1=./confine/...,./cgroup/...,./tools/...,./session/...,./cmd/... \
@@ -129,7 +129,8 @@ VM_CI_RUN_IN := \
 	-run-in 'ordinary:./cmd/...=^(TestDoctor|TestStrict|TestAttackExec(CPULimit|ForkBomb|MemoryBomb|StrictWhereAvailable)|TestEnclosingLimitsRecorded|TestMCPRecordFullDiskExits1|TestRecordOnAFullDisk|TestExec|TestChildUID|TestLimitsBestEffort)' \
 	-run-in 'cgroup-v1:./cmd/...=$(VM_CI_KERNEL_TESTS)' \
 	-run-in 'debian-6.12:./cmd/...=$(VM_CI_KERNEL_TESTS)' \
-	-run-in 'debian-6.18:./confine/spawn/=^Test(ChildDenied|Denial|Landlock)'
+	-run-in 'debian-6.18:./confine/spawn/=^Test(ChildDenied|Denial|Landlock)' \
+	-run-in 'debian-6.18:./cmd/...=^TestKernelDenials'
 vmtest-ci: helper
 	$(GO) run ./vmtest -ldflags='$(HELPER_LDFLAGS)' -env B10X_REQUIRE_HELPER_IMAGE=1 -timeout 15m -selftest -shapes $(VM_CI_SHAPES) -pkgs $(VM_CI_PKGS) $(VM_CI_PKGS_IN) $(VM_CI_RUN_IN)
 

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/b10x/harness/confine/audit"
+	"github.com/b10x/harness/internal/testenv"
+)
+
+// requireAttributable requires a host where the kernel logs Landlock's
+// denials and the harness may read them: the VM shape debian-6.18 (audit
+// on); this host, and every other shape, lacks it and says why.
+func requireAttributable(t *testing.T) {
+	t.Helper()
+	s := audit.Probe()
+	testenv.Require(t, s.Attributable, "Landlock audit records ("+s.Why+")",
+		append([]string{testenv.ShapeDebian61, testenv.ShapeDebian612, testenv.ShapeNoLandlock, testenv.ShapeNoUserns, testenv.ShapeCgroupV1},
+			testenv.HostLacks(!s.Attributable)...)...)
+}
+
+// denialLines are the record's denial lines.
+func denialLines(t *testing.T, rec string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range readRecord(t, rec) {
+		if l["event"] == "denial" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestKernelDenialsAttributed: a run call whose program the kernel refuses
+// (a device node only Landlock forbids; the kernel names the directory it
+// was to be made in) gets that denial in its result and
+// as a denial line of its record tied to its seq; exec says it on stderr
+// after the command and records it; a program that makes 300 denied
+// requests leaves at most max_denials lines and counts the rest.
+func TestKernelDenialsAttributed(t *testing.T) {
+	requireAttributable(t)
+	ws := t.TempDir()
+	rec := filepath.Join(t.TempDir(), "rec.jsonl")
+	r := harness(t, "", "call", "--workspace", ws, "--record", rec, "--yes", "--allow-program", "sh",
+		"run", `{"argv":["sh","-c","mknod c0 c 1 3; echo done"]}`)
+	out := outcome(t, r)
+	result, _ := out["result"].(string)
+	if r.code != 0 || !strings.Contains(result, "kernel: 1 request(s) of the program refused by the sandbox:") || !strings.Contains(result, "landlock: fs.make_char "+ws) {
+		t.Fatalf("exit %d, result %q, stderr %s", r.code, result, r.stderr)
+	}
+	if meta, _ := out["meta"].(map[string]any); meta["kernel_denials"] != float64(1) {
+		t.Errorf("meta kernel_denials %v, want 1", meta["kernel_denials"])
+	}
+	ds := denialLines(t, rec)
+	if len(ds) != 1 || ds[0]["seq"] != float64(1) || ds[0]["layer"] != "landlock" || ds[0]["operation"] != "fs.make_char" {
+		t.Errorf("record's denial lines %v, want one fs.make_char of call 1", ds)
+	}
+
+	erec := filepath.Join(t.TempDir(), "exec.jsonl")
+	r = harness(t, "", "exec", "--workspace", ws, "--record", erec, "--", "sh", "-c", "mknod b0 b 1 1; exit 0")
+	if r.code != 0 || !strings.Contains(r.stderr, "landlock: fs.make_block "+ws) {
+		t.Fatalf("exec: exit %d, stderr %s", r.code, r.stderr)
+	}
+	if ds := denialLines(t, erec); len(ds) != 1 || ds[0]["seq"] != float64(1) || ds[0]["operation"] != "fs.make_block" {
+		t.Errorf("exec's denial lines %v", ds)
+	}
+
+	// A flood of denied requests: at most the cap of lines, and a count.
+	frec := filepath.Join(t.TempDir(), "flood.jsonl")
+	r = harness(t, "", "call", "--workspace", ws, "--record", frec, "--yes", "--allow-program", "sh", "--max-denials", "5",
+		"run", `{"argv":["sh","-c","i=0; while [ $i -lt 300 ]; do mknod n$i c 1 3 2>/dev/null; i=$((i+1)); done; echo done"]}`)
+	out = outcome(t, r)
+	result, _ = out["result"].(string)
+	ds = denialLines(t, frec)
+	if r.code != 0 || len(ds) != 5 || strings.Count(result, "landlock: fs.make_char") != 5 || !strings.Contains(result, "more, counted, not listed") {
+		t.Fatalf("flood: exit %d, %d denial lines, result %q", r.code, len(ds), result)
+	}
+	dropped, _ := ds[4]["dropped"].(float64)
+	if meta, _ := out["meta"].(map[string]any); dropped < 1 || meta["kernel_denials"] != 5+dropped {
+		t.Errorf("flood: the last line counts %v more, meta says %v in all", dropped, meta["kernel_denials"])
+	}
+	if _, err := os.Stat(filepath.Join(ws, "n1")); err == nil {
+		t.Error("a device node was made")
+	}
+}
