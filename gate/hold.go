@@ -37,7 +37,9 @@ const RunHeldSummary = "A run call's program cannot change what file_write and f
 	"by the kernel in its view (bound read-only over themselves; they and the directories above them cannot be renamed or removed), " +
 	"and so is every path a denied or partial-only write_scope rule matches (up to 256 per call; beyond that they are checked after the call). " +
 	"What it creates there (a protected path that did not exist yet, a new file a denied rule matches) is removed after the call, " +
-	"and the call fails (protected_path or denied_path), naming each path and rule."
+	"and the call fails (protected_path or denied_path), naming each path and rule. " +
+	"In its view, the entries of /etc that not every user of the host may read (/etc/shadow, private keys) and the workspace files " +
+	"the read scope denies (by default .env, *.pem, *.key, .netrc and SSH private keys) read as empty and cannot be replaced."
 
 // MaxReadMasks bounds the files a run call's view masks for the read
 // scope; a workspace with more fails the call (fail closed: the files
