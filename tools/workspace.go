@@ -341,107 +341,144 @@ func isCleanRel(rel string) bool {
 // and readlink) and its target is spliced in front of the remaining
 // components.
 func walkPath(root int, w *Workspace, orig, rel string, write bool) (string, error) {
-	pending := strings.Split(rel, "/")
+	r := &pathWalk{root: root, w: w, orig: orig, write: write, pending: strings.Split(rel, "/")}
+	defer r.closeAll()
+	for steps := 0; len(r.pending) > 0; steps++ {
+		if steps > maxSteps {
+			return "", Errorf(ReasonToolError, nil, "path %q: too many components after following symbolic links", orig)
+		}
+		c := r.pending[0]
+		r.pending = r.pending[1:]
+		if err := r.step(c); err != nil {
+			return "", err
+		}
+	}
+	return joinRel(r.stack), nil
+}
+
+// pathWalk is the state of one walkPath.
+type pathWalk struct {
+	root  int
+	w     *Workspace
+	orig  string // the path as given, for messages
+	write bool
+	// pending are the components still to take, links' targets spliced in.
+	pending []string
 	// stack holds the canonical components so far; fds[i] is a descriptor
 	// of the directory stack[:i+1] names, so ".." is a pop, not a reopen.
 	// The two have the same length except after a missing component (write
 	// mode) or a final non-directory, after which neither ".." nor another
 	// open can come.
-	var stack []string
-	var fds []int
-	closeAll := func() {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-		fds = fds[:0]
+	stack   []string
+	fds     []int
+	links   int
+	missing bool // write mode: a component did not exist; the rest is lexical
+}
+
+// closeAll closes the descriptors of the directories on the stack.
+func (r *pathWalk) closeAll() {
+	for _, fd := range r.fds {
+		unix.Close(fd)
 	}
-	defer closeAll()
-	cur := func() int {
-		if len(fds) == 0 {
-			return root
-		}
-		return fds[len(fds)-1]
+	r.fds = r.fds[:0]
+}
+
+// cur is the descriptor of the directory the stack names.
+func (r *pathWalk) cur() int {
+	if len(r.fds) == 0 {
+		return r.root
 	}
-	links := 0
-	missing := false // write mode: a component did not exist; the rest is lexical
-	denied := func(cause error, why string) error {
-		return Errorf(ReasonDeniedPath, cause, "path %q %s", orig, why)
+	return r.fds[len(r.fds)-1]
+}
+
+func (r *pathWalk) denied(cause error, why string) error {
+	return Errorf(ReasonDeniedPath, cause, "path %q %s", r.orig, why)
+}
+
+// step takes one component: "" and "." are nothing, ".." pops, a link is
+// followed, a directory is entered and anything else ends the path.
+func (r *pathWalk) step(c string) error {
+	switch c {
+	case "", ".":
+		return nil
+	case "..":
+		return r.up()
 	}
-	for steps := 0; len(pending) > 0; steps++ {
-		if steps > maxSteps {
-			return "", Errorf(ReasonToolError, nil, "path %q: too many components after following symbolic links", orig)
-		}
-		c := pending[0]
-		pending = pending[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			if missing {
-				return "", Errorf(ReasonInvalidArgument, nil, "path %q has '..' after a component that does not exist", orig)
-			}
-			if len(stack) == 0 {
-				return "", denied(nil, "leaves the workspace")
-			}
-			stack = stack[:len(stack)-1]
-			unix.Close(fds[len(fds)-1])
-			fds = fds[:len(fds)-1]
-			continue
-		}
-		if missing {
-			stack = append(stack, c)
-			continue
-		}
-		fd, err := openat2(cur(), c, unix.O_PATH|unix.O_NOFOLLOW, 0, beneath)
-		if err == unix.ENOENT && write {
-			missing = true
-			stack = append(stack, c)
-			continue
-		}
-		if err != nil {
-			return "", fsError(orig, "open", err)
-		}
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			unix.Close(fd)
-			return "", fsError(orig, "stat", err)
-		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFLNK:
-			target, err := readlinkFd(fd)
-			unix.Close(fd)
-			if err != nil {
-				return "", fsError(orig, "readlink", err)
-			}
-			links++
-			if links > maxLinks {
-				return "", Errorf(ReasonToolError, errLinkLoop, "path %q: too many levels of symbolic links", orig)
-			}
-			if target == "" {
-				return "", Errorf(ReasonToolError, nil, "path %q: a symbolic link on it is empty", orig)
-			}
-			if strings.HasPrefix(target, "/") {
-				r, ok := w.inRoot(target)
-				if !ok {
-					return "", denied(fmt.Errorf("symlink %q -> %q", joinRel(append(stack, c)), target), "goes through a symbolic link that leads outside the workspace")
-				}
-				target = r
-				stack = stack[:0]
-				closeAll()
-			}
-			pending = append(strings.Split(target, "/"), pending...)
-		case unix.S_IFDIR:
-			fds = append(fds, fd)
-			stack = append(stack, c)
-		default:
-			unix.Close(fd)
-			stack = append(stack, c)
-			if len(pending) > 0 {
-				return "", Errorf(ReasonToolError, nil, "path %q: %q is not a directory", orig, joinRel(stack))
-			}
+	if r.missing {
+		r.stack = append(r.stack, c)
+		return nil
+	}
+	fd, err := openat2(r.cur(), c, unix.O_PATH|unix.O_NOFOLLOW, 0, beneath)
+	if err == unix.ENOENT && r.write {
+		r.missing = true
+		r.stack = append(r.stack, c)
+		return nil
+	}
+	if err != nil {
+		return fsError(r.orig, "open", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return fsError(r.orig, "stat", err)
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		return r.follow(fd, c)
+	case unix.S_IFDIR:
+		r.fds = append(r.fds, fd)
+		r.stack = append(r.stack, c)
+	default:
+		unix.Close(fd)
+		r.stack = append(r.stack, c)
+		if len(r.pending) > 0 {
+			return Errorf(ReasonToolError, nil, "path %q: %q is not a directory", r.orig, joinRel(r.stack))
 		}
 	}
-	return joinRel(stack), nil
+	return nil
+}
+
+// up takes a ".." component: a pop of the stack, never above the root.
+func (r *pathWalk) up() error {
+	if r.missing {
+		return Errorf(ReasonInvalidArgument, nil, "path %q has '..' after a component that does not exist", r.orig)
+	}
+	if len(r.stack) == 0 {
+		return r.denied(nil, "leaves the workspace")
+	}
+	r.stack = r.stack[:len(r.stack)-1]
+	unix.Close(r.fds[len(r.fds)-1])
+	r.fds = r.fds[:len(r.fds)-1]
+	return nil
+}
+
+// follow splices the target of the symbolic link c, open at fd (which it
+// closes), in front of the pending components. An absolute target must
+// lie beneath the root and restarts the walk from it.
+func (r *pathWalk) follow(fd int, c string) error {
+	target, err := readlinkFd(fd)
+	unix.Close(fd)
+	if err != nil {
+		return fsError(r.orig, "readlink", err)
+	}
+	r.links++
+	if r.links > maxLinks {
+		return Errorf(ReasonToolError, errLinkLoop, "path %q: too many levels of symbolic links", r.orig)
+	}
+	if target == "" {
+		return Errorf(ReasonToolError, nil, "path %q: a symbolic link on it is empty", r.orig)
+	}
+	if strings.HasPrefix(target, "/") {
+		rel, ok := r.w.inRoot(target)
+		if !ok {
+			return r.denied(fmt.Errorf("symlink %q -> %q", joinRel(append(r.stack, c)), target), "goes through a symbolic link that leads outside the workspace")
+		}
+		target = rel
+		r.stack = r.stack[:0]
+		r.closeAll()
+	}
+	r.pending = append(strings.Split(target, "/"), r.pending...)
+	return nil
 }
 
 // joinRel joins canonical components into a workspace-relative path.
