@@ -243,108 +243,155 @@ func hasTextAnchor(re *syntax.Regexp) bool {
 // ctx is done, and reports whether it stopped; no regexp call in it does
 // more than about searchBudget work before ctx is looked at.
 func (m *matcher) scan(ctx context.Context, data []byte, first int, emit func(n int, line []byte) bool) (stopped bool) {
-	lineNo, counted := first, 0
-	done := false
-	report := func(ls, le int) bool {
-		ok, cut := m.matchLine(ctx, data[ls:le])
-		if cut {
-			done = true
-			return false
-		}
-		if !ok {
-			return true
-		}
-		lineNo += bytes.Count(data[counted:ls], nl)
-		counted = ls
-		return emit(lineNo, data[ls:le])
-	}
-	// since counts the bytes passed since ctx was last looked at.
-	since := 0
-	pause := func(n int) bool {
-		if since += n; since < m.window {
-			return false
-		}
-		since = 0
-		return ctx.Err() != nil
-	}
-	pos := 0
+	s := &lineScan{m: m, ctx: ctx, data: data, emit: emit, lineNo: first}
 	switch {
 	case m.lit != nil:
-		// Look for the literal's rarest byte with IndexByte (vectorised),
-		// then check the whole literal around it.
-		rare, roff, lit := m.lit[m.rareOff], m.rareOff, m.lit
-		lineFrom := 0 // a line start at or before every candidate
-		for pos+roff < len(data) {
-			i := bytes.IndexByte(data[pos+roff:], rare)
-			if i < 0 {
-				break
-			}
-			at := pos + i
-			if at+len(lit) > len(data) {
-				break
-			}
-			if pause(i + 1) {
-				return true
-			}
-			if !bytes.Equal(data[at:at+len(lit)], lit) {
-				pos = at + 1
-				continue
-			}
-			ls := lineFrom + bytes.LastIndexByte(data[lineFrom:at], '\n') + 1
-			le := lineEnd(data, at)
-			if !report(ls, le) {
-				return true
-			}
-			pos, lineFrom = le+1, le+1
-		}
+		stopped = s.literal()
 	case m.bulk != nil:
-		// The (?m) form runs over windows of whole lines, at most
-		// m.window bytes each; a line longer than that is matched alone.
-		for pos < len(data) {
-			if ctx.Err() != nil {
-				return true
-			}
-			end := len(data)
-			if pos+m.window < len(data) {
-				i := bytes.LastIndexByte(data[pos:pos+m.window], '\n')
-				if i < 0 {
-					le := lineEnd(data, pos)
-					if !report(pos, le) {
-						return true
-					}
-					pos = le + 1
-					continue
-				}
-				end = pos + i + 1
-			}
-			for p := pos; p < end; {
-				loc := m.bulk.FindIndex(data[p:end])
-				if loc == nil {
-					break
-				}
-				at := p + loc[0]
-				if at == end && (at == 0 || data[at-1] == '\n') {
-					break // after the window's last newline: no line starts there
-				}
-				ls := p + bytes.LastIndexByte(data[p:at], '\n') + 1
-				le := lineEnd(data, at)
-				if !report(ls, le) {
+		stopped = s.bulk()
+	default:
+		stopped = s.lines()
+	}
+	return stopped || s.cut
+}
+
+// lineScan is the state of one scan.
+type lineScan struct {
+	m    *matcher
+	ctx  context.Context
+	data []byte
+	emit func(n int, line []byte) bool
+	// lineNo is the number of the line starting at data[counted].
+	lineNo, counted int
+	// cut is set when ctx ended a long line's match before its answer.
+	cut bool
+	// since counts the bytes passed since ctx was last looked at.
+	since int
+}
+
+// report matches the line data[ls:le] and emits it if it matches; false
+// ends the scan.
+func (s *lineScan) report(ls, le int) bool {
+	ok, cut := s.m.matchLine(s.ctx, s.data[ls:le])
+	if cut {
+		s.cut = true
+		return false
+	}
+	if !ok {
+		return true
+	}
+	s.lineNo += bytes.Count(s.data[s.counted:ls], nl)
+	s.counted = ls
+	return s.emit(s.lineNo, s.data[ls:le])
+}
+
+// pause counts n bytes passed and, once a window's worth has, reports
+// whether ctx is done.
+func (s *lineScan) pause(n int) bool {
+	if s.since += n; s.since < s.m.window {
+		return false
+	}
+	s.since = 0
+	return s.ctx.Err() != nil
+}
+
+// literal looks for the literal's rarest byte with IndexByte
+// (vectorised), then checks the whole literal around it.
+func (s *lineScan) literal() (stopped bool) {
+	data := s.data
+	rare, roff, lit := s.m.lit[s.m.rareOff], s.m.rareOff, s.m.lit
+	pos := 0
+	lineFrom := 0 // a line start at or before every candidate
+	for pos+roff < len(data) {
+		i := bytes.IndexByte(data[pos+roff:], rare)
+		if i < 0 {
+			break
+		}
+		at := pos + i
+		if at+len(lit) > len(data) {
+			break
+		}
+		if s.pause(i + 1) {
+			return true
+		}
+		if !bytes.Equal(data[at:at+len(lit)], lit) {
+			pos = at + 1
+			continue
+		}
+		ls := lineFrom + bytes.LastIndexByte(data[lineFrom:at], '\n') + 1
+		le := lineEnd(data, at)
+		if !s.report(ls, le) {
+			return true
+		}
+		pos, lineFrom = le+1, le+1
+	}
+	return false
+}
+
+// bulk runs the (?m) form over windows of whole lines, at most m.window
+// bytes each; a line longer than that is matched alone.
+func (s *lineScan) bulk() (stopped bool) {
+	data := s.data
+	pos := 0
+	for pos < len(data) {
+		if s.ctx.Err() != nil {
+			return true
+		}
+		end := len(data)
+		if pos+s.m.window < len(data) {
+			i := bytes.LastIndexByte(data[pos:pos+s.m.window], '\n')
+			if i < 0 {
+				le := lineEnd(data, pos)
+				if !s.report(pos, le) {
 					return true
 				}
-				p = le + 1
+				pos = le + 1
+				continue
 			}
-			pos = end
+			end = pos + i + 1
 		}
-	default:
-		for pos < len(data) {
-			le := lineEnd(data, pos)
-			if !report(pos, le) || pause(le-pos+1) {
-				return true
-			}
-			pos = le + 1
+		if s.window(pos, end) {
+			return true
 		}
+		pos = end
 	}
-	return done
+	return false
+}
+
+// window runs the (?m) form over data[pos:end], whole lines, reporting
+// each line a match starts in.
+func (s *lineScan) window(pos, end int) (stopped bool) {
+	data := s.data
+	for p := pos; p < end; {
+		loc := s.m.bulk.FindIndex(data[p:end])
+		if loc == nil {
+			break
+		}
+		at := p + loc[0]
+		if at == end && (at == 0 || data[at-1] == '\n') {
+			break // after the window's last newline: no line starts there
+		}
+		ls := p + bytes.LastIndexByte(data[p:at], '\n') + 1
+		le := lineEnd(data, at)
+		if !s.report(ls, le) {
+			return true
+		}
+		p = le + 1
+	}
+	return false
+}
+
+// lines matches every line alone.
+func (s *lineScan) lines() (stopped bool) {
+	data := s.data
+	for pos := 0; pos < len(data); {
+		le := lineEnd(data, pos)
+		if !s.report(pos, le) || s.pause(le-pos+1) {
+			return true
+		}
+		pos = le + 1
+	}
+	return false
 }
 
 // matchLine reports whether line matches. A line longer than m.direct is
