@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/b10x/harness/confine/spawn"
+	"github.com/b10x/harness/internal/pathattack"
 	"github.com/b10x/harness/internal/reexec"
 )
 
@@ -57,14 +57,14 @@ func openFds() map[string]string {
 
 // The secret planted outside every test workspace. No result may ever
 // contain it.
-const outsideSecret = "OUTSIDE-SECRET-7f3a9c"
+const outsideSecret = pathattack.Secret
 
-// fixture is a workspace root T/data beside outside siblings:
+// fixture is pathattack's tree, its root opened as a workspace:
 //
 //	T/secret.txt             outsideSecret
 //	T/outside/secret2.txt    outsideSecret
 //	T/data-archived/x, T/data2/x, T/data_backup, T/data.bak   outsideSecret
-//	T/data/                  the workspace, see newFixture
+//	T/data/                  the workspace, see pathattack.Tree
 type fixture struct {
 	base string // T
 	root string // T/data
@@ -73,74 +73,8 @@ type fixture struct {
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	fx := &fixture{base: base, root: filepath.Join(base, "data")}
-	files := map[string]string{
-		"secret.txt":          outsideSecret,
-		"outside/secret2.txt": outsideSecret,
-		"data-archived/x":     outsideSecret,
-		"data2/x":             outsideSecret,
-		"data_backup":         outsideSecret,
-		"data.bak":            outsideSecret,
-
-		"data/file.txt":         "hello\n",
-		"data/sub/inner.txt":    "inner text\n",
-		"data/..test":           "dotdot-test\n",
-		"data/test..":           "test-dotdot\n",
-		"data/te..st":           "te-dotdot-st\n",
-		"data/...":              "three dots\n",
-		"data/....":             "four dots\n",
-		"data/%2e%2e":           "percent-encoded name\n",
-		"data/caf\u00e9":        "nfc\n", // NFC
-		"data/cafe\u0301":       "nfd\n", // NFD
-		"data/nfc/caf\u00e9":    "only nfc\n",
-		"data/bin.dat":          "abc\x00def\n",
-		"data/a/.keep":          "",
-		"data/deep/notes.md":    "a note\n",
-		"data/deep/er/code.go":  "package er\n\nfunc NewThing() {}\n",
-		"data/deep/er/other.go": "package er\n",
-	}
-	for name, content := range files {
-		p := filepath.Join(base, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// 300 nested "a" directories: the in-length form of the deep
-	// traversal attack reaches the resolver.
-	if err := os.MkdirAll(filepath.Join(fx.root, strings.Repeat("a/", 300)), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	links := map[string]string{
-		"out":          "../secret.txt",
-		"outabs":       filepath.Join(base, "secret.txt"),
-		"link1":        "link2",
-		"link2":        "link3",
-		"link3":        filepath.Join(base, "secret.txt"),
-		"in":           "sub/inner.txt",
-		"inabs":        filepath.Join(fx.root, "sub/inner.txt"),
-		"reenter":      "../data/file.txt",
-		"dirout":       "../outside",
-		"dirin":        "sub",
-		"dangling_out": filepath.Join(base, "created-outside.txt"),
-		"dangling_in":  "newtarget.txt",
-		"procroot":     "/proc/self/root",
-		"loop1":        "loop2",
-		"loop2":        "loop1",
-		"sub/up":       "../file.txt",
-		"sub/upout":    "../../secret.txt",
-	}
-	for name, target := range links {
-		if err := os.Symlink(target, filepath.Join(fx.root, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fx := &fixture{}
+	fx.base, fx.root = pathattack.Tree(t)
 	ws, err := OpenWorkspace(fx.root)
 	if err != nil {
 		t.Fatal(err)
