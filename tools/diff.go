@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/b10x/harness/workspace"
 )
 
 // diffContext is the number of unchanged lines shown around a change.
@@ -30,7 +32,7 @@ func editDiff(rel, text, old, repl string, offs []int, limit int) (string, diffS
 		stats.added += len(c.lines)
 	}
 	w := &diffWriter{t: &t, limit: limit}
-	fmt.Fprintf(&w.b, "--- a/%s\n+++ b/%s\n", showPath(rel), showPath(rel))
+	fmt.Fprintf(&w.b, "--- a/%s\n+++ b/%s\n", workspace.ShowPath(rel), workspace.ShowPath(rel))
 	for i := 0; i < len(changes); {
 		// A hunk: changes i..j-1, whose context overlaps.
 		j := i + 1

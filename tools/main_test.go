@@ -13,6 +13,7 @@ import (
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/internal/pathattack"
 	"github.com/b10x/harness/internal/reexec"
+	"github.com/b10x/harness/workspace"
 )
 
 func TestMain(m *testing.M) {
@@ -68,20 +69,37 @@ const outsideSecret = pathattack.Secret
 type fixture struct {
 	base string // T
 	root string // T/data
-	ws   *Workspace
+	ws   *workspace.Workspace
 }
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	fx := &fixture{}
 	fx.base, fx.root = pathattack.Tree(t)
-	ws, err := OpenWorkspace(fx.root)
+	ws, err := workspace.Open(fx.root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ws.Close() })
 	fx.ws = ws
 	return fx
+}
+
+// resolveCase is one of pathattack's cases, its reason a Reason.
+type resolveCase struct {
+	name   string
+	path   string
+	want   string
+	reason Reason
+}
+
+// readCases are pathattack's read attacks for fx.
+func readCases(fx *fixture) []resolveCase {
+	var cs []resolveCase
+	for _, c := range pathattack.ReadCases(fx.base, fx.root) {
+		cs = append(cs, resolveCase{c.Name, c.Path, c.Want, Reason(c.Reason)})
+	}
+	return cs
 }
 
 // reasonOf returns the reason of a *Error, or "" for nil, or "not *Error".
@@ -97,7 +115,7 @@ func reasonOf(err error) Reason {
 }
 
 // call prepares and executes a tool call.
-func call(t testing.TB, ws *Workspace, tool Tool, args string) (Result, error) {
+func call(t testing.TB, ws *workspace.Workspace, tool Tool, args string) (Result, error) {
 	t.Helper()
 	p, err := tool.Prepare(ws, json.RawMessage(args))
 	if err != nil {
@@ -107,7 +125,7 @@ func call(t testing.TB, ws *Workspace, tool Tool, args string) (Result, error) {
 }
 
 // mustCall is call that fails the test on an error.
-func mustCall(t testing.TB, ws *Workspace, tool Tool, args string) Result {
+func mustCall(t testing.TB, ws *workspace.Workspace, tool Tool, args string) Result {
 	t.Helper()
 	r, err := call(t, ws, tool, args)
 	if err != nil {

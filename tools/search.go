@@ -18,6 +18,8 @@ import (
 
 	"github.com/bmatcuk/doublestar/v4"
 	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/workspace"
 )
 
 // Search limits.
@@ -71,7 +73,7 @@ func (Search) Description() string {
 func (Search) Schema() json.RawMessage { return searchSpec().schema }
 
 // Prepare implements Tool.
-func (Search) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
+func (Search) Prepare(ws *workspace.Workspace, raw json.RawMessage) (Prepared, error) {
 	var a SearchArgs
 	if _, err := searchSpec().decode(raw, &a); err != nil {
 		return nil, err
@@ -107,7 +109,7 @@ func globMatch(glob, rel string) bool {
 		return true
 	}
 	if !strings.Contains(glob, "/") {
-		_, rel = splitRel(rel)
+		_, rel = workspace.Split(rel)
 	}
 	return doublestar.MatchUnvalidated(glob, rel)
 }
@@ -452,7 +454,7 @@ func lineEnd(data []byte, at int) int {
 }
 
 type searchCall struct {
-	ws     *Workspace
+	ws     *workspace.Workspace
 	args   SearchArgs
 	rel    string
 	m      *matcher
@@ -490,7 +492,7 @@ type searchBatch struct {
 
 // searchJob is one file to search.
 type searchJob struct {
-	dir  *walkDir
+	dir  *workspace.Dir
 	name string // name inside dir (or canonical path when dir is the root)
 	rel  string
 }
@@ -508,12 +510,12 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b 
 
 func (c *searchCall) Execute(ctx context.Context, rep Report) (Result, error) {
 	var res Result
-	err := c.ws.withRoot(func(root int) error {
+	err := c.ws.WithRoot(func(root int) error {
 		var err error
 		res, err = c.run(ctx, root)
 		return err
 	})
-	return res, err
+	return res, fromWorkspace(err)
 }
 
 func (c *searchCall) run(ctx context.Context, root int) (Result, error) {
@@ -547,7 +549,7 @@ func (c *searchCall) run(ctx context.Context, root int) (Result, error) {
 // target stats the search's path: a directory or a regular file.
 func (c *searchCall) target(root int) (unix.Stat_t, error) {
 	var st unix.Stat_t
-	pfd, err := openat2(root, c.rel, unix.O_PATH, 0, beneath)
+	pfd, err := workspace.OpenBeneath(root, c.rel, unix.O_PATH, 0)
 	if err != nil {
 		return st, fsError(c.rel, "open", err)
 	}
@@ -576,30 +578,30 @@ func (c *searchCall) produce(ctx context.Context, root int, st unix.Stat_t, stop
 		case jobs <- batch:
 		case <-ctx.Done():
 			for _, j := range batch.jobs {
-				j.dir.release()
+				j.dir.Release()
 			}
 		}
 		batch = searchBatch{seq: batch.seq + 1}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		if globMatch(c.args.Glob, c.rel) && !c.skipDenied(c.rel, nts) {
-			batch.jobs = append(batch.jobs, searchJob{dir: newWalkDir(root, ".", false), name: c.rel, rel: c.rel})
+			batch.jobs = append(batch.jobs, searchJob{dir: workspace.NewDir(root, ".", false), name: c.rel, rel: c.rel})
 			flush()
 		}
 		walkErr <- nil
 		return
 	}
-	wk := &walker{ctx: ctx, stopped: stopped, notes: nts, visit: func(e walkEntry) {
-		if e.typ != unix.DT_REG || !globMatch(c.args.Glob, e.rel) || c.skipDenied(e.rel, nts) {
+	wk := workspace.Walker{Stop: stopped.Load, Skip: nts.add, Visit: func(e workspace.Entry) {
+		if e.Type != unix.DT_REG || !globMatch(c.args.Glob, e.Rel) || c.skipDenied(e.Rel, nts) {
 			return
 		}
-		e.dir.acquire()
-		batch.jobs = append(batch.jobs, searchJob{dir: e.dir, name: e.name, rel: e.rel})
+		e.Dir.Acquire()
+		batch.jobs = append(batch.jobs, searchJob{dir: e.Dir, name: e.Name, rel: e.Rel})
 		if len(batch.jobs) == searchBatchSize {
 			flush()
 		}
 	}}
-	err := wk.walk(root, c.rel)
+	err := wk.Walk(ctx, root, c.rel)
 	flush()
 	walkErr <- err
 }
@@ -620,7 +622,7 @@ func (c *searchCall) startWorkers(ctx context.Context, stopped *atomic.Bool, nts
 					if !stopped.Load() && ctx.Err() == nil {
 						b.results[i] = c.scanFile(ctx, j, bp, nts)
 					}
-					j.dir.release()
+					j.dir.Release()
 				}
 				b.jobs = nil
 				results <- b
@@ -725,9 +727,9 @@ func cutLines(out []byte, n int) []byte {
 // (in chunks of whole lines when larger than searchChunk).
 func (c *searchCall) scanFile(ctx context.Context, j searchJob, bp *[]byte, nts *notes) searchResult {
 	var r searchResult
-	fd, err := openBeneath(j.dir.fd, j.name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	fd, err := workspace.OpenBeneath(j.dir.Fd(), j.name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
-		nts.add(j.rel, openNote(err))
+		nts.add(j.rel, workspace.SkipReason(err))
 		return r
 	}
 	defer unix.Close(fd)
@@ -771,7 +773,7 @@ func (c *searchCall) scanFile(ctx context.Context, j searchJob, bp *[]byte, nts 
 			continue
 		}
 		if err != nil {
-			nts.add(j.rel, "read failed: "+errnoText(err))
+			nts.add(j.rel, "read failed: "+err.Error())
 			return searchResult{scanned: true}
 		}
 		total += int64(n)
@@ -809,7 +811,7 @@ func (c *searchCall) scanFile(ctx context.Context, j searchJob, bp *[]byte, nts 
 // UTF-8, a trailing CR dropped and anything past maxShownLine bytes
 // replaced by a marker.
 func appendMatch(out []byte, rel string, n int, line []byte) []byte {
-	out = append(out, showPath(rel)...)
+	out = append(out, workspace.ShowPath(rel)...)
 	out = append(out, ':')
 	out = strconv.AppendInt(out, int64(n), 10)
 	out = append(out, ':')
@@ -833,4 +835,23 @@ func appendMatch(out []byte, rel string, n int, line []byte) []byte {
 		out = fmt.Appendf(out, " [... %d more bytes]", cut)
 	}
 	return append(out, '\n')
+}
+
+// kindName names the type of a file that is not regular, for a message.
+func kindName(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFBLK:
+		return "a block device"
+	case unix.S_IFLNK:
+		return "a symbolic link"
+	case unix.S_IFDIR:
+		return "a directory"
+	}
+	return "not a regular file"
 }

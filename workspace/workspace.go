@@ -1,4 +1,4 @@
-package tools
+package workspace
 
 import (
 	"errors"
@@ -12,26 +12,30 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Limits on path arguments. A longer argument is refused with
-// ReasonInvalidArgument before anything is opened.
+// Limits on path arguments. A longer argument is refused with Invalid
+// before anything is opened.
 const (
-	MaxPathBytes = 4096 // whole path argument, in bytes
-	MaxNameBytes = 255  // one component, in bytes
+	MaxPathBytes = 4096 // the path a path argument names, in bytes
+	MaxNameBytes = 255  // one component of it, in bytes
+	// MaxPathArgBytes bounds a path argument as given: MaxPathBytes of
+	// name, each byte of which a quoted name may spell in up to 4 (\xff).
+	MaxPathArgBytes = 4 * MaxPathBytes
 )
 
 // maxLinks bounds the symbolic links one resolution may follow, as the
 // kernel's own MAXSYMLINKS does.
 const maxLinks = 40
 
-// errLinkLoop is the cause of a resolution that met more than maxLinks
-// symbolic links: a loop, or a chain as long.
-var errLinkLoop = errors.New("too many levels of symbolic links")
+// ErrLinkLoop is the cause of a resolution that met more than 40 symbolic
+// links (the kernel's MAXSYMLINKS): a loop, or a chain as long. The *Error
+// is Failed; errors.Is(err, ErrLinkLoop) tells a loop from a broken link.
+var ErrLinkLoop = errors.New("too many levels of symbolic links")
 
 // maxSteps bounds the components one resolution examines, links' targets
 // included, so planted links with long targets cannot make it slow.
 const maxSteps = 16384
 
-// beneath is the openat2 resolve set used for every open the tools make:
+// beneath is the openat2 resolve set used for every open beneath the root:
 // the kernel refuses any step out of the directory fd, any symbolic link
 // and any /proc-style magic link.
 const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
@@ -44,7 +48,7 @@ const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_N
 // absolute path, nor a symbolic link, nor a /proc magic link can lead out of
 // it, including one swapped in while a call runs.
 //
-// The zero value is not usable: get one from OpenWorkspace. A Workspace is
+// The zero value is not usable: get one from Open. A Workspace is
 // safe for concurrent use by multiple goroutines. Close releases the root
 // descriptor; calls already running keep it alive until they return.
 //
@@ -63,14 +67,14 @@ type Workspace struct {
 	rc    syscall.RawConn
 }
 
-// OpenWorkspace opens dir as a workspace root. dir is made absolute and
+// Open opens dir as a workspace root. dir is made absolute and
 // canonical (symbolic links evaluated) once, here; later renames of its
 // ancestors do not move the workspace, because every operation goes through
 // the descriptor taken now.
 //
 // Errors name the operation and the directory and wrap the cause; dir must
 // exist and be a directory.
-func OpenWorkspace(dir string) (*Workspace, error) {
+func Open(dir string) (*Workspace, error) {
 	if dir == "" {
 		return nil, errors.New("open workspace: empty directory name")
 	}
@@ -118,7 +122,7 @@ func (w *Workspace) Gone() bool {
 }
 
 // Close releases the root descriptor. Calls running at that moment finish
-// with the descriptor they hold; later calls fail with ReasonToolError.
+// with the descriptor they hold; later calls fail with Failed.
 func (w *Workspace) Close() error { return w.root.Close() }
 
 // Resolve returns the canonical workspace-relative path ("." for the root)
@@ -129,17 +133,18 @@ func (w *Workspace) Close() error { return w.root.Close() }
 // path. It is taken as the exact bytes given: never URL-decoded, never
 // Unicode-normalised.
 //
-// Errors are *Error: ReasonInvalidArgument for an empty path, a NUL byte,
-// invalid UTF-8, more than MaxPathBytes bytes or a component of more than
-// MaxNameBytes; ReasonDeniedPath for anything that leaves the root ("..",
-// an absolute path outside it, a symbolic link or chain of links out of it,
-// including absolute links to elsewhere, /proc magic links, and relative
-// links that leave the root and come back in); ReasonToolError for a missing
-// file, a non-directory used as a directory or a loop of links.
+// Errors are *Error: Invalid for an empty path, a NUL byte, invalid UTF-8,
+// more than MaxPathBytes bytes or a component of more than MaxNameBytes;
+// Denied for anything that leaves the root ("..", an absolute path outside
+// it, a symbolic link or chain of links out of it, including absolute
+// links to elsewhere, /proc magic links, and relative links that leave the
+// root and come back in); Failed for a missing file, a non-directory used
+// as a directory or a loop of links (ErrLinkLoop).
 //
 // The canonical path holds no symbolic link at the moment of resolution.
-// The tools open it again with RESOLVE_NO_SYMLINKS, so a link swapped in
-// afterwards makes the call fail with ReasonDeniedPath instead of escaping.
+// Open it again with OpenBeneath, which refuses any link, so a link swapped
+// in afterwards makes the open fail (FileError: Denied) instead of
+// escaping.
 func (w *Workspace) Resolve(p string) (string, error) {
 	rel, err := w.resolve(p, false)
 	if err != nil {
@@ -152,10 +157,9 @@ func (w *Workspace) Resolve(p string) (string, error) {
 // component and any missing parent directories need not exist. A final
 // symbolic link whose target is inside the root resolves to that target's
 // canonical path, whether or not the target exists yet; a link, live or
-// dangling, whose target is outside the root is ReasonDeniedPath, so writing
-// through it can never create or change anything outside. A path ending in
-// "/", or with ".." after a component that does not exist, is
-// ReasonInvalidArgument.
+// dangling, whose target is outside the root is Denied, so writing through
+// it can never create or change anything outside. A path ending in "/", or
+// with ".." after a component that does not exist, is Invalid.
 func (w *Workspace) ResolveForWrite(p string) (string, error) {
 	rel, err := w.resolve(p, true)
 	if err != nil {
@@ -164,46 +168,55 @@ func (w *Workspace) ResolveForWrite(p string) (string, error) {
 	return rel, nil
 }
 
-// withRoot runs fn with the root descriptor, which stays open for fn's
-// whole duration even if Close is called meanwhile.
-func (w *Workspace) withRoot(fn func(root int) error) error {
+// WithRoot runs fn with the root's O_PATH directory descriptor, which
+// stays open for fn's whole duration even if Close is called meanwhile.
+// fn must not close it or keep it past its return.
+//
+// The descriptor protects nothing by itself: an open relative to it stays
+// beneath the root only when made with OpenBeneath (or openat2 with
+// RESOLVE_BENEATH, as OpenBeneath does); openat or a path with a symbolic
+// link can leave it.
+//
+// The error is an *Error (Failed) when w is nil or closed, else fn's, as
+// it is.
+func (w *Workspace) WithRoot(fn func(root int) error) error {
 	if w == nil || w.root == nil {
-		return Errorf(ReasonToolError, errors.New("nil workspace"), "no workspace is open")
+		return errorf(Failed, errors.New("nil workspace"), "no workspace is open")
 	}
 	var ferr error
 	if err := w.rc.Control(func(fd uintptr) { ferr = fn(int(fd)) }); err != nil {
-		return Errorf(ReasonToolError, fmt.Errorf("workspace root %s: %w", w.dir, err), "the workspace is closed")
+		return errorf(Failed, fmt.Errorf("workspace root %s: %w", w.dir, err), "the workspace is closed")
 	}
 	return ferr
 }
 
 // checkPathArg validates a path argument's bytes and returns the path it
-// names (decodePathArg: quoted names unquoted). The length limits apply to
-// the decoded path.
+// names (decodePathArg: quoted names unquoted). MaxPathArgBytes applies
+// to the argument, MaxPathBytes and MaxNameBytes to the decoded path.
 func checkPathArg(p string) (string, *Error) {
 	switch {
 	case p == "":
-		return "", Errorf(ReasonInvalidArgument, nil, "path must not be empty")
+		return "", errorf(Invalid, nil, "path must not be empty")
 	case strings.IndexByte(p, 0) >= 0:
-		return "", Errorf(ReasonInvalidArgument, nil, "path must not contain NUL bytes")
+		return "", errorf(Invalid, nil, "path must not contain NUL bytes")
 	case !utf8.ValidString(p):
-		return "", Errorf(ReasonInvalidArgument, nil, "path must be valid UTF-8 (a name that is not is written quoted, as results print it: \"\\xff\")")
-	case len(p) > MaxPathFieldBytes:
-		return "", Errorf(ReasonInvalidArgument, nil, "path is %d bytes long; the limit is %d", len(p), MaxPathFieldBytes)
+		return "", errorf(Invalid, nil, "path must be valid UTF-8 (a name that is not is written quoted, as results print it: \"\\xff\")")
+	case len(p) > MaxPathArgBytes:
+		return "", errorf(Invalid, nil, "path is %d bytes long; the limit is %d", len(p), MaxPathArgBytes)
 	}
 	d, err := decodePathArg(p)
 	if err != nil {
 		return "", err
 	}
 	if d == "" {
-		return "", Errorf(ReasonInvalidArgument, nil, "path must not be empty")
+		return "", errorf(Invalid, nil, "path must not be empty")
 	}
 	if len(d) > MaxPathBytes {
-		return "", Errorf(ReasonInvalidArgument, nil, "path is %d bytes long; the limit is %d", len(d), MaxPathBytes)
+		return "", errorf(Invalid, nil, "path is %d bytes long; the limit is %d", len(d), MaxPathBytes)
 	}
 	for c := range strings.SplitSeq(d, "/") {
 		if len(c) > MaxNameBytes {
-			return "", Errorf(ReasonInvalidArgument, nil, "a path component is %d bytes long; the limit is %d", len(c), MaxNameBytes)
+			return "", errorf(Invalid, nil, "a path component is %d bytes long; the limit is %d", len(c), MaxNameBytes)
 		}
 	}
 	return d, nil
@@ -229,7 +242,7 @@ func (w *Workspace) inRoot(p string) (string, bool) {
 // resolve walks p beneath the root one component at a time.
 func (w *Workspace) resolve(p string, write bool) (string, error) {
 	if w == nil || w.root == nil {
-		return "", Errorf(ReasonToolError, errors.New("nil workspace"), "no workspace is open")
+		return "", errorf(Failed, errors.New("nil workspace"), "no workspace is open")
 	}
 	orig := p
 	p, cerr := checkPathArg(p)
@@ -237,14 +250,14 @@ func (w *Workspace) resolve(p string, write bool) (string, error) {
 		return "", cerr
 	}
 	if write && strings.HasSuffix(p, "/") {
-		return "", Errorf(ReasonInvalidArgument, nil, "path %q ends with '/': name a file", orig)
+		return "", errorf(Invalid, nil, "path %q ends with '/': name a file", orig)
 	}
 	rel, err := w.lexicalRel(p, orig)
 	if err != nil {
 		return "", err
 	}
 	var out string
-	err = w.withRoot(func(root int) error {
+	err = w.WithRoot(func(root int) error {
 		// Fast path: a path with no ".", ".." or empty component that the
 		// kernel opens beneath the root without meeting any symbolic link
 		// is its own canonical form.
@@ -270,53 +283,50 @@ func (w *Workspace) lexicalRel(p, orig string) (string, error) {
 	}
 	r, ok := w.inRoot(p)
 	if !ok {
-		return "", Errorf(ReasonDeniedPath, nil, "path %q is outside the workspace", orig)
+		return "", errorf(Denied, nil, "path %q is outside the workspace", orig)
 	}
 	return r, nil
 }
 
-// resolveRegular is Resolve for a file about to be read, which it also
-// opens when it can: a clean path the kernel opens beneath the root
-// without meeting a symbolic link is its own canonical form, so one openat2
-// both resolves it and yields the descriptor the read uses (the file read
-// is the very file resolved). The file is nil when that fast path did not
-// apply; the path was then resolved by the walk and the caller opens it.
-func (w *Workspace) resolveRegular(p string) (string, *regularFile, error) {
+// ResolveOpen is Resolve for a file about to be opened with flags (for
+// reading: O_RDONLY, perhaps O_NONBLOCK; never O_PATH or O_CREAT), which it
+// also opens when it can: a clean path (no empty, "." or ".." component)
+// that the kernel opens beneath the root without meeting a symbolic link
+// is its own canonical form, so one openat2 both resolves it and opens
+// it, and the file opened is the very file resolved. fd is then that
+// descriptor, which the caller must close.
+//
+// Otherwise fd is -1: rel was resolved by the walk (following in-root
+// links, as Resolve does) and the caller opens it with OpenBeneath. Errors
+// are Resolve's.
+func (w *Workspace) ResolveOpen(p string, flags int) (rel string, fd int, err error) {
 	if w == nil || w.root == nil {
-		return "", nil, Errorf(ReasonToolError, errors.New("nil workspace"), "no workspace is open")
+		return "", -1, errorf(Failed, errors.New("nil workspace"), "no workspace is open")
 	}
 	dp, cerr := checkPathArg(p)
 	if cerr != nil {
-		return "", nil, cerr
+		return "", -1, cerr
 	}
-	rel, err := w.lexicalRel(dp, p)
+	rel, err = w.lexicalRel(dp, p)
 	if err != nil {
-		return "", nil, err
+		return "", -1, err
 	}
 	if isCleanRel(rel) {
-		var f *regularFile
-		var ferr error
-		opened := false
-		if err := w.withRoot(func(root int) error {
-			fd, err := openBeneath(root, rel, unix.O_RDONLY|unix.O_NONBLOCK, 0)
-			if err != nil {
-				return nil // the walk below says why, or finds the link's target
-			}
-			opened = true
-			f, ferr = regularFrom(fd, rel)
+		fd = -1
+		if err := w.WithRoot(func(root int) error {
+			if ofd, err := OpenBeneath(root, rel, flags, 0); err == nil {
+				fd = ofd
+			} // else the walk below says why, or finds the link's target
 			return nil
 		}); err != nil {
-			return "", nil, err
+			return "", -1, err
 		}
-		if opened {
-			if ferr != nil {
-				return "", nil, ferr
-			}
-			return rel, f, nil
+		if fd >= 0 {
+			return rel, fd, nil
 		}
 	}
 	rel, err = w.resolve(p, false)
-	return rel, nil, err
+	return rel, -1, err
 }
 
 // isCleanRel reports whether rel is a relative path with no empty, "." or
@@ -345,7 +355,7 @@ func walkPath(root int, w *Workspace, orig, rel string, write bool) (string, err
 	defer r.closeAll()
 	for steps := 0; len(r.pending) > 0; steps++ {
 		if steps > maxSteps {
-			return "", Errorf(ReasonToolError, nil, "path %q: too many components after following symbolic links", orig)
+			return "", errorf(Failed, nil, "path %q: too many components after following symbolic links", orig)
 		}
 		c := r.pending[0]
 		r.pending = r.pending[1:]
@@ -392,7 +402,7 @@ func (r *pathWalk) cur() int {
 }
 
 func (r *pathWalk) denied(cause error, why string) error {
-	return Errorf(ReasonDeniedPath, cause, "path %q %s", r.orig, why)
+	return errorf(Denied, cause, "path %q %s", r.orig, why)
 }
 
 // step takes one component: "" and "." are nothing, ".." pops, a link is
@@ -415,12 +425,12 @@ func (r *pathWalk) step(c string) error {
 		return nil
 	}
 	if err != nil {
-		return fsError(r.orig, "open", err)
+		return FileError(r.orig, "open", err)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return fsError(r.orig, "stat", err)
+		return FileError(r.orig, "stat", err)
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFLNK:
@@ -432,7 +442,7 @@ func (r *pathWalk) step(c string) error {
 		unix.Close(fd)
 		r.stack = append(r.stack, c)
 		if len(r.pending) > 0 {
-			return Errorf(ReasonToolError, nil, "path %q: %q is not a directory", r.orig, joinRel(r.stack))
+			return errorf(Failed, nil, "path %q: %q is not a directory", r.orig, joinRel(r.stack))
 		}
 	}
 	return nil
@@ -441,7 +451,7 @@ func (r *pathWalk) step(c string) error {
 // up takes a ".." component: a pop of the stack, never above the root.
 func (r *pathWalk) up() error {
 	if r.missing {
-		return Errorf(ReasonInvalidArgument, nil, "path %q has '..' after a component that does not exist", r.orig)
+		return errorf(Invalid, nil, "path %q has '..' after a component that does not exist", r.orig)
 	}
 	if len(r.stack) == 0 {
 		return r.denied(nil, "leaves the workspace")
@@ -459,14 +469,14 @@ func (r *pathWalk) follow(fd int, c string) error {
 	target, err := readlinkFd(fd)
 	unix.Close(fd)
 	if err != nil {
-		return fsError(r.orig, "readlink", err)
+		return FileError(r.orig, "readlink", err)
 	}
 	r.links++
 	if r.links > maxLinks {
-		return Errorf(ReasonToolError, errLinkLoop, "path %q: too many levels of symbolic links", r.orig)
+		return errorf(Failed, ErrLinkLoop, "path %q: too many levels of symbolic links", r.orig)
 	}
 	if target == "" {
-		return Errorf(ReasonToolError, nil, "path %q: a symbolic link on it is empty", r.orig)
+		return errorf(Failed, nil, "path %q: a symbolic link on it is empty", r.orig)
 	}
 	if strings.HasPrefix(target, "/") {
 		rel, ok := r.w.inRoot(target)
@@ -489,17 +499,20 @@ func joinRel(stack []string) string {
 	return strings.Join(stack, "/")
 }
 
-// childRel is the workspace-relative path of name inside directory dir.
-func childRel(dir, name string) string {
+// Child returns the workspace-relative path of name inside the
+// workspace-relative directory dir: name itself in ".", dir/name elsewhere.
+// It joins, nothing more: no cleaning, no checks.
+func Child(dir, name string) string {
 	if dir == "." {
 		return name
 	}
 	return dir + "/" + name
 }
 
-// splitRel splits a canonical relative path into its directory and its
-// final component.
-func splitRel(rel string) (dir, base string) {
+// Split splits a canonical workspace-relative path into its directory
+// ("." for a name in the root) and its final component. It is Child's
+// inverse for canonical paths; it cleans nothing.
+func Split(rel string) (dir, base string) {
 	i := strings.LastIndexByte(rel, '/')
 	if i < 0 {
 		return ".", rel
@@ -520,11 +533,27 @@ func openat2(dirfd int, path string, flags int, mode uint32, resolve uint64) (in
 	}
 }
 
-// openBeneath opens rel (canonical, or a single name) relative to dirfd
-// with the beneath resolve set: no symbolic link anywhere, nothing outside.
-// This is the one safe-open every tool uses after resolution.
-func openBeneath(dirfd int, rel string, flags int, mode uint32) (int, error) {
-	return openat2(dirfd, rel, flags|unix.O_NOCTTY, mode, beneath)
+// OpenBeneath opens rel (a canonical workspace-relative path, or a single
+// name) relative to the directory descriptor dirfd (the root from
+// WithRoot, or a directory opened beneath it), with openat2 and
+// RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS: the kernel
+// refuses any symbolic link on the way, the last component included
+// (ELOOP), and any step out of dirfd (EXDEV). So a link swapped in after
+// resolution fails the open instead of leading out. This is the one safe
+// open after resolution.
+//
+// O_CLOEXEC is always added, and O_NOCTTY unless flags hold O_PATH (with
+// which openat2 takes no flag but O_DIRECTORY and O_NOFOLLOW). EINTR and
+// the EAGAIN of a rename racing a ".." step are retried. The error is the
+// raw errno; FileError makes an *Error of it.
+//
+// What it does not protect against is what Workspace does not: hard
+// links, mount points and device nodes inside the root.
+func OpenBeneath(dirfd int, rel string, flags int, mode uint32) (int, error) {
+	if flags&unix.O_PATH == 0 {
+		flags |= unix.O_NOCTTY
+	}
+	return openat2(dirfd, rel, flags, mode, beneath)
 }
 
 // readlinkFd reads the target of the symbolic link an O_PATH descriptor
@@ -546,30 +575,33 @@ func readlinkFd(fd int) (string, error) {
 	}
 }
 
-// fsError turns a failed system call on a workspace path into an *Error.
-// A symbolic link or an escape met by an open made with the beneath resolve
-// set means the path changed after it was resolved: denied_path.
-func fsError(path, op string, err error) *Error {
+// FileError turns a failed system call op (such as "open" or "read") on
+// the workspace path path into an *Error whose cause wraps err. A symbolic
+// link or an escape met by an open made with OpenBeneath (ELOOP, EXDEV)
+// means the path changed after it was resolved: Denied. ENAMETOOLONG is
+// Invalid; everything else is Failed, its message naming the path and
+// what went wrong, never a host path.
+func FileError(path, op string, err error) *Error {
 	cause := fmt.Errorf("%s %q: %w", op, path, err)
 	var errno unix.Errno
 	if !errors.As(err, &errno) {
-		return Errorf(ReasonToolError, cause, "%s %q failed", op, path)
+		return errorf(Failed, cause, "%s %q failed", op, path)
 	}
 	switch errno {
 	case unix.ENOENT:
-		return Errorf(ReasonToolError, cause, "%q: no such file or directory", path)
+		return errorf(Failed, cause, "%q: no such file or directory", path)
 	case unix.ELOOP, unix.EXDEV:
-		return Errorf(ReasonDeniedPath, cause, "%q: refused: the path leads through a symbolic link or out of the workspace (it may have changed while in use)", path)
+		return errorf(Denied, cause, "%q: refused: the path leads through a symbolic link or out of the workspace (it may have changed while in use)", path)
 	case unix.ENOTDIR:
-		return Errorf(ReasonToolError, cause, "%q: a component of the path is not a directory", path)
+		return errorf(Failed, cause, "%q: a component of the path is not a directory", path)
 	case unix.EISDIR:
-		return Errorf(ReasonToolError, cause, "%q is a directory", path)
+		return errorf(Failed, cause, "%q is a directory", path)
 	case unix.EACCES, unix.EPERM:
-		return Errorf(ReasonToolError, cause, "%q: permission denied (%s)", path, op)
+		return errorf(Failed, cause, "%q: permission denied (%s)", path, op)
 	case unix.ENAMETOOLONG:
-		return Errorf(ReasonInvalidArgument, cause, "%q: name too long", path)
+		return errorf(Invalid, cause, "%q: name too long", path)
 	case unix.ENOSYS:
-		return Errorf(ReasonToolError, cause, "%s %q: the kernel lacks a required system call", op, path)
+		return errorf(Failed, cause, "%s %q: the kernel lacks a required system call", op, path)
 	}
-	return Errorf(ReasonToolError, cause, "%s %q failed: %s", op, path, errno.Error())
+	return errorf(Failed, cause, "%s %q failed: %s", op, path, errno.Error())
 }

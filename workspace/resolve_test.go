@@ -1,4 +1,4 @@
-package tools
+package workspace
 
 import (
 	"os"
@@ -11,19 +11,19 @@ import (
 )
 
 // resolveCase is one attack or ordinary path. want is the canonical
-// result when reason is "".
+// result when kind is "".
 type resolveCase struct {
-	name   string
-	path   string
-	want   string
-	reason Reason
+	name string
+	path string
+	want string
+	kind Kind
 }
 
 // readCases are pathattack's read attacks for fx.
 func readCases(fx *fixture) []resolveCase {
 	var cs []resolveCase
 	for _, c := range pathattack.ReadCases(fx.base, fx.root) {
-		cs = append(cs, resolveCase{c.Name, c.Path, c.Want, Reason(c.Reason)})
+		cs = append(cs, resolveCase{c.Name, c.Path, c.Want, Kind(c.Reason)})
 	}
 	return cs
 }
@@ -33,10 +33,10 @@ func TestResolveAttacks(t *testing.T) {
 	for _, tc := range readCases(fx) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := fx.ws.Resolve(tc.path)
-			if r := reasonOf(err); r != tc.reason {
-				t.Fatalf("Resolve(%.80q) = %q, %v; want reason %q", tc.path, got, err, tc.reason)
+			if r := kindOf(err); r != tc.kind {
+				t.Fatalf("Resolve(%.80q) = %q, %v; want kind %q", tc.path, got, err, tc.kind)
 			}
-			if tc.reason == "" && got != tc.want {
+			if tc.kind == "" && got != tc.want {
 				t.Fatalf("Resolve(%.80q) = %q, want %q", tc.path, got, tc.want)
 			}
 		})
@@ -52,27 +52,27 @@ func TestResolveForWrite(t *testing.T) {
 		{"absolute new inside", fx.root + "/n.txt", "n.txt", ""},
 		{"in-root link to existing", "in", "sub/inner.txt", ""},
 		{"dangling in-root link", "dangling_in", "newtarget.txt", ""},
-		{"dangling link to outside", "dangling_out", "", ReasonDeniedPath},
-		{"live link to outside", "out", "", ReasonDeniedPath},
-		{"chain to outside", "link1", "", ReasonDeniedPath},
-		{"dir link to outside", "dirout/new.txt", "", ReasonDeniedPath},
+		{"dangling link to outside", "dangling_out", "", Denied},
+		{"live link to outside", "out", "", Denied},
+		{"chain to outside", "link1", "", Denied},
+		{"dir link to outside", "dirout/new.txt", "", Denied},
 		{"dir link inside", "dirin/new.txt", "sub/new.txt", ""},
-		{"new under missing then ..", "newdir/../x", "", ReasonInvalidArgument},
+		{"new under missing then ..", "newdir/../x", "", Invalid},
 		{"existing then ..", "sub/../y", "y", ""},
-		{"trailing slash", "x/", "", ReasonInvalidArgument},
-		{"escape", "../data2/x", "", ReasonDeniedPath},
-		{"escape prefix sibling", fx.base + "/data.bak", "", ReasonDeniedPath},
-		{"NUL", "a\x00", "", ReasonInvalidArgument},
-		{"under a file", "file.txt/x", "", ReasonToolError},
-		{"procroot", "procroot/tmp/x", "", ReasonDeniedPath},
+		{"trailing slash", "x/", "", Invalid},
+		{"escape", "../data2/x", "", Denied},
+		{"escape prefix sibling", fx.base + "/data.bak", "", Denied},
+		{"NUL", "a\x00", "", Invalid},
+		{"under a file", "file.txt/x", "", Failed},
+		{"procroot", "procroot/tmp/x", "", Denied},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := fx.ws.ResolveForWrite(tc.path)
-			if r := reasonOf(err); r != tc.reason {
-				t.Fatalf("ResolveForWrite(%q) = %q, %v; want reason %q", tc.path, got, err, tc.reason)
+			if r := kindOf(err); r != tc.kind {
+				t.Fatalf("ResolveForWrite(%q) = %q, %v; want kind %q", tc.path, got, err, tc.kind)
 			}
-			if tc.reason == "" && got != tc.want {
+			if tc.kind == "" && got != tc.want {
 				t.Fatalf("ResolveForWrite(%q) = %q, want %q", tc.path, got, tc.want)
 			}
 		})
@@ -98,7 +98,7 @@ func TestResolveDoesNotLeakLinkTargets(t *testing.T) {
 	}
 }
 
-func TestOpenWorkspace(t *testing.T) {
+func TestOpen(t *testing.T) {
 	fx := newFixture(t)
 	if fx.ws.Dir() != fx.root {
 		t.Fatalf("Dir() = %q, want %q", fx.ws.Dir(), fx.root)
@@ -109,7 +109,7 @@ func TestOpenWorkspace(t *testing.T) {
 	if err := os.Symlink(fx.root, alias); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := OpenWorkspace(alias)
+	ws, err := Open(alias)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,18 +123,18 @@ func TestOpenWorkspace(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", filepath.Join(fx.root, "file.txt"), filepath.Join(fx.base, "nope")} {
-		if ws, err := OpenWorkspace(bad); err == nil {
+		if ws, err := Open(bad); err == nil {
 			ws.Close()
-			t.Errorf("OpenWorkspace(%q) succeeded", bad)
+			t.Errorf("Open(%q) succeeded", bad)
 		}
 	}
 	// After Close, calls fail cleanly.
-	ws2, err := OpenWorkspace(fx.root)
+	ws2, err := Open(fx.root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ws2.Close()
-	if _, err := ws2.Resolve("file.txt"); reasonOf(err) != ReasonToolError {
+	if _, err := ws2.Resolve("file.txt"); kindOf(err) != Failed {
 		t.Fatalf("Resolve after Close: %v", err)
 	}
 }
@@ -149,8 +149,8 @@ func TestResolveSpellings(t *testing.T) {
 		got, err := fx.ws.Resolve(s)
 		if s == "sub/up/../sub/inner.txt" {
 			// sub/up is a file link: a file is not a directory.
-			if reasonOf(err) != ReasonToolError {
-				t.Errorf("Resolve(%q) = %q, %v; want tool_error", s, got, err)
+			if kindOf(err) != Failed {
+				t.Errorf("Resolve(%q) = %q, %v; want Failed", s, got, err)
 			}
 			continue
 		}
@@ -166,7 +166,7 @@ func TestResolveSpellings(t *testing.T) {
 		}
 	}
 	os.WriteFile(filepath.Join(dir, "l42"), []byte("end"), 0o644)
-	ws, err := OpenWorkspace(dir)
+	ws, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestResolveSpellings(t *testing.T) {
 	if got, err := ws.Resolve("l2"); err != nil || got != "l42" {
 		t.Errorf("40 links: %q, %v", got, err)
 	}
-	if _, err := ws.Resolve("l1"); reasonOf(err) != ReasonToolError {
+	if _, err := ws.Resolve("l1"); kindOf(err) != Failed {
 		t.Errorf("41 links: %v", err)
 	}
 	// Links with long targets: the work per resolution is bounded.
@@ -188,7 +188,7 @@ func TestResolveSpellings(t *testing.T) {
 	if got, err := ws.Resolve("long5"); err != nil || got != "long10" {
 		t.Errorf("5 long links: %q, %v", got, err)
 	}
-	if _, err := ws.Resolve("long0"); reasonOf(err) != ReasonToolError {
+	if _, err := ws.Resolve("long0"); kindOf(err) != Failed {
 		t.Errorf("10 long links: %v", err)
 	}
 }
