@@ -245,24 +245,26 @@ func hasTextAnchor(re *syntax.Regexp) bool {
 // ctx is done, and reports whether it stopped; no regexp call in it does
 // more than about searchBudget work before ctx is looked at.
 func (m *matcher) scan(ctx context.Context, data []byte, first int, emit func(n int, line []byte) bool) (stopped bool) {
-	s := &lineScan{m: m, ctx: ctx, data: data, emit: emit, lineNo: first}
+	s := &lineScan{m: m, ctx: ctx, data: data, lineNo: first}
 	switch {
 	case m.lit != nil:
-		stopped = s.literal()
+		stopped = s.literal(emit)
 	case m.bulk != nil:
-		stopped = s.bulk()
+		stopped = s.bulk(emit)
 	default:
-		stopped = s.lines()
+		stopped = s.lines(emit)
 	}
 	return stopped || s.cut
 }
 
-// lineScan is the state of one scan.
+// lineScan is the state of one scan. The scan's emit function is passed
+// to its methods rather than kept here: what a lineScan holds leaks to the
+// heap (the context and the data reach the regexp), and emit with it
+// would move every variable its closure captures there, for every file.
 type lineScan struct {
 	m    *matcher
 	ctx  context.Context
 	data []byte
-	emit func(n int, line []byte) bool
 	// lineNo is the number of the line starting at data[counted].
 	lineNo, counted int
 	// cut is set when ctx ended a long line's match before its answer.
@@ -273,7 +275,7 @@ type lineScan struct {
 
 // report matches the line data[ls:le] and emits it if it matches; false
 // ends the scan.
-func (s *lineScan) report(ls, le int) bool {
+func (s *lineScan) report(ls, le int, emit func(n int, line []byte) bool) bool {
 	ok, cut := s.m.matchLine(s.ctx, s.data[ls:le])
 	if cut {
 		s.cut = true
@@ -284,7 +286,7 @@ func (s *lineScan) report(ls, le int) bool {
 	}
 	s.lineNo += bytes.Count(s.data[s.counted:ls], nl)
 	s.counted = ls
-	return s.emit(s.lineNo, s.data[ls:le])
+	return emit(s.lineNo, s.data[ls:le])
 }
 
 // pause counts n bytes passed and, once a window's worth has, reports
@@ -299,7 +301,7 @@ func (s *lineScan) pause(n int) bool {
 
 // literal looks for the literal's rarest byte with IndexByte
 // (vectorised), then checks the whole literal around it.
-func (s *lineScan) literal() (stopped bool) {
+func (s *lineScan) literal(emit func(n int, line []byte) bool) (stopped bool) {
 	data := s.data
 	rare, roff, lit := s.m.lit[s.m.rareOff], s.m.rareOff, s.m.lit
 	pos := 0
@@ -322,7 +324,7 @@ func (s *lineScan) literal() (stopped bool) {
 		}
 		ls := lineFrom + bytes.LastIndexByte(data[lineFrom:at], '\n') + 1
 		le := lineEnd(data, at)
-		if !s.report(ls, le) {
+		if !s.report(ls, le, emit) {
 			return true
 		}
 		pos, lineFrom = le+1, le+1
@@ -332,7 +334,7 @@ func (s *lineScan) literal() (stopped bool) {
 
 // bulk runs the (?m) form over windows of whole lines, at most m.window
 // bytes each; a line longer than that is matched alone.
-func (s *lineScan) bulk() (stopped bool) {
+func (s *lineScan) bulk(emit func(n int, line []byte) bool) (stopped bool) {
 	data := s.data
 	pos := 0
 	for pos < len(data) {
@@ -344,7 +346,7 @@ func (s *lineScan) bulk() (stopped bool) {
 			i := bytes.LastIndexByte(data[pos:pos+s.m.window], '\n')
 			if i < 0 {
 				le := lineEnd(data, pos)
-				if !s.report(pos, le) {
+				if !s.report(pos, le, emit) {
 					return true
 				}
 				pos = le + 1
@@ -352,7 +354,7 @@ func (s *lineScan) bulk() (stopped bool) {
 			}
 			end = pos + i + 1
 		}
-		if s.window(pos, end) {
+		if s.window(pos, end, emit) {
 			return true
 		}
 		pos = end
@@ -362,7 +364,7 @@ func (s *lineScan) bulk() (stopped bool) {
 
 // window runs the (?m) form over data[pos:end], whole lines, reporting
 // each line a match starts in.
-func (s *lineScan) window(pos, end int) (stopped bool) {
+func (s *lineScan) window(pos, end int, emit func(n int, line []byte) bool) (stopped bool) {
 	data := s.data
 	for p := pos; p < end; {
 		loc := s.m.bulk.FindIndex(data[p:end])
@@ -375,7 +377,7 @@ func (s *lineScan) window(pos, end int) (stopped bool) {
 		}
 		ls := p + bytes.LastIndexByte(data[p:at], '\n') + 1
 		le := lineEnd(data, at)
-		if !s.report(ls, le) {
+		if !s.report(ls, le, emit) {
 			return true
 		}
 		p = le + 1
@@ -384,11 +386,11 @@ func (s *lineScan) window(pos, end int) (stopped bool) {
 }
 
 // lines matches every line alone.
-func (s *lineScan) lines() (stopped bool) {
+func (s *lineScan) lines(emit func(n int, line []byte) bool) (stopped bool) {
 	data := s.data
 	for pos := 0; pos < len(data); {
 		le := lineEnd(data, pos)
-		if !s.report(pos, le) || s.pause(le-pos+1) {
+		if !s.report(pos, le, emit) || s.pause(le-pos+1) {
 			return true
 		}
 		pos = le + 1
