@@ -109,13 +109,13 @@ vmtest: helper
 # suite takes about 5 minutes in a guest under TCG with two shapes booted
 # at once, past vmtest's default of 5.
 VM_CI_SHAPES := debian-6.1,debian-6.12,debian-6.18,ordinary,cgroup-v1,no-landlock,no-userns
-VM_CI_PKGS := ./confine/...,./cgroup/...,./gate/...,./surface/...,./tools/...,./agent/...,./session/...,./cmd/...
+VM_CI_PKGS := ./confine/...,./cgroup/...,./gate/...,./surface/...,./tools/...,./workspace/...,./agent/...,./session/...,./cmd/...
 VM_CI_PKGS_IN := \
-	-pkgs-in debian-6.12=./confine/...,./cgroup/...,./tools/...,./session/...,./cmd/... \
+	-pkgs-in debian-6.12=./confine/...,./cgroup/...,./tools/...,./workspace/...,./session/...,./cmd/... \
 	-pkgs-in debian-6.18=./confine/audit/...,./confine/spawn/,./cmd/... \
-	-pkgs-in no-landlock=./confine/...,./tools/...,./session/...,./cmd/... \
+	-pkgs-in no-landlock=./confine/...,./tools/...,./workspace/...,./session/...,./cmd/... \
 	-pkgs-in no-userns=./confine/...,./session/...,./cmd/... \
-	-pkgs-in cgroup-v1=./confine/...,./cgroup/...,./tools/...,./session/...,./cmd/... \
+	-pkgs-in cgroup-v1=./confine/...,./cgroup/...,./tools/...,./workspace/...,./session/...,./cmd/... \
 	-pkgs-in ordinary=./confine/...,./cgroup/...,./session/...,./cmd/...
 # In ordinary, the cmd suite's tests whose expectations come from probing
 # the host (strict's missing layers, the limit controllers, doctor, the

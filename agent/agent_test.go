@@ -16,6 +16,7 @@ import (
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/surface"
 	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/workspace"
 )
 
 // scripted is a provider whose conversation plays fixed turns and keeps
@@ -76,7 +77,7 @@ func newEnv(t *testing.T, cfg gate.Config) *env {
 	must(t, os.MkdirAll(ws, 0o755))
 	must(t, os.WriteFile(filepath.Join(ws, "a.txt"), []byte("inside\n"), 0o644))
 	must(t, os.WriteFile(filepath.Join(dir, "secret"), []byte("OUTSIDE\n"), 0o644))
-	w, err := tools.OpenWorkspace(ws)
+	w, err := workspace.Open(ws)
 	must(t, err)
 	t.Cleanup(func() { w.Close() })
 	rec := &bytes.Buffer{}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/workspace"
 )
 
 // BenchmarkGateFileRead1KiB is one file_read of a 1 KiB file through every
@@ -19,7 +20,7 @@ func BenchmarkGateFileRead1KiB(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(dir, "f.txt"), []byte(strings.Repeat("0123456789abcde\n", 64)), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	ws, err := tools.OpenWorkspace(dir)
+	ws, err := workspace.Open(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func BenchmarkRunHold10k(b *testing.B) {
 			n++
 		}
 	}
-	ws, err := tools.OpenWorkspace(dir)
+	ws, err := workspace.Open(dir)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/workspace"
 )
 
 // A gate over a workspace, given the read and the write tools. Its Host is
@@ -24,7 +25,7 @@ func ExampleNew() {
 	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("hello\n"), 0o644); err != nil {
 		panic(err)
 	}
-	ws, err := tools.OpenWorkspace(dir)
+	ws, err := workspace.Open(dir)
 	if err != nil {
 		panic(err)
 	}

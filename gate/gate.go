@@ -14,6 +14,7 @@ import (
 
 	"github.com/b10x/harness/record"
 	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/workspace"
 )
 
 // Status is how a call ended (the record's statuses, see record.Status).
@@ -66,8 +67,8 @@ type Host struct {
 // Config configures a Gate. The zero value of each field is documented and
 // safe: no tools, nothing published, deny every call above low, 256 KiB cap.
 type Config struct {
-	Workspace   *tools.Workspace // required
-	Tools       []tools.Tool     // implementations; an entry without one is unpublished
+	Workspace   *workspace.Workspace // required
+	Tools       []tools.Tool         // implementations; an entry without one is unpublished
 	Host        Host
 	ApproveUpTo Risk        // highest risk that runs unattended; zero value: Low
 	Approver    Approver    // decides above the ceiling; nil: DenyAll

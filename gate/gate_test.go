@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/workspace"
 )
 
 // newTestGate builds a gate over a fresh workspace with all six file tools
@@ -21,7 +22,7 @@ import (
 func newTestGate(t *testing.T, cfg Config) (*Gate, string, *bytes.Buffer) {
 	t.Helper()
 	dir := t.TempDir()
-	ws, err := tools.OpenWorkspace(dir)
+	ws, err := workspace.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -601,7 +602,7 @@ type hugeErrorTool struct{ size int }
 func (h hugeErrorTool) Name() string            { return "search" }
 func (h hugeErrorTool) Description() string     { return "fails loudly" }
 func (h hugeErrorTool) Schema() json.RawMessage { return json.RawMessage(`{"type":"object"}`) }
-func (h hugeErrorTool) Prepare(*tools.Workspace, json.RawMessage) (tools.Prepared, error) {
+func (h hugeErrorTool) Prepare(*workspace.Workspace, json.RawMessage) (tools.Prepared, error) {
 	return hugeErrorCall(h), nil
 }
 
@@ -655,7 +656,7 @@ func TestUnpublishedSaysTheHostsReason(t *testing.T) {
 		{Host{ConfinedWorkspace: true, ConfinedExecution: true}, "run", "no program is allowed (the allow_program setting is empty)"},
 		{Host{ConfinedWorkspace: true}, "run", "no program is allowed (the allow_program setting is empty)"},
 	} {
-		ws, err := tools.OpenWorkspace(t.TempDir())
+		ws, err := workspace.Open(t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/workspace"
 )
 
 // The gate's promises bind run too (docs/decisions/0039): what the file
@@ -79,7 +80,7 @@ type holdEntry struct {
 	rel    string
 	why    string
 	prot   bool
-	before tools.EntryState
+	before workspace.EntryState
 	err    error // reading it failed (a link on the way)
 	held   bool  // held by a bind: only its identity can change
 	whole  bool  // a directory held read-only with everything beneath it
@@ -88,7 +89,7 @@ type holdEntry struct {
 // runHold is a run call's hold: what was read before, and what the child
 // got held.
 type runHold struct {
-	ws      *tools.Workspace
+	ws      *workspace.Workspace
 	rules   []ScopeRule
 	match   scope // rules, with their folded globs
 	prot    []*holdEntry
@@ -162,7 +163,7 @@ func (g *Gate) holdBefore() (*runHold, error) {
 	}
 	h.walked = any
 	n := 0
-	skipped, err := h.ws.Walk(func(rel string, typ uint8, stat func() tools.EntryState) bool {
+	skipped, err := h.ws.Walk(func(rel string, typ uint8, stat func() workspace.EntryState) bool {
 		if h.protectedCovers(rel) {
 			return false
 		}
@@ -325,7 +326,7 @@ func (h *runHold) after() []Violation {
 	}
 	seen := map[string]bool{}
 	var created []Violation
-	_, err := h.ws.Walk(func(rel string, typ uint8, stat func() tools.EntryState) bool {
+	_, err := h.ws.Walk(func(rel string, typ uint8, stat func() workspace.EntryState) bool {
 		if h.protectedCovers(rel) {
 			return false
 		}

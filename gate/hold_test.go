@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/workspace"
 )
 
 func TestWholeDir(t *testing.T) {
@@ -73,7 +74,7 @@ func TestHoldCheck(t *testing.T) {
 	w("tests/a_test.go", "A")
 	w("hook.sh", "H")
 	w("src/x.go", "X")
-	ws, err := tools.OpenWorkspace(dir)
+	ws, err := workspace.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ type childRun struct {
 func (r childRun) Name() string            { return "run" }
 func (r childRun) Description() string     { return "runs the test's child" }
 func (r childRun) Schema() json.RawMessage { return json.RawMessage(`{"type":"object"}`) }
-func (r childRun) Prepare(ws *tools.Workspace, _ json.RawMessage) (tools.Prepared, error) {
+func (r childRun) Prepare(ws *workspace.Workspace, _ json.RawMessage) (tools.Prepared, error) {
 	return &childRunCall{r: r, dir: ws.Dir()}, nil
 }
 
@@ -173,7 +174,7 @@ func (c *childRunCall) Execute(context.Context, tools.Report) (tools.Result, err
 // handed to the call is put.
 func runGate(t *testing.T, dir string, rules []string, protected []string, child func(dir string)) (*Gate, *tools.Hold) {
 	t.Helper()
-	ws, err := tools.OpenWorkspace(dir)
+	ws, err := workspace.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

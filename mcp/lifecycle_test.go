@@ -18,6 +18,7 @@ import (
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/surface"
 	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/workspace"
 )
 
 // stubbornSearch is a search tool that, once its context ends, still
@@ -31,7 +32,7 @@ type stubbornSearch struct {
 
 type stubbornCall struct{ s stubbornSearch }
 
-func (s stubbornSearch) Prepare(*tools.Workspace, json.RawMessage) (tools.Prepared, error) {
+func (s stubbornSearch) Prepare(*workspace.Workspace, json.RawMessage) (tools.Prepared, error) {
 	return stubbornCall{s}, nil
 }
 func (c stubbornCall) Args() any             { return map[string]any{} }

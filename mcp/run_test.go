@@ -17,6 +17,7 @@ import (
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/surface"
 	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/workspace"
 )
 
 // marked lists the host processes whose command line holds marker.
@@ -117,7 +118,7 @@ func runFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	ws, err := tools.OpenWorkspace(dir)
+	ws, err := workspace.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

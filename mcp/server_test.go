@@ -20,6 +20,7 @@ import (
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/surface"
 	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/workspace"
 )
 
 // syncBuffer is a record that handler goroutines write while a test reads.
@@ -70,7 +71,7 @@ func newFixture(t testing.TB, kind surface.Kind, mode string, gcfg gate.Config, 
 	if err := os.WriteFile(filepath.Join(dir, "f.txt"), []byte("hello\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := tools.OpenWorkspace(dir)
+	ws, err := workspace.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -504,7 +505,7 @@ func TestApproveAll(t *testing.T) {
 
 func TestNewServerRefusesTTYApprover(t *testing.T) {
 	dir := t.TempDir()
-	ws, _ := tools.OpenWorkspace(dir)
+	ws, _ := workspace.Open(dir)
 	defer ws.Close()
 	g, err := gate.New(gate.Config{Workspace: ws, Tools: tools.ReadTools(), Approver: gate.NewTTYApprover(strings.NewReader(""), io.Discard)})
 	if err != nil {
@@ -532,7 +533,7 @@ type slowSearch struct {
 
 type slowCall struct{ s slowSearch }
 
-func (s slowSearch) Prepare(*tools.Workspace, json.RawMessage) (tools.Prepared, error) {
+func (s slowSearch) Prepare(*workspace.Workspace, json.RawMessage) (tools.Prepared, error) {
 	return slowCall{s}, nil
 }
 func (c slowCall) Args() any             { return map[string]any{} }

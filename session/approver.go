@@ -5,6 +5,7 @@ import (
 
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/workspace"
 )
 
 // noTerminalNote starts the note said when auto finds no terminal.
@@ -50,7 +51,7 @@ func resolvePrograms(decl []string, view tools.RunView) (tools.Programs, error) 
 }
 
 // pinView pins the workspace and the extra paths once, at start.
-func pinView(p *Policy, ws *tools.Workspace) (tools.RunView, error) {
+func pinView(p *Policy, ws *workspace.Workspace) (tools.RunView, error) {
 	view, err := tools.PinRunView(p.Workspace, p.Run.AllowRead, p.Run.AllowWrite)
 	if err == nil && view.Workspace.Path != ws.Dir() {
 		return view, policyErr("workspace", p.Workspace, "changed while it was resolved (%s, then %s)", ws.Dir(), view.Workspace.Path)

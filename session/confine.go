@@ -21,6 +21,7 @@ import (
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/workspace"
 )
 
 // confinement is what the host's kernel confinement allows this session to
@@ -92,7 +93,7 @@ func planConfinement(m confine.Mode, execution bool, notProbed string, enclosing
 
 // confineSession probes the host, applies --confine and decides which tools
 // can exist.
-func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *tools.Workspace, s *Session) (*confinement, error) {
+func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *workspace.Workspace, s *Session) (*confinement, error) {
 	// A call that names another entry cannot use run: nothing of run is
 	// probed or started for it (a run probe is a sandbox start).
 	execution, notProbed := len(p.Programs) > 0, "no program is declared (allow_program), so run is not published"
@@ -189,7 +190,7 @@ func (c *confinement) missingNote() string {
 // restrictSelf confines the harness's own reads and writes (landlock-self)
 // to the workspace and what it needs besides (the hooks' tmp, the cgroup
 // it moved to); under auto a failure withholds the write tools instead.
-func (c *confinement) restrictSelf(p *Policy, hooks []gate.Hook, ws *tools.Workspace, s *Session) error {
+func (c *confinement) restrictSelf(p *Policy, hooks []gate.Hook, ws *workspace.Workspace, s *Session) error {
 	var write []string
 	if len(hooks) > 0 {
 		// Hooks inherit the domain and need a TMPDIR it lets them
@@ -239,7 +240,7 @@ func (c *confinement) restrictSelf(p *Policy, hooks []gate.Hook, ws *tools.Works
 // starts the run broker, checks who a run child is and probes one call,
 // publishing run only when all of it holds (under strict, refusing
 // otherwise).
-func (c *confinement) startExecution(ctx context.Context, p *Policy, view tools.RunView, ws *tools.Workspace, s *Session) (*confinement, error) {
+func (c *confinement) startExecution(ctx context.Context, p *Policy, view tools.RunView, ws *workspace.Workspace, s *Session) (*confinement, error) {
 	progs, err := resolvePrograms(p.Programs, view)
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"github.com/b10x/harness/internal/setting"
 	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/workspace"
 )
 
 // Execution is one command prepared under a policy's confinement (exec,
@@ -97,7 +98,7 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 			return nil, err
 		}
 	}
-	ws, err := tools.OpenWorkspace(p.Workspace)
+	ws, err := workspace.Open(p.Workspace)
 	if err != nil {
 		return nil, &Error{Key: "workspace", Value: p.Workspace, Err: err, Usage: true}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/workspace"
 )
 
 // runSlots bounds how many run calls of one session execute at once
@@ -118,7 +119,7 @@ type slottedTool struct {
 	slots *runSlots
 }
 
-func (t slottedTool) Prepare(ws *tools.Workspace, raw json.RawMessage) (tools.Prepared, error) {
+func (t slottedTool) Prepare(ws *workspace.Workspace, raw json.RawMessage) (tools.Prepared, error) {
 	p, err := t.Tool.Prepare(ws, raw)
 	if err != nil {
 		return nil, err

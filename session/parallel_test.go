@@ -22,6 +22,7 @@ import (
 	"github.com/b10x/harness/internal/testenv"
 	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/workspace"
 )
 
 // waitQueued waits until s holds n waiting calls.
@@ -160,7 +161,7 @@ type fakeTool struct {
 func (t fakeTool) Name() string            { return t.name }
 func (t fakeTool) Description() string     { return "" }
 func (t fakeTool) Schema() json.RawMessage { return json.RawMessage(`{}`) }
-func (t fakeTool) Prepare(*tools.Workspace, json.RawMessage) (tools.Prepared, error) {
+func (t fakeTool) Prepare(*workspace.Workspace, json.RawMessage) (tools.Prepared, error) {
 	if t.held {
 		return &fakeHeldCall{}, nil
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/record"
 	"github.com/b10x/harness/surface"
-	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/workspace"
 )
 
 // Options are how a session reports and whom it asks; the zero value
@@ -47,7 +47,7 @@ type Options struct {
 // must be called once, after the last call.
 type Session struct {
 	policy   Policy
-	ws       *tools.Workspace
+	ws       *workspace.Workspace
 	gate     *gate.Gate
 	surface  *surface.Surface
 	rec      *gate.Recorder
@@ -100,7 +100,7 @@ func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	ws, err := tools.OpenWorkspace(p.Workspace)
+	ws, err := workspace.Open(p.Workspace)
 	if err != nil {
 		return nil, &Error{Key: "workspace", Value: p.Workspace, Err: err, Usage: true}
 	}

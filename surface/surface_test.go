@@ -11,6 +11,7 @@ import (
 
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/workspace"
 )
 
 func newGate(t *testing.T, cfg gate.Config) (*gate.Gate, *bytes.Buffer) {
@@ -19,7 +20,7 @@ func newGate(t *testing.T, cfg gate.Config) (*gate.Gate, *bytes.Buffer) {
 	if err := os.WriteFile(filepath.Join(dir, "f.txt"), []byte("hello\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := tools.OpenWorkspace(dir)
+	ws, err := workspace.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

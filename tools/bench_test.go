@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/b10x/harness/workspace"
 )
 
 func BenchmarkFileRead1KiB(b *testing.B) {
@@ -15,7 +17,7 @@ func BenchmarkFileRead1KiB(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(dir, "f.txt"), []byte(strings.Repeat("0123456789abcde\n", 64)), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	ws, err := OpenWorkspace(dir)
+	ws, err := workspace.Open(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -51,7 +53,7 @@ func benchSearchGoroot(b *testing.B, pattern string) {
 		b.Fatalf("go env GOROOT: %v", err)
 	}
 	src := filepath.Join(strings.TrimSpace(string(out)), "src")
-	ws, err := OpenWorkspace(src)
+	ws, err := workspace.Open(src)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func BenchmarkSearchLongLine(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(dir, "long.txt"), line, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	ws, err := OpenWorkspace(dir)
+	ws, err := workspace.Open(dir)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/b10x/harness/internal/reexec"
 	"github.com/b10x/harness/internal/testenv"
+	"github.com/b10x/harness/workspace"
 )
 
 func init() {
@@ -27,7 +28,7 @@ func init() {
 	reexec.Register("tools-appender", func() {
 		dir, id := os.Args[1], os.Args[2]
 		n, _ := strconv.Atoi(os.Args[3])
-		ws, err := OpenWorkspace(dir)
+		ws, err := workspace.Open(dir)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
@@ -40,7 +41,7 @@ func init() {
 	})
 }
 
-func appendTokens(ws *Workspace, id string, n int) error {
+func appendTokens(ws *workspace.Workspace, id string, n int) error {
 	for i := range n {
 		args, _ := json.Marshal(FileEditArgs{Path: "shared.txt", OldString: "END\n", NewString: fmt.Sprintf("tok-%s-%d\nEND\n", id, i)})
 		p, err := FileEdit{}.Prepare(ws, args)
@@ -117,8 +118,10 @@ func TestEditNoLostUpdates(t *testing.T) {
 	assertNoTemps(t, fx.root)
 }
 
-// A directory locked by another process past the wait: conflict, nothing
-// written; a cancelled context while waiting: cancelled.
+// A directory locked by another process: a write whose deadline passes
+// while it waits for the lock is timeout, one cancelled meanwhile
+// cancelled, and nothing is written (the workspace package's
+// TestWriteLockWait tests the wait itself, and its conflict).
 func TestWriteLockWait(t *testing.T) {
 	fx := newFixture(t)
 	d, err := os.Open(fx.root)
@@ -129,18 +132,17 @@ func TestWriteLockWait(t *testing.T) {
 	if err := unix.Flock(int(d.Fd()), unix.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
-	saved := lockWait
-	lockWait = 200 * time.Millisecond
-	defer func() { lockWait = saved }()
-	_, err = call(t, fx.ws, FileWrite{}, `{"path":"file.txt","content":"x"}`)
-	if e, ok := err.(*Error); !ok || e.Reason != ReasonConflict || !strings.Contains(e.Public, "locked") {
-		t.Fatalf("locked directory: %v", err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	pr, _ := FileWrite{}.Prepare(fx.ws, json.RawMessage(`{"path":"file.txt","content":"x"}`))
 	if _, err := pr.Execute(ctx, Report{}); reasonOf(err) != ReasonTimeout {
 		t.Fatalf("deadline while waiting: %v", err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	pr, _ = FileEdit{}.Prepare(fx.ws, json.RawMessage(`{"path":"file.txt","old_string":"hello","new_string":"x"}`))
+	if _, err := pr.Execute(ctx, Report{}); reasonOf(err) != ReasonCancelled {
+		t.Fatalf("cancelled while waiting: %v", err)
 	}
 	unix.Flock(int(d.Fd()), unix.LOCK_UN)
 	if got := readFile(t, filepath.Join(fx.root, "file.txt")); got != "hello\n" {
@@ -327,60 +329,24 @@ func TestEditPreservesMetadata(t *testing.T) {
 	assertNoTemps(t, fx.root)
 }
 
-// Temporary files a killed write left behind: removed by a later write in
-// the same directory when stale (old, one link, not locked), never shown by
-// the read tools; anything else is left alone (issue 20, item 11).
-func TestStaleTemps(t *testing.T) {
+// Temporary files a killed write left behind are never shown by the read
+// tools (issue 20, item 11; the workspace package's TestStaleTemps tests
+// their removal).
+func TestTempsHidden(t *testing.T) {
 	fx := newFixture(t)
 	dir := filepath.Join(fx.root, "sub")
-	old := time.Now().Add(-2 * staleTempAge)
-	mk := func(name string, stale bool) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte("partial"), 0o600); err != nil {
+	for _, name := range []string{workspace.TempPrefix + "0123456789abcdef" + workspace.TempSuffix, workspace.TempPrefix + "1123456789abcdef" + workspace.TempSuffix} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("partial"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if stale {
-			os.Chtimes(p, old, old)
-		}
-		return p
 	}
-	gone := mk(TempPrefix+"0123456789abcdef"+TempSuffix, true)
-	fresh := mk(TempPrefix+"1123456789abcdef"+TempSuffix, false)
-	locked := mk(TempPrefix+"2123456789abcdef"+TempSuffix, true)
-	linked := mk(TempPrefix+"3123456789abcdef"+TempSuffix, true)
-	other := mk(TempPrefix+"0123456789abcdeg"+TempSuffix, true) // not hex: not ours
-	if err := os.Link(linked, filepath.Join(dir, "keep-link")); err != nil {
-		t.Fatal(err)
-	}
-	os.Chtimes(linked, old, old)
-	lf, err := os.Open(locked)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lf.Close()
-	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-
-	// Hidden from the read tools before any cleaning.
 	for _, tc := range []struct {
 		tool Tool
 		args string
 	}{{DirList{}, `{"path":"sub"}`}, {Find{}, `{"pattern":"*"}`}, {Search{}, `{"pattern":"partial"}`}} {
 		r := mustCall(t, fx.ws, tc.tool, tc.args)
-		if strings.Contains(r.Text, "0123456789abcdef") || strings.Contains(r.Text, "1123456789abcdef") || strings.Contains(r.Text, "2123456789abcdef") {
+		if strings.Contains(r.Text, "0123456789abcdef") || strings.Contains(r.Text, "1123456789abcdef") {
 			t.Errorf("%s shows a temporary file:\n%s", tc.tool.Name(), r.Text)
-		}
-	}
-
-	tempsCleaned.Clear() // other tests' writes in the same directory do not count
-	mustCall(t, fx.ws, FileWrite{}, `{"path":"sub/new.txt","content":"x"}`)
-	if _, err := os.Lstat(gone); !os.IsNotExist(err) {
-		t.Errorf("the stale temporary file is still there: %v", err)
-	}
-	for _, p := range []string{fresh, locked, linked, other} {
-		if _, err := os.Lstat(p); err != nil {
-			t.Errorf("%s was removed: %v", filepath.Base(p), err)
 		}
 	}
 }
@@ -389,7 +355,7 @@ func init() {
 	// The non-owner editor: one file_edit, as whatever user it was started
 	// as; prints "reason\tmessage" (empty reason: done).
 	reexec.Register("tools-edit-once", func() {
-		ws, err := OpenWorkspace(os.Args[1])
+		ws, err := workspace.Open(os.Args[1])
 		if err != nil {
 			fmt.Println("open\t" + err.Error())
 			os.Exit(0)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/b10x/harness/workspace"
 )
 
 // diffContext is the number of unchanged lines shown around a change.
@@ -22,31 +24,71 @@ const diffContext = 3
 // limit), ending with a line that says how many of its lines were left
 // out; the counts cover every change either way.
 func editDiff(rel, text, old, repl string, offs []int, limit int) (string, diffStats) {
-	starts := lineStarts(text)
-	nlines := len(starts)
-	lineOf := func(pos int) int { return sort.SearchInts(starts, pos+1) - 1 }
-	lineEndOff := func(l int) int { // offset just past line l
-		if l+1 < nlines {
-			return starts[l+1]
+	t := diffText{text: text, starts: lineStarts(text)}
+	changes := t.changes(old, repl, offs)
+	var stats diffStats
+	for _, c := range changes {
+		stats.removed += c.b - c.a + 1
+		stats.added += len(c.lines)
+	}
+	w := &diffWriter{t: &t, limit: limit}
+	fmt.Fprintf(&w.b, "--- a/%s\n+++ b/%s\n", workspace.ShowPath(rel), workspace.ShowPath(rel))
+	for i := 0; i < len(changes); {
+		// A hunk: changes i..j-1, whose context overlaps.
+		j := i + 1
+		for j < len(changes) && changes[j].a-changes[j-1].b-1 <= 2*diffContext {
+			j++
 		}
-		return len(text)
+		w.hunk(changes[i:j])
+		i = j
 	}
+	if w.omitted > 0 {
+		fmt.Fprintf(&w.b, "[diff stopped past %d bytes; %d more line(s) of it not shown]\n", limit, w.omitted)
+	}
+	return w.b.String(), stats
+}
 
-	// Group the occurrences by the lines they touch.
-	type change struct {
-		a, b  int   // old lines a..b, inclusive
-		occ   []int // occurrences inside
-		lines []string
+// diffText is the old text of a diff, with the offset of each line's
+// start.
+type diffText struct {
+	text   string
+	starts []int
+}
+
+// lineOf is the line holding byte offset pos.
+func (t *diffText) lineOf(pos int) int { return sort.SearchInts(t.starts, pos+1) - 1 }
+
+// lineEndOff is the offset just past line l.
+func (t *diffText) lineEndOff(l int) int {
+	if l+1 < len(t.starts) {
+		return t.starts[l+1]
 	}
-	var changes []change
+	return len(t.text)
+}
+
+// oldLine is line l of the old text, with its newline.
+func (t *diffText) oldLine(l int) string { return t.text[t.starts[l]:t.lineEndOff(l)] }
+
+// diffChange is one group of touched lines: old lines a..b, inclusive,
+// the occurrences inside them, and the new lines they become.
+type diffChange struct {
+	a, b  int
+	occ   []int
+	lines []string
+}
+
+// changes groups the occurrences by the lines they touch and builds each
+// group's new lines.
+func (t *diffText) changes(old, repl string, offs []int) []diffChange {
+	var changes []diffChange
 	for _, o := range offs {
-		a, b := lineOf(o), lineOf(o+len(old)-1)
+		a, b := t.lineOf(o), t.lineOf(o+len(old)-1)
 		if n := len(changes); n > 0 && changes[n-1].b >= a {
 			changes[n-1].b = max(changes[n-1].b, b)
 			changes[n-1].occ = append(changes[n-1].occ, o)
 			continue
 		}
-		changes = append(changes, change{a: a, b: b, occ: []int{o}})
+		changes = append(changes, diffChange{a: a, b: b, occ: []int{o}})
 	}
 	// Build each group's new text; when it no longer ends with a newline
 	// (and is not at the end of the file) the next line joins it, so the
@@ -55,16 +97,16 @@ func editDiff(rel, text, old, repl string, offs []int, limit int) (string, diffS
 		c := &changes[i]
 		for {
 			var nb strings.Builder
-			pos := starts[c.a]
+			pos := t.starts[c.a]
 			for _, o := range c.occ {
-				nb.WriteString(text[pos:o])
+				nb.WriteString(t.text[pos:o])
 				nb.WriteString(repl)
 				pos = o + len(old)
 			}
-			end := lineEndOff(c.b)
-			nb.WriteString(text[pos:end])
+			end := t.lineEndOff(c.b)
+			nb.WriteString(t.text[pos:end])
 			seg := nb.String()
-			if seg != "" && !strings.HasSuffix(seg, "\n") && end < len(text) {
+			if seg != "" && !strings.HasSuffix(seg, "\n") && end < len(t.text) {
 				c.b++
 				if i+1 < len(changes) && changes[i+1].a <= c.b {
 					c.b = max(c.b, changes[i+1].b)
@@ -77,69 +119,67 @@ func editDiff(rel, text, old, repl string, offs []int, limit int) (string, diffS
 			break
 		}
 	}
+	return changes
+}
 
-	var stats diffStats
+// diffWriter writes the hunks of a diff, stopping once it holds more than
+// limit bytes (limit <= 0: no limit) and counting what it leaves out.
+type diffWriter struct {
+	t       *diffText
+	b       strings.Builder
+	limit   int
+	omitted int // lines not shown once the diff holds more than limit bytes
+	delta   int // new line index minus old line index, before the current hunk
+}
+
+// full reports whether the diff holds more than its limit.
+func (w *diffWriter) full() bool { return w.limit > 0 && w.b.Len() > w.limit }
+
+// line writes one line of a hunk.
+func (w *diffWriter) line(prefix byte, s string) {
+	if w.full() {
+		w.omitted++
+		return
+	}
+	w.b.WriteByte(prefix)
+	w.b.WriteString(s)
+	if !strings.HasSuffix(s, "\n") {
+		w.b.WriteString("\n\\ No newline at end of file\n")
+	}
+}
+
+// hunk writes one hunk: the changes, whose context overlaps, with
+// diffContext lines of context around them.
+func (w *diffWriter) hunk(changes []diffChange) {
+	nlines := len(w.t.starts)
+	from := max(0, changes[0].a-diffContext)
+	to := min(nlines-1, changes[len(changes)-1].b+diffContext)
+	oldCount, newCount := to-from+1, to-from+1
 	for _, c := range changes {
-		stats.removed += c.b - c.a + 1
-		stats.added += len(c.lines)
+		newCount += len(c.lines) - (c.b - c.a + 1)
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "--- a/%s\n+++ b/%s\n", showPath(rel), showPath(rel))
-	omitted := 0 // lines not shown once the diff holds more than limit bytes
-	line := func(prefix byte, s string) {
-		if limit > 0 && b.Len() > limit {
-			omitted++
-			return
-		}
-		b.WriteByte(prefix)
-		b.WriteString(s)
-		if !strings.HasSuffix(s, "\n") {
-			b.WriteString("\n\\ No newline at end of file\n")
-		}
+	newFrom := from + w.delta
+	if w.full() {
+		w.omitted++
+	} else {
+		fmt.Fprintf(&w.b, "@@ -%s +%s @@\n", hunkRange(from, oldCount), hunkRange(newFrom, newCount))
 	}
-	oldLine := func(l int) string { return text[starts[l]:lineEndOff(l)] }
-	delta := 0 // new line index minus old line index, before the current hunk
-	for i := 0; i < len(changes); {
-
-		// A hunk: changes i..j-1, whose context overlaps.
-		j := i + 1
-		for j < len(changes) && changes[j].a-changes[j-1].b-1 <= 2*diffContext {
-			j++
+	l := from
+	for _, c := range changes {
+		for ; l < c.a; l++ {
+			w.line(' ', w.t.oldLine(l))
 		}
-		from := max(0, changes[i].a-diffContext)
-		to := min(nlines-1, changes[j-1].b+diffContext)
-		oldCount, newCount := to-from+1, to-from+1
-		for _, c := range changes[i:j] {
-			newCount += len(c.lines) - (c.b - c.a + 1)
+		for ; l <= c.b; l++ {
+			w.line('-', w.t.oldLine(l))
 		}
-		newFrom := from + delta
-		if limit > 0 && b.Len() > limit {
-			omitted++
-		} else {
-			fmt.Fprintf(&b, "@@ -%s +%s @@\n", hunkRange(from, oldCount), hunkRange(newFrom, newCount))
+		for _, s := range c.lines {
+			w.line('+', s)
 		}
-		l := from
-		for _, c := range changes[i:j] {
-			for ; l < c.a; l++ {
-				line(' ', oldLine(l))
-			}
-			for ; l <= c.b; l++ {
-				line('-', oldLine(l))
-			}
-			for _, s := range c.lines {
-				line('+', s)
-			}
-			delta += len(c.lines) - (c.b - c.a + 1)
-		}
-		for ; l <= to; l++ {
-			line(' ', oldLine(l))
-		}
-		i = j
+		w.delta += len(c.lines) - (c.b - c.a + 1)
 	}
-	if omitted > 0 {
-		fmt.Fprintf(&b, "[diff stopped past %d bytes; %d more line(s) of it not shown]\n", limit, omitted)
+	for ; l <= to; l++ {
+		w.line(' ', w.t.oldLine(l))
 	}
-	return b.String(), stats
 }
 
 // diffStats counts the lines a diff removes and adds.

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/b10x/harness/internal/dirent"
+	"github.com/b10x/harness/workspace"
 )
 
 // DirListArgs are dir_list's arguments.
@@ -45,7 +46,7 @@ func (DirList) Description() string {
 func (DirList) Schema() json.RawMessage { return dirListSpec().schema }
 
 // Prepare implements Tool.
-func (DirList) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
+func (DirList) Prepare(ws *workspace.Workspace, raw json.RawMessage) (Prepared, error) {
 	var a DirListArgs
 	if _, err := dirListSpec().decode(raw, &a); err != nil {
 		return nil, err
@@ -58,15 +59,16 @@ func (DirList) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
 }
 
 // resolveOptional resolves an optional path argument: empty means the root.
-func resolveOptional(ws *Workspace, p string) (string, error) {
+func resolveOptional(ws *workspace.Workspace, p string) (string, error) {
 	if p == "" {
 		p = "."
 	}
-	return ws.Resolve(p)
+	rel, err := ws.Resolve(p)
+	return rel, fromWorkspace(err)
 }
 
 type dirListCall struct {
-	ws     *Workspace
+	ws     *workspace.Workspace
 	args   DirListArgs
 	rel    string
 	denied ReadVerdict
@@ -79,8 +81,8 @@ func (c *dirListCall) Writes() []Write           { return nil }
 
 func (c *dirListCall) Execute(ctx context.Context, rep Report) (Result, error) {
 	var res Result
-	err := c.ws.withRoot(func(root int) error {
-		fd, err := openBeneath(root, c.rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	err := c.ws.WithRoot(func(root int) error {
+		fd, err := workspace.OpenBeneath(root, c.rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 		if err != nil {
 			if err == unix.ENOTDIR {
 				return Errorf(ReasonToolError, err, "%q is not a directory; use file_read to read a file", c.rel)
@@ -92,8 +94,8 @@ func (c *dirListCall) Execute(ctx context.Context, rep Report) (Result, error) {
 		if err != nil {
 			return fsError(c.rel, "read directory", err)
 		}
-		ents = slices.DeleteFunc(ents, func(e dirEntry) bool { return IsTempName(e.Name) }) // writes' temporary files
-		slices.SortFunc(ents, func(a, b dirEntry) int { return strings.Compare(a.Name, b.Name) })
+		ents = slices.DeleteFunc(ents, func(e dirent.Entry) bool { return workspace.IsTempName(e.Name) }) // writes' temporary files
+		slices.SortFunc(ents, func(a, b dirent.Entry) int { return strings.Compare(a.Name, b.Name) })
 		var b strings.Builder
 		counts := map[string]int{}
 		for _, e := range ents {
@@ -104,10 +106,10 @@ func (c *dirListCall) Execute(ctx context.Context, rep Report) (Result, error) {
 			if err := unix.Fstatat(fd, e.Name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 				continue // vanished since it was listed
 			}
-			name := showName(e.Name)
+			name := workspace.ShowName(e.Name)
 			rule, denied := "", false
 			if c.denied != nil {
-				rule, denied = c.denied(childRel(c.rel, e.Name))
+				rule, denied = c.denied(workspace.Child(c.rel, e.Name))
 			}
 			switch st.Mode & unix.S_IFMT {
 			case unix.S_IFREG:
@@ -126,7 +128,7 @@ func (c *dirListCall) Execute(ctx context.Context, rep Report) (Result, error) {
 				fmt.Fprintf(&b, "dir %s/\n", name)
 			case unix.S_IFLNK:
 				counts["symlink"]++
-				fmt.Fprintf(&b, "symlink %s -> %s\n", name, c.ws.linkTarget(childRel(c.rel, e.Name)))
+				fmt.Fprintf(&b, "symlink %s -> %s\n", name, linkTarget(c.ws, workspace.Child(c.rel, e.Name)))
 			default:
 				counts["other"]++
 				fmt.Fprintf(&b, "other %s\n", name)
@@ -146,21 +148,21 @@ func (c *dirListCall) Execute(ctx context.Context, rep Report) (Result, error) {
 		}}
 		return nil
 	})
-	return res, err
+	return res, fromWorkspace(err)
 }
 
 // linkTarget describes where the link at canonical rel leads, without ever
 // showing a location outside the workspace.
-func (w *Workspace) linkTarget(rel string) string {
-	target, err := w.Resolve(rel)
+func linkTarget(ws *workspace.Workspace, rel string) string {
+	target, err := ws.Resolve(rel)
 	if err == nil {
-		return showPath(target)
+		return workspace.ShowPath(target)
 	}
-	var e *Error
+	var e *workspace.Error
 	switch {
-	case errors.As(err, &e) && e.Reason == ReasonDeniedPath:
+	case errors.As(err, &e) && e.Kind == workspace.Denied:
 		return "(outside the workspace; not followed)"
-	case errors.Is(err, errLinkLoop), errors.Is(err, unix.ELOOP):
+	case errors.Is(err, workspace.ErrLinkLoop), errors.Is(err, unix.ELOOP):
 		return "(link loop: too many levels of symbolic links)"
 	}
 	return "(broken link)"

@@ -9,19 +9,22 @@
 //
 // # Paths
 //
-// Every path argument is resolved beneath the workspace root with kernel
-// help, one component at a time, from a descriptor of the root taken when
-// the Workspace is opened (see Workspace and Workspace.Resolve). Later opens
+// The workspace package holds the plumbing beneath the tools: every path
+// argument is resolved beneath the workspace root with kernel help, one
+// component at a time, from a descriptor of the root taken when the
+// workspace is opened (workspace.Workspace and its Resolve). Later opens
 // use the canonical path with openat2 and RESOLVE_BENEATH,
-// RESOLVE_NO_SYMLINKS and RESOLVE_NO_MAGICLINKS, so a symbolic link swapped
-// in after resolution makes the call fail with ReasonDeniedPath instead of
-// leading outside. search and find open every directory and file they
-// traverse the same way, from its parent's descriptor, and never follow a
-// link.
+// RESOLVE_NO_SYMLINKS and RESOLVE_NO_MAGICLINKS (workspace.OpenBeneath),
+// so a symbolic link swapped in after resolution makes the call fail with
+// ReasonDeniedPath instead of leading outside. search and find open every
+// directory and file they traverse the same way, from its parent's
+// descriptor, and never follow a link (workspace.Walker).
 //
 // # Errors
 //
-// Every error a tool returns is an *Error: ReasonInvalidArgument (bad
+// Every error a tool returns is an *Error (the workspace's own errors,
+// *workspace.Error, are turned into the *Error of the reason their kind is
+// spelled as): ReasonInvalidArgument (bad
 // arguments, named by field), ReasonDeniedPath (a path that leaves the
 // workspace, or changed under the call), ReasonTimeout (the context's
 // deadline passed), ReasonCancelled (the context was cancelled),
@@ -33,28 +36,30 @@
 //
 // # Writes
 //
-// file_write and file_edit write a temporary file in the target's directory
-// (O_TMPFILE where available), fsync it and rename it over the target, so a
-// crash leaves the old or the new content. Harness writes in one directory
-// are serialised by a flock on it, and file_edit commits only if the file
-// is still the one it read (docs/decisions/0049). A process killed at the
-// wrong instant can leave a temporary file named TempPrefix + 16 hex
-// digits + TempSuffix; IsTempName recognises it, the read tools never show
-// it, and a later write in its directory removes it once stale.
+// file_write and file_edit commit through workspace.Workspace.Commit: a
+// temporary file in the target's directory (O_TMPFILE where available),
+// fsynced and renamed over the target, so a crash leaves the old or the
+// new content. Harness writes in one directory are serialised by a flock
+// on it, and file_edit commits only if the file is still the one it read
+// (docs/decisions/0049). A process killed at the wrong instant can leave a
+// temporary file named workspace.TempPrefix + 16 hex digits +
+// workspace.TempSuffix; workspace.IsTempName recognises it, the read tools
+// never show it, and a later write in its directory removes it once stale.
 //
 // # Names in results
 //
 // Names that are not plain (control characters, invalid UTF-8, a leading
 // '"') are printed as Go double-quoted strings, and path arguments accept
 // that spelling, whole or per component, so every name shown can be given
-// back and none can forge a line.
+// back and none can forge a line (workspace.ShowPath, workspace.ShowName).
 //
 // # Limits
 //
 // Arguments: every string field has a byte limit (limits.go), refused
 // with ReasonInvalidArgument before the tool looks at the value.
-// Paths: MaxPathBytes and MaxNameBytes. Reads: MaxReadBytes of text per call
-// (a memory guard; the gate's result cap is far lower and applies first in
-// practice). search: DefaultSearchResults matching lines unless max_results
-// says otherwise; find: DefaultFindResults paths. Both say when they stopped.
+// Paths: workspace.MaxPathBytes and workspace.MaxNameBytes. Reads:
+// MaxReadBytes of text per call (a memory guard; the gate's result cap is
+// far lower and applies first in practice). search: DefaultSearchResults
+// matching lines unless max_results says otherwise; find:
+// DefaultFindResults paths. Both say when they stopped.
 package tools

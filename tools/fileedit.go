@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/b10x/harness/workspace"
 )
 
 // testHookAfterEditRead, when set by a test, runs between file_edit's read
@@ -62,7 +64,7 @@ func (FileEdit) Description() string {
 func (FileEdit) Schema() json.RawMessage { return fileEditSpec().schema }
 
 // Prepare implements Tool.
-func (FileEdit) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
+func (FileEdit) Prepare(ws *workspace.Workspace, raw json.RawMessage) (Prepared, error) {
 	var a FileEditArgs
 	if _, err := fileEditSpec().decode(raw, &a); err != nil {
 		return nil, err
@@ -75,13 +77,13 @@ func (FileEdit) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
 	}
 	rel, err := ws.Resolve(a.Path)
 	if err != nil {
-		return nil, err
+		return nil, fromWorkspace(err)
 	}
 	return &fileEditCall{ws: ws, args: a, rel: rel}, nil
 }
 
 type fileEditCall struct {
-	ws   *Workspace
+	ws   *workspace.Workspace
 	args FileEditArgs
 	rel  string
 }
@@ -95,7 +97,7 @@ func (c *fileEditCall) Writes() []Write { return []Write{{Path: c.rel, Whole: fa
 // changed in between, the change applied is the one the result shows.
 func (c *fileEditCall) Preview() Preview {
 	var data []byte
-	err := c.ws.withRoot(func(root int) error {
+	err := fromWorkspace(c.ws.WithRoot(func(root int) error {
 		f, err := openRegular(root, c.rel, "read")
 		if err != nil {
 			return err
@@ -103,7 +105,7 @@ func (c *fileEditCall) Preview() Preview {
 		defer f.close()
 		data, err = readAllFd(f.fd, c.rel, f.st.Size)
 		return err
-	})
+	}))
 	var p editPlan
 	if err == nil {
 		p, err = c.plan(data)
@@ -184,19 +186,27 @@ func (c *fileEditCall) Execute(ctx context.Context, rep Report) (Result, error) 
 		return Result{}, ctxError(err, "file_edit")
 	}
 	var p editPlan
-	eff, err := c.ws.commit(ctx, writeReq{rel: c.rel, edit: true, afterBuild: testHookAfterEditRead,
-		build: func(old []byte) ([]byte, error) {
-			var err error
-			p, err = c.plan(old)
-			return p.updated, err
+	build := limitWrite(c.rel, func(old []byte) ([]byte, error) {
+		var err error
+		p, err = c.plan(old)
+		return p.updated, err
+	})
+	eff, err := c.ws.Commit(ctx, workspace.Change{Path: c.rel,
+		Read: func(fd int, size int64) ([]byte, error) { return readAllFd(fd, c.rel, size) },
+		Build: func(old []byte) ([]byte, error) {
+			data, err := build(old)
+			if err == nil && testHookAfterEditRead != nil {
+				testHookAfterEditRead()
+			}
+			return data, err
 		}})
 	if err != nil {
-		return Result{}, err
+		return Result{}, fromWorkspace(err)
 	}
 	diff, stats := editDiff(c.rel, p.text, c.args.OldString, c.args.NewString, p.offs, maxDiffBytes)
 	effect := fmt.Sprintf("edited %s: %d replacement(s); %d line(s) removed, %d added; %d -> %d bytes; sha256 %s (was %s)\n",
-		showPath(c.rel), len(p.offs), stats.removed, stats.added, len(p.text), len(p.updated), shaHex(p.updated), shaHex([]byte(p.text)))
-	effect += notesText(eff.notes)
+		workspace.ShowPath(c.rel), len(p.offs), stats.removed, stats.added, len(p.text), len(p.updated), shaHex(p.updated), shaHex([]byte(p.text)))
+	effect += notesText(eff.Notes)
 	return Result{
 		Text: effect + diff,
 		Meta: map[string]any{
@@ -209,8 +219,24 @@ func (c *fileEditCall) Execute(ctx context.Context, rep Report) (Result, error) 
 			"bytes_after":   len(p.updated),
 			"sha256":        shaHex(p.updated),
 			"sha256_before": shaHex([]byte(p.text)),
-			"mode":          fmt.Sprintf("%04o", eff.mode),
-			"attempts":      eff.attempts,
+			"mode":          fmt.Sprintf("%04o", eff.Mode),
+			"attempts":      eff.Attempts,
 		},
 	}, nil
+}
+
+// readAllFd reads the whole file open at fd (from offset 0), refusing one
+// larger than readLimit.
+func readAllFd(fd int, rel string, size int64) ([]byte, error) {
+	if size > int64(readLimit) {
+		return nil, Errorf(ReasonToolError, nil, "%q is larger than %d bytes; file_edit edits text files up to that size", rel, readLimit)
+	}
+	data, err := workspace.ReadAll(fd, size, readLimit)
+	if err != nil {
+		return nil, fsError(rel, "read", err)
+	}
+	if len(data) > readLimit {
+		return nil, Errorf(ReasonToolError, nil, "%q is larger than %d bytes; file_edit edits text files up to that size", rel, readLimit)
+	}
+	return data, nil
 }

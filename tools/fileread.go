@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/workspace"
 )
 
 // MaxReadBytes bounds the text one file_read (or the file one file_edit)
@@ -57,20 +59,27 @@ func (FileRead) Description() string {
 func (FileRead) Schema() json.RawMessage { return fileReadSpec().schema }
 
 // Prepare implements Tool.
-func (FileRead) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
+func (FileRead) Prepare(ws *workspace.Workspace, raw json.RawMessage) (Prepared, error) {
 	var a FileReadArgs
 	if _, err := fileReadSpec().decode(raw, &a); err != nil {
 		return nil, err
 	}
-	rel, f, err := ws.resolveRegular(a.Path)
+	rel, fd, err := ws.ResolveOpen(a.Path, unix.O_RDONLY|unix.O_NONBLOCK)
 	if err != nil {
-		return nil, err
+		return nil, fromWorkspace(err)
+	}
+	var f *regularFile
+	if fd >= 0 {
+		// Resolved and opened at once: the file read is the file resolved.
+		if f, err = regularFrom(fd, rel); err != nil {
+			return nil, err
+		}
 	}
 	return &fileReadCall{ws: ws, args: a, rel: rel, f: f}, nil
 }
 
 type fileReadCall struct {
-	ws   *Workspace
+	ws   *workspace.Workspace
 	args FileReadArgs
 	rel  string
 	f    *regularFile // opened by Prepare; nil when Prepare had to walk
@@ -94,7 +103,7 @@ func (c *fileReadCall) Execute(ctx context.Context, rep Report) (Result, error) 
 		return readLines(ctx, f, f.st.Size, c.rel, c.args.Offset, c.args.Limit)
 	}
 	var res Result
-	err := c.ws.withRoot(func(root int) error {
+	err := c.ws.WithRoot(func(root int) error {
 		f, err := openRegular(root, c.rel, "read")
 		if err != nil {
 			return err
@@ -103,7 +112,7 @@ func (c *fileReadCall) Execute(ctx context.Context, rep Report) (Result, error) 
 		res, err = readLines(ctx, f, f.st.Size, c.rel, c.args.Offset, c.args.Limit)
 		return err
 	})
-	return res, err
+	return res, fromWorkspace(err)
 }
 
 // regularFile is a regular file open for reading on a raw descriptor (no
@@ -147,7 +156,7 @@ func (f *regularFile) close() { unix.Close(f.fd) }
 // refuses anything but a regular file. It opens non-blocking, so a FIFO
 // planted in the workspace cannot hang the call.
 func openRegular(root int, rel, op string) (*regularFile, error) {
-	fd, err := openBeneath(root, rel, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	fd, err := workspace.OpenBeneath(root, rel, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fsError(rel, op, err)
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/bmatcuk/doublestar/v4"
 	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/workspace"
 )
 
 // DefaultFindResults is find's max_results when not given.
@@ -50,7 +52,7 @@ func (Find) Description() string {
 func (Find) Schema() json.RawMessage { return findSpec().schema }
 
 // Prepare implements Tool.
-func (Find) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
+func (Find) Prepare(ws *workspace.Workspace, raw json.RawMessage) (Prepared, error) {
 	var a FindArgs
 	if _, err := findSpec().decode(raw, &a); err != nil {
 		return nil, err
@@ -79,7 +81,7 @@ func (Find) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
 }
 
 type findCall struct {
-	ws       *Workspace
+	ws       *workspace.Workspace
 	args     FindArgs
 	rel      string
 	max      int
@@ -95,13 +97,13 @@ func (c *findCall) Writes() []Write           { return nil }
 
 func (c *findCall) Execute(ctx context.Context, rep Report) (Result, error) {
 	var res Result
-	err := c.ws.withRoot(func(root int) error {
+	err := c.ws.WithRoot(func(root int) error {
 		var stopped atomic.Bool
 		nts := &notes{}
 		var b strings.Builder
 		n, truncated := 0, false
-		wk := &walker{ctx: ctx, stopped: &stopped, notes: nts, visit: func(e walkEntry) {
-			if c.dirsOnly && e.typ != unix.DT_DIR || !globMatch(c.glob, e.rel) {
+		wk := workspace.Walker{Stop: stopped.Load, Skip: nts.add, Visit: func(e workspace.Entry) {
+			if c.dirsOnly && e.Type != unix.DT_DIR || !globMatch(c.glob, e.Rel) {
 				return
 			}
 			if n == c.max {
@@ -110,21 +112,21 @@ func (c *findCall) Execute(ctx context.Context, rep Report) (Result, error) {
 				return
 			}
 			n++
-			b.WriteString(showPath(e.rel))
-			switch e.typ {
+			b.WriteString(workspace.ShowPath(e.Rel))
+			switch e.Type {
 			case unix.DT_DIR:
 				b.WriteByte('/')
 			case unix.DT_LNK:
 				b.WriteString(" (symlink)")
 			}
 			if c.denied != nil {
-				if rule, denied := c.denied(e.rel); denied {
+				if rule, denied := c.denied(e.Rel); denied {
 					b.WriteString(deniedMark(rule))
 				}
 			}
 			b.WriteByte('\n')
 		}}
-		if err := wk.walk(root, c.rel); err != nil {
+		if err := wk.Walk(ctx, root, c.rel); err != nil {
 			if err == unix.ENOTDIR {
 				return Errorf(ReasonToolError, err, "%q is not a directory; find searches beneath a directory", c.rel)
 			}
@@ -149,5 +151,5 @@ func (c *findCall) Execute(ctx context.Context, rep Report) (Result, error) {
 		}}
 		return nil
 	})
-	return res, err
+	return res, fromWorkspace(err)
 }

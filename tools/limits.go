@@ -1,5 +1,7 @@
 package tools
 
+import "github.com/b10x/harness/workspace"
+
 // Limits on argument fields, in bytes, after JSON unescaping. A longer
 // value is refused with ReasonInvalidArgument before the tool looks at it,
 // in a message naming the field, the limit and the size:
@@ -9,9 +11,10 @@ package tools
 // The struct tags (max:"N") of the argument types carry these numbers;
 // TestFieldLimits checks they agree.
 const (
-	// MaxPathFieldBytes bounds a path field as given: MaxPathBytes of
-	// name, each byte of which a quoted name may spell in up to 4 (\xff).
-	MaxPathFieldBytes = 4 * MaxPathBytes
+	// MaxPathFieldBytes bounds a path field as given: the workspace's
+	// limit on a path argument (workspace.MaxPathArgBytes: MaxPathBytes
+	// of name, each byte of which a quoted name may spell in up to 4).
+	MaxPathFieldBytes = workspace.MaxPathArgBytes
 	// MaxPatternBytes bounds search's pattern and glob and find's pattern:
 	// a regular expression is compiled, and a glob matched against every
 	// path, so their size is work per file.

@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/b10x/harness/confine/spawn"
+	"github.com/b10x/harness/internal/pathattack"
 	"github.com/b10x/harness/internal/reexec"
+	"github.com/b10x/harness/workspace"
 )
 
 func TestMain(m *testing.M) {
@@ -57,97 +58,48 @@ func openFds() map[string]string {
 
 // The secret planted outside every test workspace. No result may ever
 // contain it.
-const outsideSecret = "OUTSIDE-SECRET-7f3a9c"
+const outsideSecret = pathattack.Secret
 
-// fixture is a workspace root T/data beside outside siblings:
+// fixture is pathattack's tree, its root opened as a workspace:
 //
 //	T/secret.txt             outsideSecret
 //	T/outside/secret2.txt    outsideSecret
 //	T/data-archived/x, T/data2/x, T/data_backup, T/data.bak   outsideSecret
-//	T/data/                  the workspace, see newFixture
+//	T/data/                  the workspace, see pathattack.Tree
 type fixture struct {
 	base string // T
 	root string // T/data
-	ws   *Workspace
+	ws   *workspace.Workspace
 }
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	fx := &fixture{base: base, root: filepath.Join(base, "data")}
-	files := map[string]string{
-		"secret.txt":          outsideSecret,
-		"outside/secret2.txt": outsideSecret,
-		"data-archived/x":     outsideSecret,
-		"data2/x":             outsideSecret,
-		"data_backup":         outsideSecret,
-		"data.bak":            outsideSecret,
-
-		"data/file.txt":         "hello\n",
-		"data/sub/inner.txt":    "inner text\n",
-		"data/..test":           "dotdot-test\n",
-		"data/test..":           "test-dotdot\n",
-		"data/te..st":           "te-dotdot-st\n",
-		"data/...":              "three dots\n",
-		"data/....":             "four dots\n",
-		"data/%2e%2e":           "percent-encoded name\n",
-		"data/caf\u00e9":        "nfc\n", // NFC
-		"data/cafe\u0301":       "nfd\n", // NFD
-		"data/nfc/caf\u00e9":    "only nfc\n",
-		"data/bin.dat":          "abc\x00def\n",
-		"data/a/.keep":          "",
-		"data/deep/notes.md":    "a note\n",
-		"data/deep/er/code.go":  "package er\n\nfunc NewThing() {}\n",
-		"data/deep/er/other.go": "package er\n",
-	}
-	for name, content := range files {
-		p := filepath.Join(base, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// 300 nested "a" directories: the in-length form of the deep
-	// traversal attack reaches the resolver.
-	if err := os.MkdirAll(filepath.Join(fx.root, strings.Repeat("a/", 300)), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	links := map[string]string{
-		"out":          "../secret.txt",
-		"outabs":       filepath.Join(base, "secret.txt"),
-		"link1":        "link2",
-		"link2":        "link3",
-		"link3":        filepath.Join(base, "secret.txt"),
-		"in":           "sub/inner.txt",
-		"inabs":        filepath.Join(fx.root, "sub/inner.txt"),
-		"reenter":      "../data/file.txt",
-		"dirout":       "../outside",
-		"dirin":        "sub",
-		"dangling_out": filepath.Join(base, "created-outside.txt"),
-		"dangling_in":  "newtarget.txt",
-		"procroot":     "/proc/self/root",
-		"loop1":        "loop2",
-		"loop2":        "loop1",
-		"sub/up":       "../file.txt",
-		"sub/upout":    "../../secret.txt",
-	}
-	for name, target := range links {
-		if err := os.Symlink(target, filepath.Join(fx.root, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ws, err := OpenWorkspace(fx.root)
+	fx := &fixture{}
+	fx.base, fx.root = pathattack.Tree(t)
+	ws, err := workspace.Open(fx.root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ws.Close() })
 	fx.ws = ws
 	return fx
+}
+
+// resolveCase is one of pathattack's cases, its reason a Reason.
+type resolveCase struct {
+	name   string
+	path   string
+	want   string
+	reason Reason
+}
+
+// readCases are pathattack's read attacks for fx.
+func readCases(fx *fixture) []resolveCase {
+	var cs []resolveCase
+	for _, c := range pathattack.ReadCases(fx.base, fx.root) {
+		cs = append(cs, resolveCase{c.Name, c.Path, c.Want, Reason(c.Reason)})
+	}
+	return cs
 }
 
 // reasonOf returns the reason of a *Error, or "" for nil, or "not *Error".
@@ -163,7 +115,7 @@ func reasonOf(err error) Reason {
 }
 
 // call prepares and executes a tool call.
-func call(t testing.TB, ws *Workspace, tool Tool, args string) (Result, error) {
+func call(t testing.TB, ws *workspace.Workspace, tool Tool, args string) (Result, error) {
 	t.Helper()
 	p, err := tool.Prepare(ws, json.RawMessage(args))
 	if err != nil {
@@ -173,7 +125,7 @@ func call(t testing.TB, ws *Workspace, tool Tool, args string) (Result, error) {
 }
 
 // mustCall is call that fails the test on an error.
-func mustCall(t testing.TB, ws *Workspace, tool Tool, args string) Result {
+func mustCall(t testing.TB, ws *workspace.Workspace, tool Tool, args string) Result {
 	t.Helper()
 	r, err := call(t, ws, tool, args)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/b10x/harness/workspace"
 )
 
 // Every read attack, through every read tool that takes a path: refused
@@ -359,7 +361,7 @@ func TestFind(t *testing.T) {
 	fx := newFixture(t)
 	// The fixture's 300 nested directories go past the walk's depth bound,
 	// which is said, not hidden.
-	depthNote := "[1 path(s) skipped]\n  skipped " + strings.Repeat("a/", maxWalkDepth-1) + "a: deeper than 256 levels\n"
+	depthNote := "[1 path(s) skipped]\n  skipped " + strings.Repeat("a/", workspace.MaxWalkDepth-1) + "a: deeper than 256 levels\n"
 	cases := []struct{ args, want string }{
 		{`{"pattern":"*.go","path":"deep"}`, "deep/er/code.go\ndeep/er/other.go\n"},
 		{`{"pattern":"deep/**/*.go","path":"deep"}`, "deep/er/code.go\ndeep/er/other.go\n"},

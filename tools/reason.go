@@ -1,6 +1,10 @@
 package tools
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/b10x/harness/workspace"
+)
 
 // Reason is the closed set of reason codes for an outcome that is not a
 // plain success. Every layer uses these and no others.
@@ -65,4 +69,28 @@ func (e *Error) Unwrap() error { return e.Cause }
 // Do not format internal details into it; pass them as cause.
 func Errorf(reason Reason, cause error, format string, args ...any) *Error {
 	return &Error{Reason: reason, Public: fmt.Sprintf(format, args...), Cause: cause}
+}
+
+// fromWorkspace returns err with a *workspace.Error made the *Error of the
+// reason its kind is spelled as (workspace.Kind); any other error, nil
+// included, is returned as it is. Every error a tool gets from the
+// workspace passes through it on its way out, so what the tools return
+// stays an *Error.
+func fromWorkspace(err error) error {
+	if e, ok := err.(*workspace.Error); ok {
+		return wsError(e)
+	}
+	return err
+}
+
+// wsError is the *Error of a workspace error: its message and cause, the
+// reason its kind is spelled as.
+func wsError(e *workspace.Error) *Error {
+	return &Error{Reason: Reason(e.Kind), Public: e.Public, Cause: e.Cause}
+}
+
+// fsError turns a failed system call on a workspace path into an *Error,
+// as workspace.FileError says.
+func fsError(path, op string, err error) *Error {
+	return wsError(workspace.FileError(path, op, err))
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/b10x/harness/egress"
 	"github.com/b10x/harness/internal/setting"
 	"github.com/b10x/harness/record"
+	"github.com/b10x/harness/workspace"
 )
 
 // Programs maps each allow_program declaration (a name or an absolute path,
@@ -244,6 +245,10 @@ func within(p, dir string) bool {
 	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
+// maxLinks bounds the symbolic links resolveUnplanted follows, as the
+// kernel's own MAXSYMLINKS does.
+const maxLinks = 40
+
 // resolveUnplanted is filepath.EvalSymlinks of the absolute p, one component
 // at a time, except that a symbolic link lying within one of areas (where
 // a run child may have planted it) is an error naming it.
@@ -379,7 +384,7 @@ var runSpec = sync.OnceValue(func() *argSpec { return mustArgSpec(RunArgs{}) })
 
 func (t *runTool) Schema() json.RawMessage { return runSpec().schema }
 
-func (t *runTool) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
+func (t *runTool) Prepare(ws *workspace.Workspace, raw json.RawMessage) (Prepared, error) {
 	var a RunArgs
 	if _, err := runSpec().decode(raw, &a); err != nil {
 		return nil, err
@@ -411,7 +416,7 @@ func (t *runTool) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) 
 	if a.Cwd != "" {
 		rel, err := ws.Resolve(a.Cwd)
 		if err != nil {
-			return nil, err
+			return nil, fromWorkspace(err)
 		}
 		cwd = rel
 	}

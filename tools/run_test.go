@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/b10x/harness/confine/spawn"
+	"github.com/b10x/harness/workspace"
 )
 
 // specRunner records the Spec of each call and runs nothing.
@@ -25,9 +26,9 @@ func (r *specRunner) Run(ctx context.Context, s spawn.Spec, io spawn.Stdio) (spa
 // specWorkspace opens a fresh workspace and its view as PinRunView would
 // make it, without holding a descriptor for the rest of the test process
 // (specRunner checks nothing).
-func specWorkspace(t *testing.T) (*Workspace, RunView) {
+func specWorkspace(t *testing.T) (*workspace.Workspace, RunView) {
 	t.Helper()
-	ws, err := OpenWorkspace(t.TempDir())
+	ws, err := workspace.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,8 @@ import (
 
 	"github.com/bmatcuk/doublestar/v4"
 	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/workspace"
 )
 
 // Search limits.
@@ -71,7 +73,7 @@ func (Search) Description() string {
 func (Search) Schema() json.RawMessage { return searchSpec().schema }
 
 // Prepare implements Tool.
-func (Search) Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error) {
+func (Search) Prepare(ws *workspace.Workspace, raw json.RawMessage) (Prepared, error) {
 	var a SearchArgs
 	if _, err := searchSpec().decode(raw, &a); err != nil {
 		return nil, err
@@ -107,7 +109,7 @@ func globMatch(glob, rel string) bool {
 		return true
 	}
 	if !strings.Contains(glob, "/") {
-		_, rel = splitRel(rel)
+		_, rel = workspace.Split(rel)
 	}
 	return doublestar.MatchUnvalidated(glob, rel)
 }
@@ -243,108 +245,157 @@ func hasTextAnchor(re *syntax.Regexp) bool {
 // ctx is done, and reports whether it stopped; no regexp call in it does
 // more than about searchBudget work before ctx is looked at.
 func (m *matcher) scan(ctx context.Context, data []byte, first int, emit func(n int, line []byte) bool) (stopped bool) {
-	lineNo, counted := first, 0
-	done := false
-	report := func(ls, le int) bool {
-		ok, cut := m.matchLine(ctx, data[ls:le])
-		if cut {
-			done = true
-			return false
-		}
-		if !ok {
-			return true
-		}
-		lineNo += bytes.Count(data[counted:ls], nl)
-		counted = ls
-		return emit(lineNo, data[ls:le])
-	}
-	// since counts the bytes passed since ctx was last looked at.
-	since := 0
-	pause := func(n int) bool {
-		if since += n; since < m.window {
-			return false
-		}
-		since = 0
-		return ctx.Err() != nil
-	}
-	pos := 0
+	s := &lineScan{m: m, ctx: ctx, data: data, lineNo: first}
 	switch {
 	case m.lit != nil:
-		// Look for the literal's rarest byte with IndexByte (vectorised),
-		// then check the whole literal around it.
-		rare, roff, lit := m.lit[m.rareOff], m.rareOff, m.lit
-		lineFrom := 0 // a line start at or before every candidate
-		for pos+roff < len(data) {
-			i := bytes.IndexByte(data[pos+roff:], rare)
-			if i < 0 {
-				break
-			}
-			at := pos + i
-			if at+len(lit) > len(data) {
-				break
-			}
-			if pause(i + 1) {
-				return true
-			}
-			if !bytes.Equal(data[at:at+len(lit)], lit) {
-				pos = at + 1
-				continue
-			}
-			ls := lineFrom + bytes.LastIndexByte(data[lineFrom:at], '\n') + 1
-			le := lineEnd(data, at)
-			if !report(ls, le) {
-				return true
-			}
-			pos, lineFrom = le+1, le+1
-		}
+		stopped = s.literal(emit)
 	case m.bulk != nil:
-		// The (?m) form runs over windows of whole lines, at most
-		// m.window bytes each; a line longer than that is matched alone.
-		for pos < len(data) {
-			if ctx.Err() != nil {
-				return true
-			}
-			end := len(data)
-			if pos+m.window < len(data) {
-				i := bytes.LastIndexByte(data[pos:pos+m.window], '\n')
-				if i < 0 {
-					le := lineEnd(data, pos)
-					if !report(pos, le) {
-						return true
-					}
-					pos = le + 1
-					continue
-				}
-				end = pos + i + 1
-			}
-			for p := pos; p < end; {
-				loc := m.bulk.FindIndex(data[p:end])
-				if loc == nil {
-					break
-				}
-				at := p + loc[0]
-				if at == end && (at == 0 || data[at-1] == '\n') {
-					break // after the window's last newline: no line starts there
-				}
-				ls := p + bytes.LastIndexByte(data[p:at], '\n') + 1
-				le := lineEnd(data, at)
-				if !report(ls, le) {
+		stopped = s.bulk(emit)
+	default:
+		stopped = s.lines(emit)
+	}
+	return stopped || s.cut
+}
+
+// lineScan is the state of one scan. The scan's emit function is passed
+// to its methods rather than kept here: what a lineScan holds leaks to the
+// heap (the context and the data reach the regexp), and emit with it
+// would move every variable its closure captures there, for every file.
+type lineScan struct {
+	m    *matcher
+	ctx  context.Context
+	data []byte
+	// lineNo is the number of the line starting at data[counted].
+	lineNo, counted int
+	// cut is set when ctx ended a long line's match before its answer.
+	cut bool
+	// since counts the bytes passed since ctx was last looked at.
+	since int
+}
+
+// report matches the line data[ls:le] and emits it if it matches; false
+// ends the scan.
+func (s *lineScan) report(ls, le int, emit func(n int, line []byte) bool) bool {
+	ok, cut := s.m.matchLine(s.ctx, s.data[ls:le])
+	if cut {
+		s.cut = true
+		return false
+	}
+	if !ok {
+		return true
+	}
+	s.lineNo += bytes.Count(s.data[s.counted:ls], nl)
+	s.counted = ls
+	return emit(s.lineNo, s.data[ls:le])
+}
+
+// pause counts n bytes passed and, once a window's worth has, reports
+// whether ctx is done.
+func (s *lineScan) pause(n int) bool {
+	if s.since += n; s.since < s.m.window {
+		return false
+	}
+	s.since = 0
+	return s.ctx.Err() != nil
+}
+
+// literal looks for the literal's rarest byte with IndexByte
+// (vectorised), then checks the whole literal around it.
+func (s *lineScan) literal(emit func(n int, line []byte) bool) (stopped bool) {
+	data := s.data
+	rare, roff, lit := s.m.lit[s.m.rareOff], s.m.rareOff, s.m.lit
+	pos := 0
+	lineFrom := 0 // a line start at or before every candidate
+	for pos+roff < len(data) {
+		i := bytes.IndexByte(data[pos+roff:], rare)
+		if i < 0 {
+			break
+		}
+		at := pos + i
+		if at+len(lit) > len(data) {
+			break
+		}
+		if s.pause(i + 1) {
+			return true
+		}
+		if !bytes.Equal(data[at:at+len(lit)], lit) {
+			pos = at + 1
+			continue
+		}
+		ls := lineFrom + bytes.LastIndexByte(data[lineFrom:at], '\n') + 1
+		le := lineEnd(data, at)
+		if !s.report(ls, le, emit) {
+			return true
+		}
+		pos, lineFrom = le+1, le+1
+	}
+	return false
+}
+
+// bulk runs the (?m) form over windows of whole lines, at most m.window
+// bytes each; a line longer than that is matched alone.
+func (s *lineScan) bulk(emit func(n int, line []byte) bool) (stopped bool) {
+	data := s.data
+	pos := 0
+	for pos < len(data) {
+		if s.ctx.Err() != nil {
+			return true
+		}
+		end := len(data)
+		if pos+s.m.window < len(data) {
+			i := bytes.LastIndexByte(data[pos:pos+s.m.window], '\n')
+			if i < 0 {
+				le := lineEnd(data, pos)
+				if !s.report(pos, le, emit) {
 					return true
 				}
-				p = le + 1
+				pos = le + 1
+				continue
 			}
-			pos = end
+			end = pos + i + 1
 		}
-	default:
-		for pos < len(data) {
-			le := lineEnd(data, pos)
-			if !report(pos, le) || pause(le-pos+1) {
-				return true
-			}
-			pos = le + 1
+		if s.window(pos, end, emit) {
+			return true
 		}
+		pos = end
 	}
-	return done
+	return false
+}
+
+// window runs the (?m) form over data[pos:end], whole lines, reporting
+// each line a match starts in.
+func (s *lineScan) window(pos, end int, emit func(n int, line []byte) bool) (stopped bool) {
+	data := s.data
+	for p := pos; p < end; {
+		loc := s.m.bulk.FindIndex(data[p:end])
+		if loc == nil {
+			break
+		}
+		at := p + loc[0]
+		if at == end && (at == 0 || data[at-1] == '\n') {
+			break // after the window's last newline: no line starts there
+		}
+		ls := p + bytes.LastIndexByte(data[p:at], '\n') + 1
+		le := lineEnd(data, at)
+		if !s.report(ls, le, emit) {
+			return true
+		}
+		p = le + 1
+	}
+	return false
+}
+
+// lines matches every line alone.
+func (s *lineScan) lines(emit func(n int, line []byte) bool) (stopped bool) {
+	data := s.data
+	for pos := 0; pos < len(data); {
+		le := lineEnd(data, pos)
+		if !s.report(pos, le, emit) || s.pause(le-pos+1) {
+			return true
+		}
+		pos = le + 1
+	}
+	return false
 }
 
 // matchLine reports whether line matches. A line longer than m.direct is
@@ -405,7 +456,7 @@ func lineEnd(data []byte, at int) int {
 }
 
 type searchCall struct {
-	ws     *Workspace
+	ws     *workspace.Workspace
 	args   SearchArgs
 	rel    string
 	m      *matcher
@@ -443,7 +494,7 @@ type searchBatch struct {
 
 // searchJob is one file to search.
 type searchJob struct {
-	dir  *walkDir
+	dir  *workspace.Dir
 	name string // name inside dir (or canonical path when dir is the root)
 	rel  string
 }
@@ -461,12 +512,12 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b 
 
 func (c *searchCall) Execute(ctx context.Context, rep Report) (Result, error) {
 	var res Result
-	err := c.ws.withRoot(func(root int) error {
+	err := c.ws.WithRoot(func(root int) error {
 		var err error
 		res, err = c.run(ctx, root)
 		return err
 	})
-	return res, err
+	return res, fromWorkspace(err)
 }
 
 func (c *searchCall) run(ctx context.Context, root int) (Result, error) {
@@ -500,7 +551,7 @@ func (c *searchCall) run(ctx context.Context, root int) (Result, error) {
 // target stats the search's path: a directory or a regular file.
 func (c *searchCall) target(root int) (unix.Stat_t, error) {
 	var st unix.Stat_t
-	pfd, err := openat2(root, c.rel, unix.O_PATH, 0, beneath)
+	pfd, err := workspace.OpenBeneath(root, c.rel, unix.O_PATH, 0)
 	if err != nil {
 		return st, fsError(c.rel, "open", err)
 	}
@@ -529,30 +580,30 @@ func (c *searchCall) produce(ctx context.Context, root int, st unix.Stat_t, stop
 		case jobs <- batch:
 		case <-ctx.Done():
 			for _, j := range batch.jobs {
-				j.dir.release()
+				j.dir.Release()
 			}
 		}
 		batch = searchBatch{seq: batch.seq + 1}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		if globMatch(c.args.Glob, c.rel) && !c.skipDenied(c.rel, nts) {
-			batch.jobs = append(batch.jobs, searchJob{dir: newWalkDir(root, ".", false), name: c.rel, rel: c.rel})
+			batch.jobs = append(batch.jobs, searchJob{dir: workspace.NewDir(root, ".", false), name: c.rel, rel: c.rel})
 			flush()
 		}
 		walkErr <- nil
 		return
 	}
-	wk := &walker{ctx: ctx, stopped: stopped, notes: nts, visit: func(e walkEntry) {
-		if e.typ != unix.DT_REG || !globMatch(c.args.Glob, e.rel) || c.skipDenied(e.rel, nts) {
+	wk := workspace.Walker{Stop: stopped.Load, Skip: nts.add, Visit: func(e workspace.Entry) {
+		if e.Type != unix.DT_REG || !globMatch(c.args.Glob, e.Rel) || c.skipDenied(e.Rel, nts) {
 			return
 		}
-		e.dir.acquire()
-		batch.jobs = append(batch.jobs, searchJob{dir: e.dir, name: e.name, rel: e.rel})
+		e.Dir.Acquire()
+		batch.jobs = append(batch.jobs, searchJob{dir: e.Dir, name: e.Name, rel: e.Rel})
 		if len(batch.jobs) == searchBatchSize {
 			flush()
 		}
 	}}
-	err := wk.walk(root, c.rel)
+	err := wk.Walk(ctx, root, c.rel)
 	flush()
 	walkErr <- err
 }
@@ -573,7 +624,7 @@ func (c *searchCall) startWorkers(ctx context.Context, stopped *atomic.Bool, nts
 					if !stopped.Load() && ctx.Err() == nil {
 						b.results[i] = c.scanFile(ctx, j, bp, nts)
 					}
-					j.dir.release()
+					j.dir.Release()
 				}
 				b.jobs = nil
 				results <- b
@@ -678,9 +729,9 @@ func cutLines(out []byte, n int) []byte {
 // (in chunks of whole lines when larger than searchChunk).
 func (c *searchCall) scanFile(ctx context.Context, j searchJob, bp *[]byte, nts *notes) searchResult {
 	var r searchResult
-	fd, err := openBeneath(j.dir.fd, j.name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	fd, err := workspace.OpenBeneath(j.dir.Fd(), j.name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
-		nts.add(j.rel, openNote(err))
+		nts.add(j.rel, workspace.SkipReason(err))
 		return r
 	}
 	defer unix.Close(fd)
@@ -724,7 +775,7 @@ func (c *searchCall) scanFile(ctx context.Context, j searchJob, bp *[]byte, nts 
 			continue
 		}
 		if err != nil {
-			nts.add(j.rel, "read failed: "+errnoText(err))
+			nts.add(j.rel, "read failed: "+err.Error())
 			return searchResult{scanned: true}
 		}
 		total += int64(n)
@@ -762,7 +813,7 @@ func (c *searchCall) scanFile(ctx context.Context, j searchJob, bp *[]byte, nts 
 // UTF-8, a trailing CR dropped and anything past maxShownLine bytes
 // replaced by a marker.
 func appendMatch(out []byte, rel string, n int, line []byte) []byte {
-	out = append(out, showPath(rel)...)
+	out = append(out, workspace.ShowPath(rel)...)
 	out = append(out, ':')
 	out = strconv.AppendInt(out, int64(n), 10)
 	out = append(out, ':')
@@ -786,4 +837,23 @@ func appendMatch(out []byte, rel string, n int, line []byte) []byte {
 		out = fmt.Appendf(out, " [... %d more bytes]", cut)
 	}
 	return append(out, '\n')
+}
+
+// kindName names the type of a file that is not regular, for a message.
+func kindName(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFBLK:
+		return "a block device"
+	case unix.S_IFLNK:
+		return "a symbolic link"
+	case unix.S_IFDIR:
+		return "a directory"
+	}
+	return "not a regular file"
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/b10x/harness/record"
+	"github.com/b10x/harness/workspace"
 )
 
 // Tool is one catalogue entry's operation, without policy: whether it is
@@ -29,7 +30,7 @@ type Tool interface {
 	// missing required field, NUL byte, invalid UTF-8, bad pattern) or a
 	// resolution error (ReasonDeniedPath, ReasonToolError for a missing
 	// file).
-	Prepare(ws *Workspace, raw json.RawMessage) (Prepared, error)
+	Prepare(ws *workspace.Workspace, raw json.RawMessage) (Prepared, error)
 }
 
 // Prepared is a decoded, resolved call, ready to execute. A Prepared is

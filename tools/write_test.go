@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/b10x/harness/internal/testenv"
+	"github.com/b10x/harness/workspace"
 )
 
 func readFile(t testing.TB, p string) string {
@@ -193,34 +194,11 @@ func TestWriteAttacks(t *testing.T) {
 func assertNoTemps(t *testing.T, root string) {
 	t.Helper()
 	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err == nil && IsTempName(d.Name()) {
+		if err == nil && workspace.IsTempName(d.Name()) {
 			t.Errorf("temporary file left behind: %s", p)
 		}
 		return nil
 	})
-}
-
-func TestIsTempName(t *testing.T) {
-	if n := tempName(); !IsTempName(n) {
-		t.Fatalf("%q not recognised", n)
-	}
-	for _, n := range []string{".b10x-write-0123456789abcdef.tm", ".b10x-write-0123456789abcdeg.tmp", "b10x-write-0123456789abcdef.tmp", ".b10x-write-.tmp"} {
-		if IsTempName(n) {
-			t.Errorf("%q recognised", n)
-		}
-	}
-}
-
-// Without O_TMPFILE the named temporary file is used and removed.
-func TestFileWriteNamedTemp(t *testing.T) {
-	fx := newFixture(t)
-	noTmpfile = true
-	defer func() { noTmpfile = false }()
-	mustCall(t, fx.ws, FileWrite{}, `{"path":"sub/n.txt","content":"named"}`)
-	if readFile(t, filepath.Join(fx.root, "sub/n.txt")) != "named" {
-		t.Fatal("content")
-	}
-	assertNoTemps(t, fx.root)
 }
 
 func TestFileEdit(t *testing.T) {

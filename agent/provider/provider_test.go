@@ -19,6 +19,7 @@ import (
 	"github.com/b10x/harness/internal/setting"
 	"github.com/b10x/harness/surface"
 	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/workspace"
 )
 
 const testKey = "sk-test-KEY-must-not-leak-0123456789"
@@ -45,7 +46,7 @@ func newFixture(t *testing.T, kind surface.Kind) *fixture {
 	if err := os.WriteFile(filepath.Join(dir, "secret.txt"), []byte("OUTSIDE-SECRET\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w, err := tools.OpenWorkspace(ws)
+	w, err := workspace.Open(ws)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/b10x/harness/internal/testenv"
 	"github.com/b10x/harness/surface"
 	"github.com/b10x/harness/tools"
+	"github.com/b10x/harness/workspace"
 )
 
 func TestParse(t *testing.T) {
@@ -113,7 +114,7 @@ func runScript(t *testing.T, turns []agent.Turn) (agent.Summary, string) {
 	if err := os.WriteFile(filepath.Join(dir, "secret.txt"), []byte("OUTSIDE-SECRET\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w, err := tools.OpenWorkspace(ws)
+	w, err := workspace.Open(ws)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package tools
+package workspace
 
 import (
 	"strconv"
@@ -10,7 +10,7 @@ import (
 // in results"): a file name can hold any byte but '/' and NUL, so printed
 // raw a name with a newline forges a line of the result, and one that is
 // not UTF-8 cannot be given back. Every name the tools print goes through
-// showPath: a component that is not plain is printed as a Go
+// ShowPath: a component that is not plain is printed as a Go
 // double-quoted string (strconv.Quote: \n, \t, \x1b, \xff, \u2028 ...);
 // every other component is printed as it is. Not plain: invalid UTF-8, a
 // rune strconv.IsPrint rejects (control characters, format characters,
@@ -45,23 +45,27 @@ func nameIsPlain(name string) bool {
 	return true
 }
 
-// showName renders one name component for a result.
-func showName(name string) string {
+// ShowName renders one name component (a file name, never holding '/')
+// for a result: as it is when plain, else as a Go double-quoted string,
+// which a path argument accepts back. It never returns a string holding a
+// control character, a line or paragraph separator or invalid UTF-8.
+func ShowName(name string) string {
 	if nameIsPlain(name) {
 		return name
 	}
 	return strconv.Quote(name)
 }
 
-// showPath renders a canonical workspace-relative path for a result, each
-// component by showName.
-func showPath(rel string) string {
+// ShowPath renders a canonical workspace-relative path for a result, each
+// component by ShowName, so the rendered path, given back as a path
+// argument, names the same file.
+func ShowPath(rel string) string {
 	if nameIsPlain(rel) {
 		return rel
 	}
 	parts := strings.Split(rel, "/")
 	for i, c := range parts {
-		parts[i] = showName(c)
+		parts[i] = ShowName(c)
 	}
 	return strings.Join(parts, "/")
 }
@@ -70,7 +74,7 @@ func showPath(rel string) string {
 // whole-argument or per-component Go double-quoted spelling is unquoted;
 // anything else is taken as it is. A component that begins with '"' but
 // does not unquote, or a quoted component that holds '/' or NUL, is
-// ReasonInvalidArgument.
+// Invalid.
 func decodePathArg(p string) (string, *Error) {
 	if strings.IndexByte(p, '"') < 0 {
 		return p, nil
@@ -78,7 +82,7 @@ func decodePathArg(p string) (string, *Error) {
 	if len(p) >= 2 && p[0] == '"' && p[len(p)-1] == '"' {
 		if u, err := strconv.Unquote(p); err == nil {
 			if strings.IndexByte(u, 0) >= 0 {
-				return "", Errorf(ReasonInvalidArgument, nil, "path must not contain NUL bytes")
+				return "", errorf(Invalid, nil, "path must not contain NUL bytes")
 			}
 			return u, nil
 		}
@@ -91,11 +95,11 @@ func decodePathArg(p string) (string, *Error) {
 		u, err := strconv.Unquote(c)
 		switch {
 		case err != nil:
-			return "", Errorf(ReasonInvalidArgument, nil, "path component %s begins with '\"' but is not a Go double-quoted name (results print such names as \"a\\nb\"; a name that itself begins with '\"' is written \"\\\"name\")", capText(c, maxEchoBytes))
+			return "", errorf(Invalid, nil, "path component %s begins with '\"' but is not a Go double-quoted name (results print such names as \"a\\nb\"; a name that itself begins with '\"' is written \"\\\"name\")", capText(c, maxEchoBytes))
 		case strings.IndexByte(u, 0) >= 0:
-			return "", Errorf(ReasonInvalidArgument, nil, "path must not contain NUL bytes")
+			return "", errorf(Invalid, nil, "path must not contain NUL bytes")
 		case strings.IndexByte(u, '/') >= 0:
-			return "", Errorf(ReasonInvalidArgument, nil, "path component %s holds '/': quote the whole path or each name alone", capText(c, maxEchoBytes))
+			return "", errorf(Invalid, nil, "path component %s holds '/': quote the whole path or each name alone", capText(c, maxEchoBytes))
 		}
 		parts[i] = u
 	}

@@ -1,4 +1,4 @@
-package tools
+package workspace
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 )
 
 // FuzzResolve: for any input, Resolve and ResolveForWrite either refuse
-// with a known reason, or return a canonical path that the kernel confirms
+// with a known kind, or return a canonical path that the kernel confirms
 // is inside the root: opening it from the root descriptor with
 // RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS succeeds,
 // /proc/self/fd names a place beneath the root, and the inode is the one
@@ -48,10 +48,10 @@ func FuzzResolve(f *testing.F) {
 				if !errors.As(err, &e) {
 					t.Fatalf("%q: error is not *Error: %v", p, err)
 				}
-				switch e.Reason {
-				case ReasonInvalidArgument, ReasonDeniedPath, ReasonToolError:
+				switch e.Kind {
+				case Invalid, Denied, Failed:
 				default:
-					t.Fatalf("%q: reason %q", p, e.Reason)
+					t.Fatalf("%q: kind %q", p, e.Kind)
 				}
 				if e.Public == "" {
 					t.Fatalf("%q: empty public message", p)
@@ -77,7 +77,7 @@ func FuzzResolve(f *testing.F) {
 // checkInside confirms with the kernel that rel is beneath the root.
 func checkInside(t *testing.T, ws *Workspace, rootAbs, p, rel string) {
 	t.Helper()
-	err := ws.withRoot(func(root int) error {
+	err := ws.WithRoot(func(root int) error {
 		fd, err := openat2(root, rel, unix.O_PATH, 0, beneath)
 		if err != nil {
 			t.Fatalf("%q resolved to %q, which the kernel will not open beneath the root: %v", p, rel, err)
@@ -117,7 +117,7 @@ func kernelAgrees(t *testing.T, ws *Workspace, p, rel string) {
 	if _, err := checkPathArg(p); p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, `"`) || err != nil {
 		return
 	}
-	ws.withRoot(func(root int) error {
+	ws.WithRoot(func(root int) error {
 		fd, err := openat2(root, p, unix.O_PATH, 0, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_MAGICLINKS)
 		if err != nil {
 			return nil
@@ -145,7 +145,7 @@ func kernelAgrees(t *testing.T, ws *Workspace, p, rel string) {
 // path is beneath the root, and that nothing on it is a link.
 func checkWritePath(t *testing.T, ws *Workspace, p, rel string) {
 	t.Helper()
-	ws.withRoot(func(root int) error {
+	ws.WithRoot(func(root int) error {
 		dir := rel
 		for {
 			fd, err := openat2(root, dir, unix.O_PATH, 0, beneath)
@@ -159,7 +159,7 @@ func checkWritePath(t *testing.T, ws *Workspace, p, rel string) {
 			if dir == "." {
 				t.Fatalf("%q: the root vanished", p)
 			}
-			dir, _ = splitRel(dir)
+			dir, _ = Split(dir)
 		}
 	})
 }
