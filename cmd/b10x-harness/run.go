@@ -252,26 +252,13 @@ func (o *runOutput) CallStart(turn int, c agent.ToolCall) {
 		return
 	}
 	name := c.Name
-	if entry := o.entryOf(c); entry != c.Name {
+	if entry := o.kind.EntryOf(c.Name, c.Args); entry != c.Name {
 		name = c.Name + " → " + entry
 	}
 	fmt.Fprintf(o.w, "  -> %s %s\n", termsafe.Text(name), argsText(c.Args, 200))
-	if o.progress != progressOff && o.entryOf(c) == "run" {
+	if o.progress != progressOff && o.kind.EntryOf(c.Name, c.Args) == "run" {
 		o.startTicker()
 	}
-}
-
-// entryOf is the catalogue entry a call resolves to, for display.
-func (o *runOutput) entryOf(c agent.ToolCall) string {
-	if o.kind == surface.Verbs && c.Name == "tool_invoke" {
-		var a struct {
-			Name string `json:"name"`
-		}
-		if json.Unmarshal(c.Args, &a) == nil && a.Name != "" {
-			return a.Name
-		}
-	}
-	return c.Name
 }
 
 // startTicker reports a run call that takes a while: on a terminal a live
