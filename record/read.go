@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"slices"
 	"sort"
 )
@@ -84,6 +87,21 @@ type Summary struct {
 	Denied      []DeniedHost   `json:"denied_hosts,omitempty"`
 	EndedBy     []string       `json:"ended_by"`
 	Complete    bool           `json:"complete"` // every run_start has its run_end
+}
+
+// SummarizeFile is Summarize of the record file at path. A file that
+// cannot be opened is an error naming it as given and why, without the
+// operation: "record run.jsonl: no such file or directory".
+func SummarizeFile(path string) (*Summary, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			err = fmt.Errorf("record %s: %w", path, pe.Err)
+		}
+		return nil, err
+	}
+	defer f.Close()
+	return Summarize(f, path)
 }
 
 // Summarize reads a record from r (name is used in errors). It is

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -23,16 +21,7 @@ type recordSummaryCmd struct {
 }
 
 func (c *recordSummaryCmd) Run(e *env) error {
-	f, err := os.Open(c.File)
-	if err != nil {
-		// Named as given: kong's existingfile would say "<file>: stat ...".
-		if pe := (*os.PathError)(nil); errors.As(err, &pe) {
-			err = fmt.Errorf("record %s: %w", c.File, pe.Err)
-		}
-		return usageError{err}
-	}
-	defer f.Close()
-	s, err := record.Summarize(f, c.File)
+	s, err := record.SummarizeFile(c.File)
 	if err != nil {
 		return usageError{err}
 	}
