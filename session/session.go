@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/record"
 	"github.com/b10x/harness/surface"
 	"github.com/b10x/harness/tools"
@@ -162,7 +164,14 @@ func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 			protected = append(protected, rel)
 		}
 	}
-	for _, pr := range p.Protect {
+	extra := slices.Clip(p.Protect)
+	if ud := policy.UserDefaultsPath(os.Getenv); ud != "" {
+		// Whether or not the file is there or was read: a model must not
+		// write the policy of a later session, whose workspace may lie
+		// elsewhere.
+		extra = append(extra, ud)
+	}
+	for _, pr := range extra {
 		if rel, inside := RelInside(ws.Dir(), pr); inside {
 			protected = append(protected, rel)
 		}
