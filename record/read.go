@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"slices"
 	"sort"
 )
@@ -90,6 +93,31 @@ type Summary struct {
 	Denials  map[string]int `json:"kernel_denials"`
 	EndedBy  []string       `json:"ended_by"`
 	Complete bool           `json:"complete"` // every run_start has its run_end
+}
+
+// SummarizeFile is Summarize of the record file at path, opened by
+// OpenFile.
+func SummarizeFile(path string) (*Summary, error) {
+	f, err := OpenFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return Summarize(f, path)
+}
+
+// OpenFile opens a record file to read. A file that cannot be opened is
+// an error naming it as given and why, without the operation: "record
+// run.jsonl: no such file or directory".
+func OpenFile(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			err = fmt.Errorf("record %s: %w", path, pe.Err)
+		}
+		return nil, err
+	}
+	return f, nil
 }
 
 // Summarize reads a record from r (name is used in errors). It is

@@ -142,3 +142,22 @@ func TestOpenCreatesPrivate(t *testing.T) {
 		}
 	}
 }
+
+// TestSummarizeFile: a record file is summarized as Summarize reads it; one
+// that cannot be opened is named as given, with why and no operation.
+func TestSummarizeFile(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/run.jsonl"
+	if err := os.WriteFile(path, []byte(`{"event":"run_start"}`+"\n"+`{"event":"run_end"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := SummarizeFile(path)
+	if err != nil || s.Runs != 1 || !s.Complete {
+		t.Errorf("SummarizeFile: %+v, %v", s, err)
+	}
+	missing := dir + "/nosuch"
+	_, err = SummarizeFile(missing)
+	if want := "record " + missing + ": no such file or directory"; err == nil || err.Error() != want || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("SummarizeFile of nothing: %v, want %s", err, want)
+	}
+}

@@ -13,8 +13,13 @@ import (
 // provider, its instructions and task, and what reports the run.
 type AgentOptions struct {
 	Provider agent.Provider
-	System   string
-	Task     string
+	// Agent is the named agent the policy was narrowed to (LoadAgents),
+	// nil for none: its instructions come before DefaultSystem.
+	Agent *agent.Def
+	// System replaces the system prompt: "" is DefaultSystem, after the
+	// named agent's instructions.
+	System string
+	Task   string
 	// Observer is given the opened session (its gate, for a header) and
 	// returns what is told of each turn and call; nil reports nothing.
 	Observer func(*Session) agent.Observer
@@ -37,11 +42,19 @@ func RunAgent(ctx context.Context, p Policy, o Options, a AgentOptions) (agent.S
 	if err != nil {
 		return agent.Summary{}, err
 	}
+	system := a.System
+	switch {
+	case system != "":
+	case a.Agent != nil:
+		system = a.Agent.Instructions + "\n\n" + DefaultSystem
+	default:
+		system = DefaultSystem
+	}
 	var obs agent.Observer
 	if a.Observer != nil {
 		obs = a.Observer(s)
 	}
-	sum := agent.Run(ctx, agent.Config{Provider: a.Provider, Surface: s.surface, System: a.System, Task: a.Task,
+	sum := agent.Run(ctx, agent.Config{Provider: a.Provider, Surface: s.surface, System: system, Task: a.Task,
 		MaxTurns: p.Agent.MaxTurns, Timeout: p.Agent.RunTimeout, Observer: obs})
 	s.End(string(sum.EndedBy))
 	return sum, nil

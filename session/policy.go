@@ -48,7 +48,8 @@ type Policy struct {
 	OnlyTool string
 	// Protect names further files or directories the harness reads (agent
 	// definitions); those inside the workspace are protected from the write
-	// tools.
+	// tools, and a run call's program cannot change them. Open protects
+	// the user defaults file's path (policy.UserDefaultsPath) as well.
 	Protect []string
 	// ProviderNetwork says the session talks to a model provider over the
 	// network: the harness's own domain then lets it read the resolver's

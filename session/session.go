@@ -13,6 +13,7 @@ import (
 
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/record"
 	"github.com/b10x/harness/surface"
 	"github.com/b10x/harness/workspace"
@@ -202,6 +203,12 @@ func protectedPaths(dir string, p Policy, hooks []gate.Hook, protected []string)
 		paths = append(paths, h.Argv[0])
 	}
 	paths = append(paths, p.Protect...)
+	if ud := policy.UserDefaultsPath(os.Getenv); ud != "" {
+		// Whether or not the file is there or was read: a model must not
+		// write the policy of a later session, whose workspace may lie
+		// elsewhere.
+		paths = append(paths, ud)
+	}
 	for _, path := range paths {
 		if path == "" {
 			continue

@@ -159,3 +159,25 @@ func (a *recordingApprover) Approve(_ context.Context, r gate.Request) (gate.Dec
 	a.seen = append(a.seen, r)
 	return gate.Decision{}, nil
 }
+
+// TestEntryOf: under verbs a tool_invoke names its entry, read leniently;
+// any other call, and every call under flat, is the entry it names.
+func TestEntryOf(t *testing.T) {
+	for _, c := range []struct {
+		kind       Kind
+		name, args string
+		want       string
+	}{
+		{Verbs, "tool_invoke", `{"name":"file_read","arguments":{}}`, "file_read"},
+		{Verbs, "tool_invoke", `{"name":"run","extra":1}`, "run"},
+		{Verbs, "tool_invoke", `{"arguments":{}}`, "tool_invoke"},
+		{Verbs, "tool_invoke", `not json`, "tool_invoke"},
+		{Verbs, "tool_search", `{"name":"run"}`, "tool_search"},
+		{Flat, "tool_invoke", `{"name":"run"}`, "tool_invoke"},
+		{Flat, "file_read", `{}`, "file_read"},
+	} {
+		if got := c.kind.EntryOf(c.name, json.RawMessage(c.args)); got != c.want {
+			t.Errorf("%s %s %s: %q, want %q", c.kind, c.name, c.args, got, c.want)
+		}
+	}
+}

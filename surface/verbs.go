@@ -30,6 +30,21 @@ type invokeName struct {
 	Name string `json:"name" desc:"The tool's name, as tool_search lists it."`
 }
 
+// EntryOf is the catalogue entry a call of the tool name with args asks
+// for on a surface of kind k: under verbs, tool_invoke's name argument
+// when it has one; otherwise name itself. It reads args leniently, to
+// show a call before it is made: DispatchWith decodes them strictly and
+// may still refuse the call.
+func (k Kind) EntryOf(name string, args json.RawMessage) string {
+	if k == Verbs && name == "tool_invoke" {
+		var a invokeName
+		if json.Unmarshal(args, &a) == nil && a.Name != "" {
+			return a.Name
+		}
+	}
+	return name
+}
+
 func verbDefs() []Def {
 	return []Def{
 		{Name: "tool_search", Description: "Search the tools available in this workspace. Returns each matching tool's name, risk and one-line description.", InputSchema: tools.SchemaOf(searchArgs{})},

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -65,25 +64,13 @@ func (c *toolsCmd) Run(e *env) error {
 	un := s.Gate().Unpublished()
 	if len(un) > 0 {
 		fmt.Fprintln(e.stdout, "\nNot published:")
-		names := make([]string, 0, len(un))
-		for n := range un {
-			names = append(names, n)
-		}
-		sort.Slice(names, func(i, j int) bool { return catalogueIndex(names[i]) < catalogueIndex(names[j]) })
-		for _, n := range names {
-			fmt.Fprintf(e.stdout, "  %s: %s\n", termsafe.Line(n), termsafe.Line(un[n]))
+		for _, en := range gate.Catalogue {
+			if why, ok := un[en.Name]; ok {
+				fmt.Fprintf(e.stdout, "  %s: %s\n", termsafe.Line(en.Name), termsafe.Line(why))
+			}
 		}
 	}
 	return nil
-}
-
-func catalogueIndex(name string) int {
-	for i, e := range gate.Catalogue {
-		if e.Name == name {
-			return i
-		}
-	}
-	return len(gate.Catalogue)
 }
 
 type callCmd struct {

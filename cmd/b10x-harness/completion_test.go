@@ -3,14 +3,13 @@ package main
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/alecthomas/kong"
 
-	"github.com/b10x/harness/internal/testenv"
+	"github.com/b10x/harness/internal/cliref/clireftest"
 )
 
 // fullTestModel is the model completion and man write from.
@@ -23,19 +22,15 @@ func fullTestModel(t *testing.T) *kong.Application {
 	return app
 }
 
-// requireProgram finds a program the test needs. bash is on every host
-// the suite runs on, so its absence fails there; no vmtest guest has it
-// (busybox only). An optional program (zsh, fish) may be missing
-// anywhere: the test is then skipped, saying so.
-func requireProgram(t *testing.T, name, why string, optional bool) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	lacking := testenv.InGuest()
-	if optional {
-		lacking = append(lacking, testenv.HostLacks(err != nil)...)
+// visit calls fn for n and every visible command below it, parents first:
+// the commands kong's model has, read without cliref.
+func visit(n *kong.Node, fn func(*kong.Node)) {
+	fn(n)
+	for _, c := range n.Children {
+		if !c.Hidden && c.Type == kong.CommandNode {
+			visit(c, fn)
+		}
 	}
-	testenv.Require(t, err == nil, name+" on PATH ("+why+")", lacking...)
-	return p
 }
 
 // completionScript is `b10x-harness completion SHELL` through the binary,
@@ -46,55 +41,7 @@ func completionScript(t *testing.T, shell string) string {
 	if r.code != 0 || r.stderr != "" || r.stdout == "" {
 		t.Fatalf("completion %s: exit %d, %d bytes, stderr %q", shell, r.code, len(r.stdout), r.stderr)
 	}
-	return writeTemp(t, "completion."+shell, r.stdout)
-}
-
-func writeTemp(t *testing.T, name, content string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// bashComplete sources script in a real bash and, for each line (the words
-// of a command line, the last the one being completed), calls the
-// completion function with COMP_WORDS and COMP_CWORD set as bash sets
-// them; it returns the candidates of each.
-func bashComplete(t *testing.T, script string, lines [][]string) [][]string {
-	t.Helper()
-	bash := requireProgram(t, "bash", "to run the bash completion", false)
-	var drv strings.Builder
-	drv.WriteString("source " + shq(script) + " || exit 9\n")
-	for _, l := range lines {
-		drv.WriteString("COMP_WORDS=(" + shWords(l) + ")\n")
-		drv.WriteString("COMP_CWORD=$((${#COMP_WORDS[@]} - 1))\n")
-		drv.WriteString("COMPREPLY=()\n_b10x_harness\nprintf '%s\\n' \"${COMPREPLY[@]}\"\necho '<end>'\n")
-	}
-	cmd := exec.Command(bash, "--norc", "--noprofile", "-c", drv.String())
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil || stderr.Len() > 0 {
-		t.Fatalf("bash: %v\nstderr:\n%s", err, stderr.String())
-	}
-	var got [][]string
-	cur := []string{}
-	for _, w := range strings.Split(string(out), "\n") {
-		switch w {
-		case "<end>":
-			got = append(got, cur)
-			cur = []string{}
-		case "":
-		default:
-			cur = append(cur, w)
-		}
-	}
-	if len(got) != len(lines) {
-		t.Fatalf("bash answered %d lines of %d:\n%s", len(got), len(lines), out)
-	}
-	return got
+	return clireftest.WriteTemp(t, "completion."+shell, r.stdout)
 }
 
 // TestCompletionBash completes command lines with the script the binary
@@ -136,7 +83,7 @@ func TestCompletionBash(t *testing.T) {
 	for _, c := range cases {
 		lines = append(lines, c.line)
 	}
-	got := bashComplete(t, script, lines)
+	got := clireftest.BashComplete(t, script, "_b10x_harness", lines)
 	for i, c := range cases {
 		if !slices.Equal(got[i], c.want) {
 			t.Errorf("%q: %q, want %q", strings.Join(c.line, " "), got[i], c.want)
@@ -164,8 +111,12 @@ func TestCompletionBashFlags(t *testing.T) {
 				for _, a := range f.Aliases {
 					flags = append(flags, "--"+a)
 				}
-				if neg := negation(f); neg != "" {
-					flags = append(flags, neg)
+				switch neg := f.Tag.Negatable; neg {
+				case "":
+				case "_": // kong's mark for the default negation
+					flags = append(flags, "--no-"+f.Name)
+				default:
+					flags = append(flags, "--"+neg)
 				}
 			}
 		}
@@ -174,55 +125,12 @@ func TestCompletionBashFlags(t *testing.T) {
 	if len(lines) < 10 {
 		t.Fatalf("only %d commands in the model", len(lines))
 	}
-	got := bashComplete(t, script, lines)
+	got := clireftest.BashComplete(t, script, "_b10x_harness", lines)
 	for i := range lines {
 		g, w := slices.Sorted(slices.Values(got[i])), slices.Sorted(slices.Values(want[i]))
 		if !slices.Equal(g, w) {
 			t.Errorf("%q: %q, want %q", strings.Join(lines[i], " "), g, w)
 		}
-	}
-}
-
-// hiddenGrammar has a hidden flag and a hidden command beside visible ones.
-type hiddenGrammar struct {
-	Visible struct {
-		Mode   string `enum:"fast,slow" default:"fast" help:"How."`
-		Secret bool   `hidden:"" help:"Not to be shown."`
-	} `cmd:"" help:"Shown."`
-	Ghost struct{} `cmd:"" hidden:"" help:"Not to be shown."`
-}
-
-// TestCompletionHidden: a hidden command or flag is in none of the three
-// scripts, nor offered by bash.
-func TestCompletionHidden(t *testing.T) {
-	p, err := kong.New(&hiddenGrammar{}, kong.Name("b10x-harness"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, shell := range []string{"bash", "zsh", "fish"} {
-		var b strings.Builder
-		if err := writeCompletion(&b, p.Model, shell); err != nil {
-			t.Fatal(err)
-		}
-		s := b.String()
-		if strings.Contains(s, "secret") || strings.Contains(s, "ghost") || !strings.Contains(s, "visible") || !strings.Contains(s, "slow") {
-			t.Errorf("%s script: hidden names in it, or visible ones missing:\n%s", shell, s)
-		}
-		if shell != "bash" {
-			continue
-		}
-		got := bashComplete(t, writeTemp(t, "c.bash", s), [][]string{
-			{"b10x-harness", ""}, {"b10x-harness", "visible", "--"}, {"b10x-harness", "visible", "--mode", ""},
-		})
-		for i, want := range [][]string{{"visible"}, {"--mode", "--help"}, {"fast", "slow"}} {
-			if !slices.Equal(got[i], want) {
-				t.Errorf("bash, case %d: %q, want %q", i, got[i], want)
-			}
-		}
-	}
-	var b strings.Builder
-	if err := writeCompletion(&b, p.Model, "tcsh"); err == nil || !strings.Contains(err.Error(), `"tcsh"`) {
-		t.Errorf("writeCompletion tcsh: %v", err)
 	}
 }
 
@@ -254,7 +162,7 @@ func isolatedEnv(t *testing.T) []string {
 // TestCompletionZsh parses the zsh script and, through compinit, checks
 // that sourcing it registers its function for b10x-harness.
 func TestCompletionZsh(t *testing.T) {
-	zsh := requireProgram(t, "zsh", "to check the zsh completion", true)
+	zsh := clireftest.RequireProgram(t, "zsh", "to check the zsh completion", true)
 	script := completionScript(t, "zsh")
 	if out, err := exec.Command(zsh, "-n", script).CombinedOutput(); err != nil || len(out) > 0 {
 		t.Fatalf("zsh -n: %v\n%s", err, out)
@@ -270,7 +178,7 @@ func TestCompletionZsh(t *testing.T) {
 // TestCompletionFish parses the fish script and completes command lines
 // with it (complete -C); candidates are compared exactly.
 func TestCompletionFish(t *testing.T) {
-	fish := requireProgram(t, "fish", "to check the fish completion", true)
+	fish := clireftest.RequireProgram(t, "fish", "to check the fish completion", true)
 	script := completionScript(t, "fish")
 	if out, err := exec.Command(fish, "--no-execute", script).CombinedOutput(); err != nil || len(out) > 0 {
 		t.Fatalf("fish --no-execute: %v\n%s", err, out)

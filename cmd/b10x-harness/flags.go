@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -216,7 +215,6 @@ func (p *PolicyFlags) policy(e *env) (session.Policy, error) {
 		ref := e.file.Ref
 		pol.File = &ref
 	}
-	protectUserDefaults(&pol, os.Getenv)
 	if ud := e.userDefaults; ud != nil {
 		if p.NoUserDefaults {
 			return pol, errors.New("bug: --no-user-defaults was given, and the user defaults file was read")

@@ -47,7 +47,7 @@ func (c *mcpCmd) Run(e *env) error {
 		// whole (decision 0078); --max-result or the file's key wins.
 		pol.MaxResult = mcp.DefaultMaxResult
 	}
-	if _, err := narrow(&pol); err != nil {
+	if _, err := session.LoadAgents(&pol); err != nil {
 		return err
 	}
 	approver, err := mcp.NewApprover(string(pol.Approve), c.ApproveTimeout)

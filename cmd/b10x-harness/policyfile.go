@@ -144,19 +144,6 @@ func checkUserDefaults(ud *session.LoadedFile, workspace string) error {
 	return usagef("%s: refused: it lies inside the workspace %s%s, where a model could write it and so choose the next session's policy; move it out of the workspace, or give --no-user-defaults", name, workspace, as)
 }
 
-// protectUserDefaults protects, in a session whose workspace holds it, the
-// path of the user defaults file, whether or not it is there or was read
-// (--no-user-defaults): the write tools refuse it and a run call's program
-// cannot create or change it (what it creates is removed after the call),
-// so that a model cannot write the policy of a later session, whose
-// workspace may lie elsewhere. Session.Open keeps only the paths inside
-// the workspace.
-func protectUserDefaults(pol *session.Policy, getenv func(string) string) {
-	if path := policy.UserDefaultsPath(getenv); path != "" {
-		pol.Protect = append(pol.Protect, path)
-	}
-}
-
 // commandOf is the command args name that takes settings ("call", "policy
 // show"), 0 for none.
 func commandOf(args []string) policy.Command {

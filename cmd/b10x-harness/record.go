@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -37,12 +36,8 @@ func openRecord(e *env, name string) (io.ReadCloser, error) {
 	if name == "-" {
 		return io.NopCloser(e.stdin), nil
 	}
-	f, err := os.Open(name)
+	f, err := record.OpenFile(name)
 	if err != nil {
-		// Named as given: kong's existingfile would say "<file>: stat ...".
-		if pe := (*os.PathError)(nil); errors.As(err, &pe) {
-			err = fmt.Errorf("record %s: %w", name, pe.Err)
-		}
 		return nil, usageError{err}
 	}
 	return f, nil

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,7 +19,6 @@ import (
 	"github.com/b10x/harness/agent/provider"
 	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/internal/termsafe"
-	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/session"
 	"github.com/b10x/harness/surface"
 )
@@ -33,12 +31,6 @@ const (
 
 // maxStdinTask bounds the task run - reads from stdin.
 const maxStdinTask = 1 << 20
-
-// defaultSystem is the system prompt of a run without --agent, and the note
-// appended to a named agent's instructions.
-const defaultSystem = "You work on a software workspace through the tools provided, and only through them. " +
-	"Every call is checked by the harness's policy before it runs. A call that is refused or fails returns a result " +
-	"beginning with \"ERROR (\" that says why; read the reason and adapt instead of repeating the same call."
 
 type runCmd struct {
 	PolicyFlags    `for:"run"`
@@ -75,13 +67,9 @@ func (c *runCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	def, err := narrow(&pol)
+	def, err := session.LoadAgents(&pol)
 	if err != nil {
 		return err
-	}
-	system := defaultSystem
-	if def != nil {
-		system = def.Instructions + "\n\n" + defaultSystem
 	}
 
 	// The provider is built before the session so that a bad script, a
@@ -113,7 +101,7 @@ func (c *runCmd) Run(e *env) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var out *runOutput
-	sum, err := session.RunAgent(ctx, pol, e.options("run"), session.AgentOptions{Provider: prov, System: system, Task: task,
+	sum, err := session.RunAgent(ctx, pol, e.options("run"), session.AgentOptions{Provider: prov, Agent: def, Task: task,
 		Observer: func(s *session.Session) agent.Observer {
 			out = newRunOutput(e.stdout, e.stderr, c, pol, s.Gate())
 			out.header(c.Provider, def, s.Gate())
@@ -264,26 +252,13 @@ func (o *runOutput) CallStart(turn int, c agent.ToolCall) {
 		return
 	}
 	name := c.Name
-	if entry := o.entryOf(c); entry != c.Name {
+	if entry := o.kind.EntryOf(c.Name, c.Args); entry != c.Name {
 		name = c.Name + " → " + entry
 	}
 	fmt.Fprintf(o.w, "  -> %s %s\n", termsafe.Text(name), argsText(c.Args, 200))
-	if o.progress != progressOff && o.entryOf(c) == "run" {
+	if o.progress != progressOff && o.kind.EntryOf(c.Name, c.Args) == "run" {
 		o.startTicker()
 	}
-}
-
-// entryOf is the catalogue entry a call resolves to, for display.
-func (o *runOutput) entryOf(c agent.ToolCall) string {
-	if o.kind == surface.Verbs && c.Name == "tool_invoke" {
-		var a struct {
-			Name string `json:"name"`
-		}
-		if json.Unmarshal(c.Args, &a) == nil && a.Name != "" {
-			return a.Name
-		}
-	}
-	return c.Name
 }
 
 // startTicker reports a run call that takes a while: on a terminal a live
@@ -471,53 +446,4 @@ func argsText(raw json.RawMessage, max int) string {
 		return firstLine(strings.TrimSpace(b.String()), max)
 	}
 	return firstLine("(not JSON) "+termsafe.Line(string(raw)), max)
-}
-
-// narrow loads every agent definition found in pol's agents_dir and
-// plugin (each is checked, even without an agent named), protects their
-// files from the write tools and, with agent, narrows pol to that agent: a
-// lower ceiling and its declared tools, which the gate intersects with
-// what the policy admits.
-func narrow(pol *session.Policy) (*agent.Def, error) {
-	c := pol.Agent
-	var dirs []string
-	dirs = append(dirs, c.Dirs...)
-	for _, p := range c.Plugins {
-		d := filepath.Join(p, "agents")
-		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
-			return nil, usagef("--plugin %s: no agents/ directory in it", p)
-		}
-		dirs = append(dirs, d)
-	}
-	// The harness reads these files: a write tool must not change them.
-	pol.Protect = append(pol.Protect, dirs...)
-	var defs []agent.Def
-	if len(dirs) > 0 {
-		var err error
-		if defs, err = agent.LoadDefs(dirs...); err != nil {
-			return nil, usageError{err}
-		}
-	}
-	if c.Name == "" {
-		return nil, nil
-	}
-	d, ok := agent.FindDef(defs, c.Name)
-	if !ok {
-		if len(dirs) == 0 {
-			return nil, usagef("--agent %s: no agent definitions were given (--agents-dir or --plugin)", c.Name)
-		}
-		var names []string
-		for _, d := range defs {
-			names = append(names, d.Name)
-		}
-		return nil, usagef("--agent %s: no such agent in %s (defined: %s)", c.Name, strings.Join(dirs, ", "), orNone(names))
-	}
-	up, _ := gate.ParseRisk(string(pol.ApproveUpTo)) // checked by Validate
-	ceiling, err := d.Ceiling(up)
-	if err != nil {
-		return nil, usageError{err}
-	}
-	pol.ApproveUpTo = policy.Risk(ceiling.String())
-	pol.Narrow = d.Allow()
-	return &d, nil
 }
