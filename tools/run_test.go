@@ -113,8 +113,10 @@ func TestResolveProgramsOddPaths(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(good, "tool"), []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// The planted files are in the view: only the PATH rule refuses them.
+	plantedView := RunView{Read: []spawn.Pinned{{Path: cwd}}}
 	for _, path := range []string{"", ":", ".", "./", "bin", "./bin", "sub/bin", "bin:.", "::bin:sub/bin", "../" + filepath.Base(cwd) + "/bin", ":/nonexistent:bin"} {
-		if p, err := ResolvePrograms([]string{"planted"}, path, RunView{}); err == nil {
+		if p, err := ResolvePrograms([]string{"planted"}, path, plantedView); err == nil {
 			t.Errorf("PATH %q: planted resolved to %v, want not found", path, p)
 		}
 	}
