@@ -3,6 +3,7 @@ package interop
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,7 @@ func TestClaudeCode(t *testing.T) {
 	if !h.discover || !h.discoverRefused || h.version != "2025-11-25" || !h.elicitation {
 		t.Errorf("handshake: %+v; want server/discover refused, then initialize at 2025-11-25 with elicitation", h)
 	}
+	checkDiscover(t, h)
 	// The hook was asked for the three calls above the ceiling, each shown
 	// as the harness words it.
 	hooks, _ := filepath.Glob(filepath.Join(f.dir, "hook-*.json"))
@@ -106,7 +108,8 @@ func TestClaudeCodeHTTP(t *testing.T) {
 	}}
 	m := startModel(t, fakemodel.Anthropic, sc.script())
 	h := startHTTP(t, f)
-	cfg := replace(t, replace(t, docBlock(t, "claude-mcp-http"), "http://127.0.0.1:7400/", h.url), "Bearer TOKEN", "Bearer "+h.token)
+	tee := startHTTPTee(t, h.url)
+	cfg := replace(t, replace(t, docBlock(t, "claude-mcp-http"), "http://127.0.0.1:7400/", tee.url), "Bearer TOKEN", "Bearer "+h.token)
 	p := filepath.Join(f.dir, "mcp.json")
 	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -118,4 +121,16 @@ func TestClaudeCodeHTTP(t *testing.T) {
 	check(t, f, m, sc, claudeSeen)
 	checkWorkspace(t, f, "claude")
 	checkEnd(t, f, "stopped")
+	evs := tee.events()
+	checkWireResults(t, evs)
+	hs := readHandshake(t, evs)
+	if hs.version != "2025-11-25" || !hs.elicitation {
+		t.Errorf("handshake: %+v; want initialize at 2025-11-25 with elicitation", hs)
+	}
+	// Over HTTP too it asks server/discover first, answered HTTP 400
+	// with the JSON-RPC error, and it leaves without a DELETE.
+	checkDiscover(t, hs)
+	if r := tee.requests(); len(r) == 0 || r[0] != "POST 400" || slices.Contains(r, "DELETE 204") {
+		t.Errorf("the requests and their statuses: %v; want POST 400 first (server/discover) and no DELETE", r)
+	}
 }

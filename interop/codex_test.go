@@ -79,3 +79,42 @@ func TestCodex(t *testing.T) {
 		t.Errorf("handshake: %+v; want initialize at 2025-06-18 with elicitation", h)
 	}
 }
+
+// TestCodexHTTP drives Codex CLI over streamable HTTP (mcp --listen on a
+// loopback port) with the documented configuration, the token in the
+// environment variable it names: several calls in one turn, an attack,
+// writes, and a run call above the ceiling, which Codex is asked about by
+// elicitation on its HTTP session and declines; SIGTERM then stops the
+// server normally. The test's proxy logs the protocol.
+func TestCodexHTTP(t *testing.T) {
+	bin := clientPath(t, "codex")
+	f := newFixture(t)
+	f.give(t)
+	sc := httpScenario(scenarioOptions{client: "codex", runRefused: "declined by the MCP client's user"})
+	m := startModel(t, fakemodel.OpenAI, sc.script())
+	h := startHTTP(t, f, "--allow-program", "echo", "--approve-up-to", "medium")
+	tee := startHTTPTee(t, h.url)
+	server := replace(t, docBlock(t, "codex-http"), `"http://127.0.0.1:7400/"`, `"`+tee.url+`"`)
+	const tokenVar = "B10X_MCP_TOKEN"
+	replace(t, server, `bearer_token_env_var = "`+tokenVar+`"`, "")
+	home := codexConfig(t, f, m, server)
+	out, _ := runClient(t, 120*time.Second, f.ws, baseEnv(f, "CODEX_HOME="+home, "FAKE_API_KEY=fake", tokenVar+"="+h.token),
+		bin, "exec", "--skip-git-repo-check", "Work in this project.")
+	if !strings.Contains(out, "done") {
+		t.Errorf("codex exec printed %q", out)
+	}
+	h.stop(t)
+
+	check(t, f, m, sc, codexSeen)
+	checkWorkspace(t, f, "codex")
+	checkEnd(t, f, "stopped")
+	evs := tee.events()
+	checkWireResults(t, evs)
+	if hs := readHandshake(t, evs); hs.discover || hs.version != "2025-06-18" || !hs.elicitation {
+		t.Errorf("handshake: %+v; want initialize at 2025-06-18 with elicitation", hs)
+	}
+	// It ends its session itself, before exiting.
+	if r := tee.requests(); len(r) == 0 || r[len(r)-1] != "DELETE 204" {
+		t.Errorf("the requests and their statuses: %v; want a DELETE last", r)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,5 +97,54 @@ func TestGemini(t *testing.T) {
 		if !strings.Contains(string(decl), `"wait_for_previous"`) {
 			t.Errorf("Gemini CLI's declaration of %s has no wait_for_previous: %s", name, decl)
 		}
+	}
+}
+
+// TestGeminiHTTP drives Gemini CLI over streamable HTTP (mcp --listen on a
+// loopback port) with the documented settings, the token in a header:
+// several calls in one turn (one with wait_for_previous), an attack,
+// writes, and a run call above the ceiling, refused since Gemini CLI has
+// no elicitation; SIGTERM then stops the server normally. The test's
+// proxy logs the protocol.
+func TestGeminiHTTP(t *testing.T) {
+	bin := clientPath(t, "gemini")
+	f := newFixture(t)
+	f.give(t)
+	sc := httpScenario(scenarioOptions{client: "gemini", runRefused: `no elicitation capability`, waitForPrevious: true})
+	m := startModel(t, fakemodel.Gemini, sc.script())
+	h := startHTTP(t, f, "--allow-program", "echo", "--approve-up-to", "medium")
+	tee := startHTTPTee(t, h.url)
+	doc := replace(t, replace(t, docBlock(t, "gemini-http"), "http://127.0.0.1:7400/", tee.url), "Bearer TOKEN", "Bearer "+h.token)
+	var settings map[string]any
+	if err := json.Unmarshal([]byte(doc), &settings); err != nil {
+		t.Fatalf("the documented settings: %v\n%s", err, doc)
+	}
+	settings["security"] = map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}
+	b, _ := json.Marshal(settings)
+	if err := os.MkdirAll(filepath.Join(f.home, ".gemini"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.home, ".gemini", "settings.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := runClient(t, 120*time.Second, f.ws, baseEnv(f, "GOOGLE_GEMINI_BASE_URL="+m.URL(), "GEMINI_API_KEY=fake", "GEMINI_CLI_TRUST_WORKSPACE=true"),
+		bin, "-m", "gemini-2.5-pro", "-p", "Work in this project.")
+	if !strings.Contains(out, "done") {
+		t.Errorf("gemini printed %q", out)
+	}
+	h.stop(t)
+
+	check(t, f, m, sc, geminiSeen)
+	checkWorkspace(t, f, "gemini")
+	checkEnd(t, f, "stopped")
+	evs := tee.events()
+	checkWireResults(t, evs)
+	if hs := readHandshake(t, evs); hs.discover || hs.version != "2025-06-18" || hs.elicitation {
+		t.Errorf("handshake: %+v; want initialize at 2025-06-18 without elicitation", hs)
+	}
+	// It exits without ending its session: the server's --session-idle
+	// or its stop closes it.
+	if r := tee.requests(); slices.Contains(r, "DELETE 204") {
+		t.Errorf("the requests and their statuses: %v; want no DELETE", r)
 	}
 }

@@ -31,14 +31,21 @@ import (
 
 // teeFlag makes the test binary the tee (see tee): the clients start it
 // as their MCP server, as `TESTBINARY -interop-tee LOG DELAY HARNESS
-// ARGS...`.
-const teeFlag = "-interop-tee"
+// ARGS...`. It runs the tee proper as its child, with teeInnerFlag in
+// place of teeFlag (see keep).
+const (
+	teeFlag      = "-interop-tee"
+	teeInnerFlag = "-interop-tee-inner"
+)
 
 // built is the harness binary TestMain built (when B10X_HARNESS is unset).
 var built string
 
 func TestMain(m *testing.M) {
 	if len(os.Args) > 4 && os.Args[1] == teeFlag {
+		os.Exit(keep(os.Args[2:]))
+	}
+	if len(os.Args) > 4 && os.Args[1] == teeInnerFlag {
 		delay, err := time.ParseDuration(os.Args[3])
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "tee:", err)
@@ -99,6 +106,43 @@ type wireEvent struct {
 	MS   int64           `json:"ms"`
 }
 
+// keep is the process the client starts: it runs the tee (the test
+// binary with teeInnerFlag and args) in a process group of its own, on
+// its own stdin, stdout and stderr, passes it SIGINT, SIGTERM and SIGHUP,
+// and exits as it did. A client may kill the server it started: Codex
+// SIGKILLs it (its Tokio child's kill on drop) soon after its SIGTERM,
+// and a tee killed before the harness behind it had finished stopping
+// logged no "exit" (one run in 2 to 20, by the load). The tee, in
+// another group and not the client's child, outlives that and logs the
+// harness's end.
+func keep(args []string) int {
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tee:", err)
+		return 1
+	}
+	cmd := exec.Command(self, append([]string{teeInnerFlag}, args...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Ignore(syscall.SIGPIPE)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "tee:", err)
+		return 1
+	}
+	go func() {
+		for s := range sigs {
+			_ = cmd.Process.Signal(s)
+		}
+	}()
+	_ = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code >= 0 {
+		return code
+	}
+	return 1
+}
+
 // tee runs the harness (bin, args) as a client's stdio MCP server and
 // writes to log every line each way, each signal it passes on (SIGINT,
 // SIGTERM, SIGHUP: to the harness, as the client sent it) and the end of
@@ -135,6 +179,10 @@ func tee(log string, delay time.Duration, bin string, args []string) int {
 	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	// A client gone closes the tee's stdout: a write there must fail
+	// with EPIPE (handled below), not kill the tee by SIGPIPE, as Go
+	// does for a write to a broken pipe on fd 1 when it is not caught.
+	signal.Ignore(syscall.SIGPIPE)
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "tee:", err)
 		return 1

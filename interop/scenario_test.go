@@ -322,3 +322,31 @@ func checkEnd(t *testing.T, f *fixture, endedBy string) {
 		t.Errorf("the record ends with %v, want run_end ended_by %s", dump(last), endedBy)
 	}
 }
+
+// httpScenario is the scenario of the CLIs over HTTP, shorter than
+// fullScenario: several calls in one turn, an attack, writes, a run call
+// above the ceiling (refused as o.runRefused says) and a program not
+// allowed. The harness is given --allow-program echo --approve-up-to
+// medium.
+func httpScenario(o scenarioOptions) scenario {
+	sc := scenario{turns: [][]planned{
+		{
+			{call: call("file_read", map[string]any{"path": "hello.txt"}), want: executed(helloText)},
+			{call: call("dir_list", nil), want: executedLike(`(?m)^dir sub/$`)},
+		},
+		{
+			{call: call("file_read", map[string]any{"path": "../secret.txt"}), want: refused("denied_path", `leaves the workspace`)},
+			{call: call("file_write", map[string]any{"path": "new.txt", "content": "written through " + o.client + "\n"}), want: executedLike(`new\.txt`)},
+			{call: call("file_edit", map[string]any{"path": "notes.md", "old_string": "TODO: edit me", "new_string": "edited through " + o.client}), want: executedLike(`(?m)^\+edited through `)},
+		},
+		{
+			{call: call("run", map[string]any{"argv": []string{"echo", "hi"}}), want: refused("approval_rejected", o.runRefused)},
+			{call: call("run", map[string]any{"argv": []string{"cat", "/etc/passwd"}}), want: refused("program_not_allowed", `cat`)},
+		},
+	}}
+	if o.waitForPrevious {
+		sc.turns[1][2].call.Args["wait_for_previous"] = true
+		sc.turns[1][2].ignored = "wait_for_previous=true"
+	}
+	return sc
+}

@@ -77,10 +77,14 @@ type message struct {
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params"`
 	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+	Error  *rpcError       `json:"error"`
+}
+
+// rpcError is a JSON-RPC error object.
+type rpcError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data"`
 }
 
 func messages(evs []wireEvent, dir string) []message {
@@ -109,11 +113,13 @@ func answer(evs []wireEvent, id json.RawMessage) (message, bool) {
 
 // handshake is what the tee saw of a session's start.
 type handshake struct {
-	discover        bool   // the client sent server/discover first
-	discoverRefused bool   // and the harness answered it with an error
-	version         string // the protocol version initialize settled on
-	elicitation     bool   // the client declared the elicitation capability
-	client          string // clientInfo.name
+	discover        bool      // the client sent server/discover first
+	discoverRefused bool      // and the harness answered it with an error
+	discoverError   *rpcError // that error
+	discoverVersion string    // the version server/discover asked for
+	version         string    // the protocol version initialize settled on
+	elicitation     bool      // the client declared the elicitation capability
+	client          string    // clientInfo.name
 }
 
 func readHandshake(t *testing.T, evs []wireEvent) handshake {
@@ -123,8 +129,14 @@ func readHandshake(t *testing.T, evs []wireEvent) handshake {
 		switch m.Method {
 		case "server/discover":
 			h.discover = true
+			var p struct {
+				Meta map[string]json.RawMessage `json:"_meta"`
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			_ = json.Unmarshal(p.Meta["io.modelcontextprotocol/protocolVersion"], &h.discoverVersion)
 			a, ok := answer(evs, m.ID)
 			h.discoverRefused = ok && a.Error != nil
+			h.discoverError = a.Error
 		case "initialize":
 			var p struct {
 				ProtocolVersion string                     `json:"protocolVersion"`
@@ -218,3 +230,26 @@ func checkEnding(t *testing.T, evs []wireEvent, signal string, orElse ...string)
 }
 
 var wallTime = regexp.MustCompile(`^Wall time: [0-9.]+ seconds\nOutput:\n`)
+
+// checkDiscover asserts how the harness answered a server/discover at
+// protocol 2026-07-28, which it does not speak: SEP-2575's
+// UnsupportedProtocolVersionError (-32022), whose data lists the versions
+// it speaks (the one initialize then settled on among them, none from
+// 2026-07-28 on) and the one asked for.
+func checkDiscover(t *testing.T, h handshake) {
+	t.Helper()
+	if !h.discover || h.discoverVersion != "2026-07-28" || h.discoverError == nil {
+		t.Errorf("handshake: %+v; want server/discover at 2026-07-28, refused", h)
+		return
+	}
+	var data struct {
+		Supported []string `json:"supported"`
+		Requested string   `json:"requested"`
+	}
+	e := h.discoverError
+	if err := json.Unmarshal(e.Data, &data); err != nil || e.Code != -32022 || e.Message != "unsupported protocol version" ||
+		data.Requested != "2026-07-28" || !slices.Contains(data.Supported, h.version) ||
+		slices.ContainsFunc(data.Supported, func(v string) bool { return v >= "2026-07-28" }) {
+		t.Errorf("server/discover was answered %+v (data %s); want -32022 unsupported protocol version, supported holding %s and nothing from 2026-07-28, requested 2026-07-28", *e, e.Data, h.version)
+	}
+}
