@@ -3,10 +3,13 @@
 //
 //   - seccomp/: the seccomp profile for containers (package seccomp and its
 //     generator build and check it);
-//   - k8s/: Kubernetes manifests (an indexed evaluation Job, its records
-//     volume, an Actions Runner Controller runner scale set and a workflow
-//     for it), written as YAML in JSON's syntax so that the tests parse
-//     them with encoding/json;
+//   - k8s/: Kubernetes manifests in YAML: the evaluation as a kustomization
+//     (base/: an indexed Job, its records volume, and the ConfigMap of its
+//     policy and tasks made from base/eval/; overlays/example/ changes N,
+//     the image and the policy), and Actions Runner Controller's runner
+//     scale set values with a workflow for it. The tests read them with
+//     sigs.k8s.io/yaml, strictly, and build the kustomizations with a
+//     checker of their own (kustomize is not a dependency);
 //   - build-image.sh, container-runtime.sh, podman/: the image build
 //     behind `make image` (the Containerfile is at the module root).
 //

@@ -12,56 +12,104 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/b10x/harness/session"
 )
 
-// The manifests are YAML written in JSON's syntax: full-line # comments,
-// documents separated by "---" lines, and each document a JSON object.
+// The manifests are YAML in block style, with comments, in documents
+// separated by "---" lines. parseManifest reads them as kubectl and Helm
+// do, with sigs.k8s.io/yaml (YAML 1.1 through go.yaml.in/yaml/v2, then
+// JSON), strictly: a key given twice in one mapping is refused, where
+// kubectl would keep one of the two without a word. Numbers stay
+// json.Number. Note that YAML 1.1 reads an unquoted key `on` as the
+// boolean true (the workflow's trigger key comes back as "true"); GitHub
+// reads YAML 1.2, and TestWorkflowSchema checks the workflow with GitHub's
+// own parser.
 
 type obj = map[string]any
 
+// docSeparator is a line that starts a new YAML document.
+var docSeparator = regexp.MustCompile(`(?m)^---[ \t]*$`)
+
 func parseManifest(b []byte) ([]obj, error) {
 	var docs []obj
-	var cur bytes.Buffer
-	flush := func() error {
-		if strings.TrimSpace(cur.String()) == "" {
-			cur.Reset()
-			return nil
+	for i, text := range docSeparator.Split(string(b), -1) {
+		if onlyComments(text) {
+			continue
 		}
-		d := json.NewDecoder(bytes.NewReader(cur.Bytes()))
-		d.UseNumber()
-		var o obj
-		if err := d.Decode(&o); err != nil {
-			return fmt.Errorf("document %d: %w", len(docs)+1, err)
-		}
-		if d.More() {
-			return fmt.Errorf("document %d: more than one JSON value", len(docs)+1)
+		o, err := parseDocument([]byte(text))
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
 		}
 		docs = append(docs, o)
-		cur.Reset()
-		return nil
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		t := strings.TrimSpace(line)
-		if t == "---" {
-			if err := flush(); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if strings.HasPrefix(t, "#") {
-			continue
-		}
-		cur.WriteString(line)
-		cur.WriteByte('\n')
-	}
-	if err := flush(); err != nil {
-		return nil, err
 	}
 	if len(docs) == 0 {
 		return nil, fmt.Errorf("no document")
 	}
 	return docs, nil
+}
+
+// parseDocument reads one YAML document, which must be a mapping.
+func parseDocument(b []byte) (obj, error) {
+	j, err := yaml.YAMLToJSONStrict(b)
+	if err != nil {
+		return nil, err
+	}
+	d := json.NewDecoder(bytes.NewReader(j))
+	d.UseNumber()
+	var o obj
+	if err := d.Decode(&o); err != nil {
+		return nil, err
+	}
+	if o == nil {
+		return nil, fmt.Errorf("not a mapping")
+	}
+	return o, nil
+}
+
+func onlyComments(text string) bool {
+	for _, line := range strings.Split(text, "\n") {
+		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") {
+			return false
+		}
+	}
+	return true
+}
+
+// blockScalarStart matches the end of a line that starts a block scalar
+// (| or >, with its chomping and indentation indicators).
+var blockScalarStart = regexp.MustCompile(`:\s*[|>][-+0-9]*$|^-\s*[|>][-+0-9]*$`)
+
+// checkLayout returns one message per line that is not block-style YAML
+// indented by two spaces: a tab in the indent, an odd indent, or a
+// document written as a flow mapping ({...}, the old JSON syntax). The
+// text of a block scalar (| or >) is not checked: its indent beyond the
+// scalar's own is part of the text.
+func checkLayout(name string, b []byte) []string {
+	var errs []string
+	scalar := -1 // the indent of the line that started a block scalar, or -1
+	for i, line := range strings.Split(string(b), "\n") {
+		indent := len(line) - len(strings.TrimLeft(line, " \t"))
+		t := strings.TrimSpace(line)
+		if scalar >= 0 && (t == "" || indent > scalar) {
+			continue
+		}
+		scalar = -1
+		switch {
+		case strings.Contains(line[:indent], "\t"):
+			errs = append(errs, fmt.Sprintf("%s:%d: a tab in the indent", name, i+1))
+		case t == "" || strings.HasPrefix(t, "#"):
+		case indent%2 != 0:
+			errs = append(errs, fmt.Sprintf("%s:%d: indent of %d spaces: the manifests indent by 2", name, i+1, indent))
+		case indent == 0 && (strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[")):
+			errs = append(errs, fmt.Sprintf("%s:%d: a document in flow style: the manifests are block-style YAML", name, i+1))
+		}
+		if blockScalarStart.MatchString(t) && !strings.HasPrefix(t, "#") {
+			scalar = indent
+		}
+	}
+	return errs
 }
 
 // path follows keys (string) and indexes (int) through o.
@@ -215,31 +263,129 @@ func readManifest(t *testing.T, name string) []obj {
 	return docs
 }
 
+// images returns every value of an "image" key in o, at any depth.
+func images(o any) []string {
+	var out []string
+	switch o := o.(type) {
+	case obj:
+		for k, v := range o {
+			if s, ok := v.(string); ok && k == "image" {
+				out = append(out, s)
+			}
+			out = append(out, images(v)...)
+		}
+	case []any:
+		for _, v := range o {
+			out = append(out, images(v)...)
+		}
+	}
+	return out
+}
+
+// TestEveryManifestParses reads every file under k8s/: each .yaml file is
+// block-style YAML that parses strictly, the policy and task files are
+// the data of the kustomizations' generators (TestKustomization checks
+// them), and nothing else is there.
 func TestEveryManifestParses(t *testing.T) {
-	files, err := filepath.Glob("k8s/*")
-	if err != nil || len(files) == 0 {
+	n := 0
+	err := filepath.WalkDir("k8s", func(f string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		switch filepath.Ext(f) {
+		case ".toml", ".txt":
+			return nil
+		case ".yaml":
+		default:
+			t.Errorf("%s: the manifests end in .yaml (and the generators' data in .toml or .txt)", f)
+			return nil
+		}
+		n++
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		for _, e := range checkLayout(f, b) {
+			t.Error(e)
+		}
+		if !strings.HasPrefix(string(b), "# ") {
+			t.Errorf("%s: no header comment", f)
+		}
+		docs, err := parseManifest(b)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			return nil
+		}
+		for i, d := range docs {
+			k := str(d, "kind")
+			if k != "" && k != "Kustomization" && (str(d, "apiVersion") == "" || str(d, "metadata", "name") == "") {
+				t.Errorf("%s document %d: a %s needs apiVersion and metadata.name", f, i+1, k)
+			}
+			// Every image the manifests name is the one make image
+			// builds, or the runner image of Actions Runner Controller.
+			for _, img := range images(d) {
+				if img != image && !strings.HasPrefix(img, "ghcr.io/actions/actions-runner:") {
+					t.Errorf("%s: image %q is neither %q nor the runner image", f, img, image)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil || n == 0 {
 		t.Fatalf("no manifests in k8s/: %v", err)
 	}
-	for _, f := range files {
-		if !strings.HasSuffix(f, ".yaml") {
-			t.Errorf("%s: manifests end in .yaml", f)
-			continue
-		}
-		docs := readManifest(t, filepath.Base(f))
-		for i, d := range docs {
-			if str(d, "kind") != "" && (str(d, "apiVersion") == "" || str(d, "metadata", "name") == "") {
-				t.Errorf("%s document %d: a %s needs apiVersion and metadata.name", f, i+1, str(d, "kind"))
-			}
-		}
-		b, _ := os.ReadFile(f)
-		// Every image the manifests name is the one make image builds, or
-		// the runner image of Actions Runner Controller.
-		for _, m := range regexp.MustCompile(`"image": *"([^"]+)"`).FindAllSubmatch(b, -1) {
-			if img := string(m[1]); img != image && !strings.HasPrefix(img, "ghcr.io/actions/actions-runner:") {
-				t.Errorf("%s: image %q is neither %q nor the runner image", f, img, image)
-			}
+}
+
+// TestManifestHeaders requires each manifest whose pods run the harness
+// (and the kustomization that applies them) to name, in its header
+// comment, every cluster setting it depends on.
+func TestManifestHeaders(t *testing.T) {
+	needs := []string{
+		"podPidsLimit",
+		"/var/lib/kubelet/seccomp/b10x-harness.json",
+		"deploy/seccomp/b10x-harness.json",
+		"hostUsers: false",
+		"containerd 2",
+		"runc >= 1.2",
+		"Kubernetes >= 1.33",
+		"procMount: Unmasked",
+	}
+	for _, f := range []string{"base/eval-job.yaml", "base/kustomization.yaml", "arc-runner-values.yaml", "arc-workflow.yaml"} {
+		for _, e := range checkHeader(f, readFile(t, filepath.Join("k8s", f)), needs) {
+			t.Error(e)
 		}
 	}
+}
+
+func readFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// checkHeader returns one message per setting of needs that the header
+// comment of b (its first lines that start with #) does not name.
+func checkHeader(name string, b []byte, needs []string) []string {
+	var header strings.Builder
+	for _, line := range strings.Split(string(b), "\n") {
+		t, ok := strings.CutPrefix(line, "#")
+		if !ok {
+			break
+		}
+		header.WriteString(strings.TrimSpace(t) + " ")
+	}
+	// A setting may be broken across comment lines.
+	h := strings.Join(strings.Fields(header.String()), " ")
+	var errs []string
+	for _, n := range needs {
+		if !strings.Contains(h, n) {
+			errs = append(errs, fmt.Sprintf("%s: the header comment does not name %q", name, n))
+		}
+	}
+	return errs
 }
 
 func TestProfileNamedIsShipped(t *testing.T) {
@@ -262,19 +408,20 @@ func TestProfileNamedIsShipped(t *testing.T) {
 	}
 }
 
-func evalJob(t *testing.T) (cm, job obj) {
-	for _, d := range readManifest(t, "eval-job.yaml") {
-		switch str(d, "kind") {
-		case "ConfigMap":
-			cm = d
-		case "Job":
-			job = d
+// evalJob is the ConfigMap and the Job that kustomize builds from k8s/base.
+func evalJob(t *testing.T) (cm, job obj, claims map[string]bool) {
+	docs := build(t, "k8s/base")
+	cm, job = kind(docs, "ConfigMap"), kind(docs, "Job")
+	if cm == nil || job == nil {
+		t.Fatal("k8s/base: want a ConfigMap and a Job")
+	}
+	claims = claimsOf(docs)
+	for _, d := range docs {
+		if str(d, "kind") == "PersistentVolumeClaim" && !slices.Contains(list(d, "spec", "accessModes"), any("ReadWriteMany")) {
+			t.Errorf("claim %s is not ReadWriteMany: the Job's pods may run on several nodes", str(d, "metadata", "name"))
 		}
 	}
-	if cm == nil || job == nil {
-		t.Fatal("eval-job.yaml: want a ConfigMap and a Job")
-	}
-	return cm, job
+	return cm, job, claims
 }
 
 func checkEvalJob(cm, job obj, claims map[string]bool) []string {
@@ -315,6 +462,9 @@ func checkEvalJob(cm, job obj, claims map[string]bool) []string {
 	}
 	// The policy the pods run: parsed as the harness parses it, strict,
 	// with the pod's own limits standing in for per-call leaves.
+	if _, ok := path(cm, "data", "policy.toml").(string); !ok {
+		bad("the ConfigMap has no policy.toml")
+	}
 	pf, err := session.ParseFile("policy.toml", []byte(str(cm, "data", "policy.toml")))
 	if err != nil {
 		bad("policy.toml: %v", err)
@@ -344,31 +494,18 @@ func checkEvalJob(cm, job obj, claims map[string]bool) []string {
 	}
 	for _, v := range list(spec, "volumes") {
 		if cn := str(v, "configMap", "name"); cn != "" && cn != str(cm, "metadata", "name") {
-			bad("volume %s names ConfigMap %q, which the file does not define", str(v, "name"), cn)
+			bad("volume %s names ConfigMap %q, which the kustomization does not make", str(v, "name"), cn)
 		}
 		if cl := str(v, "persistentVolumeClaim", "claimName"); cl != "" && !claims[cl] {
-			bad("volume %s names claim %q, which records-pvc.yaml does not define", str(v, "name"), cl)
+			bad("volume %s names claim %q, which the kustomization does not define", str(v, "name"), cl)
 		}
 	}
 	return errs
 }
 
-func claims(t *testing.T) map[string]bool {
-	m := map[string]bool{}
-	for _, d := range readManifest(t, "records-pvc.yaml") {
-		if str(d, "kind") == "PersistentVolumeClaim" {
-			if !slices.Contains(list(d, "spec", "accessModes"), any("ReadWriteMany")) {
-				t.Errorf("claim %s is not ReadWriteMany: the Job's pods may run on several nodes", str(d, "metadata", "name"))
-			}
-			m[str(d, "metadata", "name")] = true
-		}
-	}
-	return m
-}
-
 func TestEvalJob(t *testing.T) {
-	cm, job := evalJob(t)
-	for _, e := range checkEvalJob(cm, job, claims(t)) {
+	cm, job, claims := evalJob(t)
+	for _, e := range checkEvalJob(cm, job, claims) {
 		t.Error(e)
 	}
 }
@@ -450,8 +587,7 @@ func TestChecksCatchMistakes(t *testing.T) {
 			parent.([]any)[k] = v
 		}
 	}
-	cm, job := evalJob(t)
-	cl := claims(t)
+	cm, job, cl := evalJob(t)
 	if errs := checkEvalJob(cm, job, cl); len(errs) != 0 {
 		t.Fatalf("the shipped Job fails its checks: %v", errs)
 	}
@@ -513,14 +649,53 @@ func TestChecksCatchMistakes(t *testing.T) {
 
 func TestParseManifestRefuses(t *testing.T) {
 	for name, text := range map[string]string{
-		"block YAML":      "apiVersion: v1\nkind: Pod\n",
-		"empty":           "# only a comment\n",
-		"two values":      "{}\n{}\n",
-		"trailing comma":  "{\"a\": 1,}\n",
-		"inline # inside": "{\"a\": 1 # comment\n}\n",
+		"empty":            "# only a comment\n",
+		"duplicate key":    "apiVersion: v1\nkind: Pod\nkind: Job\n",
+		"duplicate nested": "spec:\n  hostUsers: false\n  hostUsers: true\n",
+		"tab indent":       "spec:\n\thostUsers: false\n",
+		"not a mapping":    "- a\n- b\n",
+		"a scalar":         "just text\n",
+		"bad second doc":   "a: 1\n---\nb: [\n",
+		"unclosed flow":    "{\"a\": 1\n",
 	} {
 		if _, err := parseManifest([]byte(text)); err == nil {
 			t.Errorf("%s: parsed", name)
 		}
+	}
+	docs, err := parseManifest([]byte("# head\na: 1\n---\n# only a comment\n---\nb: 2\n"))
+	if err != nil || len(docs) != 2 || str(docs[1], "b") != "" {
+		if n, _ := num(docs[1], "b"); err != nil || n != 2 {
+			t.Errorf("two documents around a comment-only one: %v, %v", docs, err)
+		}
+	}
+}
+
+// TestLayoutRefuses feeds checkLayout what the manifests must not be.
+func TestLayoutRefuses(t *testing.T) {
+	for name, text := range map[string]string{
+		"JSON syntax":  "# c\n{\n  \"kind\": \"Pod\"\n}\n",
+		"odd indent":   "spec:\n   hostUsers: false\n",
+		"tab":          "spec:\n\t hostUsers: false\n",
+		"flow list":    "[1, 2]\n",
+		"after scalar": "a: |\n   text\nb:\n c: 1\n",
+	} {
+		if errs := checkLayout(name, []byte(text)); len(errs) == 0 {
+			t.Errorf("%s: no complaint", name)
+		}
+	}
+	if errs := checkLayout("scalar", []byte("a: |\n   odd text\n     more\nb:\n  c: 1\n")); len(errs) != 0 {
+		t.Errorf("the text of a block scalar: %v", errs)
+	}
+}
+
+// TestHeaderRefuses: checkHeader finds a setting that the header does not
+// name, and one named only below the header.
+func TestHeaderRefuses(t *testing.T) {
+	b := []byte("# needs podPidsLimit and\n# procMount:\n# Unmasked\nkind: Job\n# hostUsers: false\n")
+	if errs := checkHeader("x", b, []string{"podPidsLimit", "procMount: Unmasked"}); len(errs) != 0 {
+		t.Errorf("a setting across two comment lines: %v", errs)
+	}
+	if errs := checkHeader("x", b, []string{"hostUsers: false"}); len(errs) != 1 {
+		t.Errorf("a setting below the header counted: %v", errs)
 	}
 }
