@@ -547,6 +547,16 @@ func checkARC(values, workflow obj) []string {
 		if !strings.Contains(shell, "--confine strict") {
 			bad("job %s: the shell does not ask for --confine strict", name)
 		}
+		// The runner splits the shell string into argv itself: nothing in
+		// it is expanded, and GitHub refuses expressions in a workflow's
+		// defaults.run and a step's shell (arc-workflow.yaml says why the
+		// line needs none).
+		if strings.Contains(shell, "${{") || strings.Contains(shell, "$") {
+			bad("job %s: the shell %q holds an expression or a variable, which the runner does not expand there", name, shell)
+		}
+		if strings.Contains(shell, "--workspace") {
+			bad("job %s: the shell names --workspace: exec's default (the step's directory, the checkout) is the workspace", name)
+		}
 		if !strings.Contains(shell, "--limits-from enclosing") {
 			bad("job %s: strict in a runner pod needs --limits-from enclosing (the pod cannot make cgroup leaves)", name)
 		}
@@ -637,6 +647,12 @@ func TestChecksCatchMistakes(t *testing.T) {
 		"no bin mount":    func(v, w obj) { set(v, []any{}, "template", "spec", "containers", 0, "volumeMounts") },
 		"wrong copy":      func(v, w obj) { set(v, "/bin/b10x-harness", "template", "spec", "initContainers", 0, "command", 1) },
 		"no secret":       func(v, w obj) { delete(v, "githubConfigSecret") },
+		"expression in the shell": func(v, w obj) {
+			set(w, "/opt/b10x/bin/b10x-harness exec --confine strict --limits-from enclosing --workspace ${{ github.workspace }} -- bash {0}", "jobs", "test", "defaults", "run", "shell")
+		},
+		"variable in the shell": func(v, w obj) {
+			set(w, "/opt/b10x/bin/b10x-harness exec --confine strict --limits-from enclosing --allow-read $RUNNER_TEMP -- bash {0}", "jobs", "test", "defaults", "run", "shell")
+		},
 	}
 	for name, mutate := range arcMutations {
 		vv, ww := clone(v), clone(w)
