@@ -126,8 +126,13 @@ func TestWorkflowSchema(t *testing.T) {
 	}
 	t.Logf("%s: no errors (%v)", shipped, time.Since(start).Round(time.Millisecond))
 
-	const shell = "shell: /opt/b10x/bin/b10x-harness exec --confine strict --limits-from enclosing --allow-read /home/runner/_work/_temp -- bash --noprofile --norc -eo pipefail {0}"
-	withWorkspace := strings.Replace(shell, "--allow-read", "--workspace ${{ github.workspace }} --allow-read", 1)
+	// The shipped shell, with the expression it held before put back.
+	w, err := parseManifest(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shell := "shell: " + str(w[0], "jobs", "test", "defaults", "run", "shell")
+	withWorkspace := strings.Replace(shell, " exec ", " exec --workspace ${{ github.workspace }} ", 1)
 	dir := t.TempDir()
 	write := func(name, old, new string) string {
 		t.Helper()
@@ -147,7 +152,7 @@ func TestWorkflowSchema(t *testing.T) {
 		"expression in a step's shell":              {write("step-shell.yaml", "        run: make build\n", "        run: make build\n        "+withWorkspace+"\n"), "Unrecognized named-value: 'github'"},
 		// runner.temp, the directory --allow-read names, is not among the
 		// contexts a job's defaults.run may use.
-		"runner.temp in the job's defaults.run": {write("runner-temp.yaml", "--allow-read /home/runner/_work/_temp", "--allow-read ${{ runner.temp }}"), "Unrecognized named-value: 'runner'"},
+		"runner.temp in the job's defaults.run": {write("runner-temp.yaml", shell, strings.Replace(shell, " exec ", " exec --allow-read ${{ runner.temp }} ", 1)), "Unrecognized named-value: 'runner'"},
 		"no runs-on":                            {write("no-runs-on.yaml", "    runs-on: b10x-runners\n", ""), "Required property is missing: runs-on"},
 	}
 	var files []string
