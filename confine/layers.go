@@ -44,6 +44,11 @@ const (
 	LayerPidsLimit   = "pids-limit"
 	LayerMemoryLimit = "memory-limit"
 	LayerCPULimit    = "cpu-limit"
+	// LayerPidsRlimit: a call without a cgroup leaf bounded by
+	// RLIMIT_NPROC in its own user namespace (limits_from enclosing,
+	// decision 0091). A per-call layer, not a host's: doctor's list
+	// (LayerNames) does not hold it.
+	LayerPidsRlimit = "pids-rlimit"
 )
 
 var layerNames = []string{

@@ -151,8 +151,8 @@ var settings = []Setting{
 	{
 		Key: "pids_max", Kind: Int, Default: "512", Commands: Session | Exec,
 		Controller: cgroup.ControllerPids, Layer: "pids-limit",
-		Help:     "pids.max of each run call's cgroup (0: no pids limit); given here, it must be enforceable or the harness refuses to start.",
-		FlagHelp: "pids.max of each run call's cgroup (0: no pids limit). The default degrades with a note where the host has no pids controller; a value given here refuses to start there.",
+		Help:     "pids.max of each run call's cgroup (0: no pids limit); given here, it must be enforceable or the harness refuses to start. Under limits_from enclosing, each call's RLIMIT_NPROC in its own user namespace instead.",
+		FlagHelp: "pids.max of each run call's cgroup (0: no pids limit). The default degrades with a note where the host has no pids controller; a value given here refuses to start there. Under --limits-from enclosing, each call's RLIMIT_NPROC instead.",
 		Check:    notNegative(""),
 		Field:    func(p *Policy) any { return &p.Run.PidsMax },
 	},

@@ -102,15 +102,16 @@ var rules = []func(p *Policy) error{
 		}
 		return nil
 	},
-	// Enclosing limits give calls no limits of their own: a limit given
-	// beside them would be a promise nothing keeps.
+	// Enclosing limits give calls no cgroup limits of their own: a memory
+	// or cpu limit given beside them would be a promise nothing keeps.
+	// pids_max is kept, as each call's RLIMIT_NPROC (decision 0091).
 	func(p *Policy) error {
 		if p.Run.LimitsFrom != LimitsEnclosing {
 			return nil
 		}
 		for _, s := range LimitSettings() {
-			if p.Required(s.Key) {
-				return errorf(s.Key, "", "given with limits_from enclosing, which gives calls no limits of their own (the enclosing cgroup's apply): drop one of them")
+			if s.Key != "pids_max" && p.Required(s.Key) {
+				return errorf(s.Key, "", "given with limits_from enclosing, which gives calls no memory or cpu limit of their own (the enclosing cgroup's apply): drop one of them")
 			}
 		}
 		return nil

@@ -45,7 +45,11 @@ func TestValidate(t *testing.T) {
 		{func(p *Policy) {
 			p.Run.LimitsFrom = LimitsEnclosing
 			p.Sources = map[string]string{"cpu_max": "p.toml:2:1"}
-		}, "cpu_max: given with limits_from enclosing, which gives calls no limits of their own (the enclosing cgroup's apply): drop one of them"},
+		}, "cpu_max: given with limits_from enclosing, which gives calls no memory or cpu limit of their own (the enclosing cgroup's apply): drop one of them"},
+		{func(p *Policy) {
+			p.Run.LimitsFrom = LimitsEnclosing
+			p.Sources = map[string]string{"memory_max": "p.toml:2:1"}
+		}, "memory_max: given with limits_from enclosing, which gives calls no memory or cpu limit of their own (the enclosing cgroup's apply): drop one of them"},
 	} {
 		p := Defaults()
 		c.mod(&p)

@@ -216,6 +216,27 @@ type RunStart struct {
 	// workspace directory looks names up; nil when it did not look. An
 	// optional field, absent from earlier records of the same version.
 	WorkspaceCase *WorkspaceCase `json:"workspace_case,omitempty"`
+	// RunsOn is where the harness ran: which machine or pod, and how it
+	// was itself confined before it confined anything. An optional field,
+	// absent from earlier records of the same version.
+	RunsOn *RunsOn `json:"runs_on,omitempty"`
+}
+
+// RunsOn is run_start's account of the process the harness ran as: the
+// host name (a Kubernetes pod's, a CI runner's) and the confinement it
+// inherited, so that a fan-out's records show that each pod ran with the
+// seccomp profile and the user namespace its manifest asked for.
+type RunsOn struct {
+	Host string `json:"host"`
+	// Seccomp is the harness's own seccomp mode (/proc/self/status):
+	// "disabled", "strict" or "filter" (a container runtime's profile).
+	Seccomp string `json:"seccomp"`
+	// UserNamespace: the harness runs in a user namespace that maps less
+	// than the whole uid range (/proc/self/uid_map), as a pod with
+	// hostUsers: false does.
+	UserNamespace bool `json:"user_namespace"`
+	// UIDMap is /proc/self/uid_map's first line, space-normalized.
+	UIDMap string `json:"uid_map,omitempty"`
 }
 
 // WorkspaceCase is run_start's account of whether the workspace directory

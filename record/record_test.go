@@ -161,3 +161,22 @@ func TestSummarizeFile(t *testing.T) {
 		t.Errorf("SummarizeFile of nothing: %v, want %s", err, want)
 	}
 }
+
+// TestSummarizeRunsOn: run_start's runs_on (an object) must not collide
+// with a key of another line that the reader decodes (net's "host" is a
+// string): the line would read as torn and the run would not count.
+func TestSummarizeRunsOn(t *testing.T) {
+	var b bytes.Buffer
+	r := NewRecorder(&b)
+	if err := r.Write(RunStart{Event: "run_start", RecordVersion: Version, Command: "exec", RunsOn: &RunsOn{Host: "pod-0", Seccomp: "filter", UserNamespace: true, UIDMap: "0 65536 65536"}}); err != nil {
+		t.Fatal(err)
+	}
+	b.WriteString(`{"event":"run_end","ended_by":"completed"}` + "\n")
+	s, err := Summarize(&b, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Runs != 1 || len(s.Torn) != 0 || !s.Complete {
+		t.Errorf("summary %+v: want one complete run and no torn line", s)
+	}
+}

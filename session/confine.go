@@ -65,7 +65,11 @@ type confinementRecord struct {
 // own layer: nothing it would learn about namespaces, seccomp or cgroups
 // could publish anything, and those probes are most of a short call's
 // start-up. Strict always probes everything.
-func planConfinement(m confine.Mode, execution bool, notProbed string, enclosing bool) (confine.Mode, confine.Report, confine.Plan, error) {
+//
+// With enclosing (limits_from enclosing), nproc is each call's
+// RLIMIT_NPROC (pids_max; 0: none), which stands in for a pids.max the
+// harness cannot see.
+func planConfinement(m confine.Mode, execution bool, notProbed string, enclosing bool, nproc int64) (confine.Mode, confine.Report, confine.Plan, error) {
 	if m == confine.Off {
 		// Off enforces nothing, so there is nothing to probe.
 		plan, err := confine.Report{}.Plan(m)
@@ -79,7 +83,7 @@ func planConfinement(m confine.Mode, execution bool, notProbed string, enclosing
 	}
 	plan, err := rep.Plan(m)
 	if enclosing {
-		return planEnclosing(m, rep, plan, err)
+		return planEnclosing(m, rep, plan, err, nproc)
 	}
 	if err != nil {
 		var se *confine.StrictError
@@ -105,7 +109,7 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *works
 			return nil, err
 		}
 	}
-	m, rep, plan, err := planConfinement(p.mode(), execution, notProbed, p.Run.LimitsFrom == "enclosing")
+	m, rep, plan, err := planConfinement(p.mode(), execution, notProbed, p.Run.LimitsFrom == "enclosing", p.Run.PidsMax)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +142,7 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *works
 		enc, err := cgroup.EnclosingLimits()
 		if err == nil {
 			c.record.Enclosing = &enc
-			s.note("limits_from enclosing: run calls get no cgroup leaf of their own; the harness's own cgroup bounds them together (" + enc.String() + ") and each call's tree dies through its PID namespace")
+			s.note("limits_from enclosing: run calls get no cgroup leaf of their own; the harness's own cgroup bounds them together (" + enc.String() + ")" + nprocNote(p.Run.PidsMax) + " and each call's tree dies through its PID namespace")
 		} else {
 			s.note(enclosingUnreadNote(err))
 		}
@@ -348,6 +352,7 @@ func (c *confinement) runConfig(p *Policy, progs tools.Programs, broker *spawn.B
 		Timeout:    timeout,
 		Grace:      p.Run.Grace,
 		Limits:     lim,
+		NProc:      enclosingNProc(p),
 		TmpSize:    p.Run.TmpSize,
 		Net:        p.Run.NetMode() == "host",
 		CallerIDs:  p.Run.ChildUID != policy.ChildRoot,
@@ -604,6 +609,24 @@ func ProbeRunHere(rep confine.Report, ws string) error {
 	return nil
 }
 
+// enclosingNProc is each run call's RLIMIT_NPROC: pids_max under
+// limits_from enclosing, else none (the call's leaf has pids.max).
+func enclosingNProc(p *Policy) uint64 {
+	if p.Run.LimitsFrom != "enclosing" || p.Run.PidsMax <= 0 {
+		return 0
+	}
+	return uint64(p.Run.PidsMax)
+}
+
+// nprocNote says, under limits_from enclosing, the per-call bound on
+// processes that stands in for a cgroup leaf's pids.max.
+func nprocNote(n int64) string {
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", each call's processes and threads are bounded by RLIMIT_NPROC %d in its own user namespace (pids_max),", n)
+}
+
 // limitLayers are the layers enclosing limits stand in for.
 var limitLayers = []string{confine.LayerCgroupLeaf, confine.LayerPidsLimit, confine.LayerMemoryLimit, confine.LayerCPULimit}
 
@@ -614,7 +637,12 @@ var limitLayers = []string{confine.LayerCgroupLeaf, confine.LayerPidsLimit, conf
 // pids.max, memory.max and cpu.max (checked now, read from the cgroup v2
 // files of the harness's cgroup and its ancestors). Every other layer
 // strict requires is required as before.
-func planEnclosing(m confine.Mode, rep confine.Report, plan confine.Plan, planErr error) (confine.Mode, confine.Report, confine.Plan, error) {
+//
+// A pod's pids.max is set on the pod's cgroup, above the container's, and
+// a container's cgroup namespace hides it; nproc (pids_max), applied to
+// each call as RLIMIT_NPROC and proven by the helper (decision 0091),
+// satisfies strict's pids bound instead.
+func planEnclosing(m confine.Mode, rep confine.Report, plan confine.Plan, planErr error, nproc int64) (confine.Mode, confine.Report, confine.Plan, error) {
 	if m == confine.Strict {
 		var se *confine.StrictError
 		if planErr != nil && !errors.As(planErr, &se) {
@@ -634,8 +662,8 @@ func planEnclosing(m confine.Mode, rep confine.Report, plan confine.Plan, planEr
 		case err != nil:
 			unset = append(unset, "the harness's own cgroup could not be read ("+err.Error()+")")
 		default:
-			if enc.PidsMax < 0 {
-				unset = append(unset, "pids.max")
+			if enc.PidsMax < 0 && nproc <= 0 {
+				unset = append(unset, "pids.max (and pids_max is 0, so no call gets a RLIMIT_NPROC of its own)")
 			}
 			if enc.MemoryMax < 0 {
 				unset = append(unset, "memory.max")
@@ -668,5 +696,8 @@ func planEnclosing(m confine.Mode, rep confine.Report, plan confine.Plan, planEr
 	plan.ResourceLimits = false
 	plan.Missing = slices.DeleteFunc(plan.Missing, func(l confine.Layer) bool { return slices.Contains(limitLayers, l.Name) })
 	plan.Enforced = slices.DeleteFunc(plan.Enforced, func(l string) bool { return slices.Contains(limitLayers, l) })
+	if nproc > 0 {
+		plan.Enforced = append(plan.Enforced, confine.LayerPidsRlimit)
+	}
 	return m, rep, plan, nil
 }

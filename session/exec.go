@@ -17,6 +17,7 @@ import (
 	"github.com/b10x/harness/egress"
 	"github.com/b10x/harness/internal/setting"
 	"github.com/b10x/harness/policy"
+	"github.com/b10x/harness/record"
 	"github.com/b10x/harness/tools"
 	"github.com/b10x/harness/workspace"
 )
@@ -25,6 +26,7 @@ import (
 // for a CI step): the runner and the spec it will run. It holds the
 // workspace and the cgroup parent until Close.
 type Execution struct {
+	host   *record.RunsOn // run_start's, read at start
 	Runner spawn.Runner
 	Spec   spawn.Spec
 	// Egress is the proxy's policy when the command's network is the
@@ -80,7 +82,9 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &Execution{limits: lim, Grace: p.Run.Grace, Quiet: p.Quiet, record: p.Record, effective: p.EffectiveFor(policy.Exec), file: p.File}
+	// Read before anything confines the harness: its own Landlock domain
+	// hides /proc/self from it.
+	x := &Execution{limits: lim, Grace: p.Run.Grace, Quiet: p.Quiet, record: p.Record, effective: p.EffectiveFor(policy.Exec), file: p.File, host: hostFacts()}
 	ok := false
 	defer func() {
 		if !ok {
@@ -94,7 +98,7 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 		plan.WholeTreeKill = "pid namespace"
 	}
 	if p.mode() == confine.Strict {
-		if _, _, plan, err = planConfinement(p.mode(), true, "", enclosing); err != nil {
+		if _, _, plan, err = planConfinement(p.mode(), true, "", enclosing, p.Run.PidsMax); err != nil {
 			return nil, err
 		}
 	}
@@ -120,7 +124,7 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 		return nil, err
 	}
 	if enclosing {
-		x.Notes = append(x.Notes, enclosingNote())
+		x.Notes = append(x.Notes, enclosingNote(p.Run.PidsMax))
 	}
 	if x.Egress, err = p.egress(); err != nil {
 		return nil, err
@@ -144,7 +148,7 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	x.Spec = spawn.Spec{
 		Program: program, Argv: argv, Env: ChildEnv(p.Run.PassEnv, p.Run.SetEnv), Dir: dir, Workspace: view.Workspace,
 		ReadPaths: view.Read, WritePaths: view.Write, Net: p.Run.NetMode() == "host", Limits: lim, Timeout: timeout,
-		TmpSize: p.Run.TmpSize, CallerIDs: p.Run.ChildUID != policy.ChildRoot,
+		TmpSize: p.Run.TmpSize, CallerIDs: p.Run.ChildUID != policy.ChildRoot, NProc: enclosingNProc(&p),
 	}
 	if x.Egress != nil {
 		x.Spec.ProxyPort = egress.Port
@@ -211,12 +215,12 @@ func execDir(dir string) (string, error) {
 
 // enclosingNote says, under limits_from enclosing, what bounds the
 // command instead of a cgroup leaf of its own.
-func enclosingNote() string {
+func enclosingNote(pidsMax int64) string {
 	enc, err := cgroup.EnclosingLimits()
 	if err != nil {
 		return enclosingUnreadNote(err)
 	}
-	return "limits_from enclosing: the command gets no cgroup leaf of its own; the harness's own cgroup bounds it (" + enc.String() + ") and its tree dies through its PID namespace"
+	return "limits_from enclosing: the command gets no cgroup leaf of its own; the harness's own cgroup bounds it (" + enc.String() + ")" + nprocNote(pidsMax) + " and its tree dies through its PID namespace"
 }
 
 // enclosingUnreadNote is said under limits_from enclosing when the

@@ -330,7 +330,7 @@ func (x *Execution) openRecord(version string) (*record.Recorder, error) {
 		pol.File = &record.PolicyFile{Path: x.file.Path, SHA256: x.file.SHA256}
 	}
 	if err := rec.Write(record.RunStart{Event: "run_start", RecordVersion: record.Version, Time: time.Now().UTC(), Version: version,
-		Command: "exec", Workspace: x.dir, Policy: pol}); err != nil {
+		Command: "exec", Workspace: x.dir, Policy: pol, RunsOn: x.host}); err != nil {
 		return nil, &Error{Key: "record", Err: err}
 	}
 	return rec, nil

@@ -131,6 +131,9 @@ func (p *Policy) checkRequired(mgr *cgroup.Manager, why string) error {
 		if !p.Required(s.Key) || !slices.ContainsFunc(asked, func(n cgroup.Need) bool { return n.Controller == s.Controller }) {
 			continue
 		}
+		if s.Key == "pids_max" && p.Run.LimitsFrom == policy.LimitsEnclosing {
+			continue // each call's RLIMIT_NPROC, which the helper proves (decision 0091)
+		}
 		if mgr != nil && slices.Contains(mgr.Controllers(), ctl) {
 			continue
 		}

@@ -48,6 +48,7 @@ type Options struct {
 // must be called once, after the last call.
 type Session struct {
 	policy   Policy
+	host     *record.RunsOn // run_start's, read at start
 	ws       *workspace.Workspace
 	gate     *gate.Gate
 	surface  *surface.Surface
@@ -86,7 +87,9 @@ func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Session{policy: p, start: time.Now(), prestart: o.Prestart}
+	// host is read before anything confines the harness: its own
+	// Landlock domain hides /proc/self from it.
+	s := &Session{policy: p, start: time.Now(), prestart: o.Prestart, host: hostFacts()}
 	ok := false
 	defer func() {
 		if !ok {
@@ -321,7 +324,7 @@ func (s *Session) runStart(o Options, torn int64) record.RunStart {
 		pub = append(pub, record.Published{Name: en.Name, Operation: en.Operation, Risk: en.Risk.String()})
 	}
 	return record.RunStart{Event: "run_start", RecordVersion: record.Version, TornBytes: torn, Time: s.start.UTC(), Version: o.Version, Command: o.Command,
-		Workspace: s.ws.Dir(), WorkspaceCase: s.wsCase.Record(), Surface: string(p.Surface), Confinement: s.conf.record, Published: pub, Unpublished: g.Unpublished(), Policy: pol}
+		Workspace: s.ws.Dir(), WorkspaceCase: s.wsCase.Record(), Surface: string(p.Surface), Confinement: s.conf.record, Published: pub, Unpublished: g.Unpublished(), Policy: pol, RunsOn: s.host}
 }
 
 // checkCase finds out whether the workspace looks names up without regard

@@ -230,3 +230,24 @@ func TestValidate(t *testing.T) {
 		t.Errorf("Defaults: %v", err)
 	}
 }
+
+func TestSeccompMode(t *testing.T) {
+	for status, want := range map[string]string{
+		"Name:\tx\nSeccomp:\t2\nSeccomp_filters:\t1\n": "filter",
+		"Seccomp:\t0\n": "disabled",
+		"Seccomp:\t1":   "strict",
+		"Name:\tx\n":    "unknown",
+		"Seccomp:\t7\n": "unknown",
+	} {
+		if got := seccompMode(status); got != want {
+			t.Errorf("seccompMode(%q) = %q, want %q", status, got, want)
+		}
+	}
+	h := hostFacts()
+	if name, _ := os.Hostname(); h.Host != name {
+		t.Errorf("host name %q, want %q", h.Host, name)
+	}
+	if h.Seccomp == "unknown" || h.UIDMap == "" {
+		t.Errorf("hostFacts on Linux read nothing: %+v", h)
+	}
+}

@@ -306,8 +306,11 @@ type RunConfig struct {
 	Timeout  time.Duration // per call; the model's timeout_s may only lower it; 0: 2 minutes
 	// Grace is how long a cancelled call's program has after SIGTERM
 	// before its tree is killed (spawn.Spec.Grace); 0: killed at once.
-	Grace   time.Duration
-	Limits  cgroup.Limits
+	Grace  time.Duration
+	Limits cgroup.Limits
+	// NProc is each program's RLIMIT_NPROC (spawn.Spec.NProc), for calls
+	// without a cgroup leaf; 0: none.
+	NProc   uint64
 	TmpSize int64 // cap of each of the child's /tmp and /dev/shm; 0: spawn.DefaultTmpSize
 	Net     bool
 	// CallerIDs runs each program as the host ids it is inside its user
@@ -441,7 +444,7 @@ func (cfg RunConfig) spec(prog spawn.Pinned, argv []string, dir string, timeout 
 	s := spawn.Spec{
 		Program: prog, Argv: argv, Env: cfg.Env, Dir: dir, Workspace: cfg.View.Workspace,
 		ReadPaths: cfg.View.Read, WritePaths: cfg.View.Write, Net: cfg.Net, Limits: cfg.Limits, Timeout: timeout, Grace: cfg.Grace,
-		TmpSize: cfg.TmpSize, CallerIDs: cfg.CallerIDs,
+		TmpSize: cfg.TmpSize, CallerIDs: cfg.CallerIDs, NProc: cfg.NProc,
 	}
 	if cfg.Egress != nil {
 		s.ProxyPort = egress.Port

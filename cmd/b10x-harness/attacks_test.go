@@ -335,6 +335,9 @@ func (a *atkWS) tryIn(cgroupFD int, env []string, stdin string, flags []string, 
 	if len(at.all) < 3 || at.all[0]["event"] != "run_start" || at.all[len(at.all)-1]["event"] != "run_end" || at.rec == nil {
 		return fail("record is not run_start, call, run_end:\n%s", atkClip(string(b)))
 	}
+	if h, _ := at.all[0]["runs_on"].(map[string]any); h == nil || h["seccomp"] == "unknown" || h["uid_map"] == nil {
+		return fail("run_start's runs_on %v: want the seccomp mode and uid_map read at start", h)
+	}
 	for _, k := range []string{"status", "reason", "entry"} {
 		if fmt.Sprint(at.out[k]) != fmt.Sprint(at.rec[k]) {
 			return fail("outcome %s %v but record %s %v", k, at.out[k], k, at.rec[k])

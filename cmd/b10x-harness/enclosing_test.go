@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -23,14 +24,20 @@ func TestStrictEnclosingLimits(t *testing.T) {
 	// Where the harness's cgroup (the test's) sets nothing, strict refuses
 	// naming what is unset.
 	if enc, err := cgroup.EnclosingLimits(); err == nil && enc.PidsMax < 0 && enc.MemoryMax < 0 && enc.CPUMax == "" {
+		// pids_max (512 by default) stands in for pids.max, as each
+		// call's RLIMIT_NPROC; without it pids.max is wanted too.
 		r := harness(t, "", "exec", "--confine", "strict", "--limits-from", "enclosing", "--workspace", ws, "--", "/bin/true")
-		if r.code != exitSetupError || !strings.Contains(r.stderr, "set no pids.max, memory.max, cpu.max") {
+		if r.code != exitSetupError || !strings.Contains(r.stderr, "set no memory.max, cpu.max") {
 			t.Errorf("strict with unbounded enclosing limits: exit %d, %s", r.code, r.stderr)
 		}
+		r = harness(t, "", "exec", "--confine", "strict", "--limits-from", "enclosing", "--pids-max", "0", "--workspace", ws, "--", "/bin/true")
+		if r.code != exitSetupError || !strings.Contains(r.stderr, "set no pids.max (and pids_max is 0, so no call gets a RLIMIT_NPROC of its own), memory.max, cpu.max") {
+			t.Errorf("strict with unbounded enclosing limits and pids_max 0: exit %d, %s", r.code, r.stderr)
+		}
 	}
-	r := harness(t, "", "exec", "--limits-from", "enclosing", "--pids-max", "10", "--workspace", ws, "--", "/bin/true")
-	if r.code != exitSetupError || !strings.Contains(r.stderr, "--pids-max: given with limits_from enclosing") {
-		t.Errorf("a per-call limit with limits_from enclosing: exit %d, %s", r.code, r.stderr)
+	r := harness(t, "", "exec", "--limits-from", "enclosing", "--memory-max", "1G", "--workspace", ws, "--", "/bin/true")
+	if r.code != exitSetupError || !strings.Contains(r.stderr, "--memory-max: given with limits_from enclosing") {
+		t.Errorf("a per-call memory limit with limits_from enclosing: exit %d, %s", r.code, r.stderr)
 	}
 
 	cgs, err := testenv.ProbeCgroups()
@@ -85,5 +92,38 @@ func TestStrictEnclosingLimits(t *testing.T) {
 	events, _ := os.ReadFile(filepath.Join(pod, "pids.events"))
 	if !strings.Contains(string(events), "max ") || strings.Contains(string(events), "max 0") {
 		t.Errorf("the fork bomb did not meet the pod's pids.max: pids.events %q, peak %s, exit %d %s", events, peak, r.code, r.stderr)
+	}
+}
+
+// TestEnclosingNProc: under limits_from enclosing, where no call gets a
+// cgroup leaf (and a pod's pids.max may be out of sight behind its
+// cgroup namespace), pids_max bounds each call's processes and threads as
+// RLIMIT_NPROC in its own user namespace: a fork bomb stops there, and
+// the next call gets its own count.
+func TestEnclosingNProc(t *testing.T) {
+	// Without user namespaces the harness (uid 1000 there) cannot start
+	// a call at all.
+	testenv.Require(t, testenv.Shape() != testenv.ShapeNoUserns, "run children in user namespaces of their own", testenv.ShapeNoUserns)
+	ws := t.TempDir()
+	// The shell says how many forks worked: dash exits at the first
+	// that fails, busybox's ash may go on without a new $!.
+	bomb := `i=0; last=; while [ $i -lt 60 ]; do sleep 30 & [ "$!" = "$last" ] && break; last=$!; i=$((i+1)); echo "forked $i"; done; kill 0`
+	for round := range 2 {
+		r := harness(t, "", "exec", "--limits-from", "enclosing", "--pids-max", "16", "--timeout", "60s", "--workspace", ws, "--", "/bin/sh", "-c", bomb)
+		lines := strings.Fields(r.stdout)
+		if len(lines) < 2 || lines[len(lines)-2] != "forked" {
+			t.Fatalf("round %d: no count: exit %d, stdout %q, stderr %s", round, r.code, r.stdout, r.stderr)
+		}
+		n, err := strconv.Atoi(lines[len(lines)-1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The shell and the call's init count too.
+		if n > 15 || n < 8 {
+			t.Errorf("round %d: %d forks worked under RLIMIT_NPROC 16 (want 8 to 15): exit %d, %s", round, n, r.code, r.stderr)
+		}
+		if !strings.Contains(r.stderr, "RLIMIT_NPROC 16") {
+			t.Errorf("round %d: the note does not say what bounds the command: %s", round, r.stderr)
+		}
 	}
 }

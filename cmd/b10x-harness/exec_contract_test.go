@@ -222,6 +222,7 @@ func TestExecRecord(t *testing.T) {
 	if len(lines) != 2 || lines[0]["event"] != "run_start" || lines[1]["event"] != "run_end" || lines[1]["ended_by"] != "exit_3" {
 		t.Fatalf("record %v, want run_start and run_end ended_by exit_3", lines)
 	}
+	checkHostFacts(t, lines[0])
 	pol, _ := lines[0]["policy"].(map[string]any)
 	eff, _ := pol["effective"].([]any)
 	keys := map[string]bool{}
@@ -261,5 +262,17 @@ func TestPassEnvStrict(t *testing.T) {
 	r = harness(t, "", "call", "--policy", pol, "--workspace", ws, "run", `{"argv":["true"]}`)
 	if r.code != exitUsage || !strings.Contains(r.stderr, pol+":2:1: pass_env B10X_MISSING: matches no variable") {
 		t.Fatalf("a session's policy file: exit %d, %q; want 2 at the key's position", r.code, r.stderr)
+	}
+}
+
+// checkHostFacts wants run_start's runs_on read as the harness started:
+// after its own Landlock domain, /proc/self is out of its reach, and the
+// facts would read as unknown.
+func checkHostFacts(t *testing.T, start map[string]any) {
+	t.Helper()
+	h, _ := start["runs_on"].(map[string]any)
+	name, _ := os.Hostname()
+	if h == nil || h["host"] != name || h["seccomp"] == "unknown" || h["seccomp"] == nil || h["uid_map"] == "" || h["uid_map"] == nil {
+		t.Errorf("run_start's runs_on %v: want this host's name, seccomp mode and uid_map", h)
 	}
 }

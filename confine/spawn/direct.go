@@ -168,6 +168,7 @@ func (d *direct) prepare(s Spec) (*prepared, error) {
 		Loopback: !s.Net,
 		Seccomp:  filter,
 		Probe:    s.Probe,
+		NProc:    s.NProc,
 	}
 	if s.ProxyPort > 0 {
 		// After the trees: startOnce passes Stdio.Proxy there.
@@ -892,6 +893,7 @@ func helperLayers(bits uint32) []string {
 		{helper.LayerNoNewPrivs, confine.LayerNoNewPrivs},
 		{helper.LayerSeccomp, confine.LayerSeccomp},
 		{helper.LayerLandlock, confine.LayerLandlockChild},
+		{helper.LayerNProc, confine.LayerPidsRlimit},
 	} {
 		if bits&l.bit != 0 {
 			out = append(out, l.name)

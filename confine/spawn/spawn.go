@@ -131,6 +131,14 @@ type Spec struct {
 	// whose leaves offer its controller; Result.Layers says which were, and
 	// Requirements can make a missing one fatal.
 	Limits cgroup.Limits
+	// NProc, when not 0, is the program's RLIMIT_NPROC: its processes and
+	// threads, which the kernel counts per real uid in the call's own user
+	// namespace, for calls that get no cgroup leaf (limits_from
+	// enclosing, where a pod's pids.max is out of sight). The helper
+	// proves it enforced before the program starts, or the call fails at
+	// its "pids rlimit" step; Result.Layers then names
+	// confine.LayerPidsRlimit.
+	NProc uint64
 	// Timeout is the wall-clock lifetime of the whole process tree, counted
 	// from the start of the helper, or in a pre-started sandbox from the
 	// moment the call is handed to it (the time it waited for the call is

@@ -30,6 +30,7 @@ func encodeSpec(e *helper.Encoder, s Spec) {
 	e.Bool(s.CallerIDs)
 	e.Bool(s.Probe)
 	e.I64(int64(s.ProxyPort))
+	e.U64(s.NProc)
 }
 
 func decodeSpec(d *helper.Decoder) Spec {
@@ -63,6 +64,7 @@ func decodeSpec(d *helper.Decoder) Spec {
 	s.CallerIDs = d.Bool()
 	s.Probe = d.Bool()
 	s.ProxyPort = int(d.I64())
+	s.NProc = d.U64()
 	return s
 }
 

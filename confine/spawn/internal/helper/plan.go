@@ -58,6 +58,7 @@ const (
 	LayerLandlock
 	LayerLockedView // the program's user namespace is nested: the view's mounts are locked
 	LayerNoCaps     // the program holds no capability (checked, bounding set included)
+	LayerNProc      // RLIMIT_NPROC set to Plan.NProc, its enforcement proven
 )
 
 // MountKind is one step of building the child's view.
@@ -173,6 +174,11 @@ type Plan struct {
 	// it and waits for the call (see Go). A pre-started sandbox serves one
 	// call, never a second.
 	GoFD int
+	// NProc, when not 0, is the program's RLIMIT_NPROC, soft and hard:
+	// its processes and threads, counted by the kernel per user
+	// namespace, for calls without a cgroup leaf (limits_from enclosing).
+	// The second stage proves the kernel enforces it (limitProcs).
+	NProc uint64
 }
 
 // GoReady is the byte a pre-started sandbox's second stage writes on
@@ -258,6 +264,7 @@ func (p *Plan) Encode(e *Encoder) {
 	e.U32(uint32(p.ProxyFD))
 	e.U32(uint32(p.ProxyPort))
 	e.U32(uint32(p.GoFD))
+	e.U64(p.NProc)
 }
 
 // DecodePlan reads a plan; d.Err says whether it was well formed.
@@ -318,6 +325,7 @@ func DecodePlan(d *Decoder) *Plan {
 		p.ProxyPort = uint16(port)
 	}
 	p.GoFD = int(d.U32())
+	p.NProc = d.U64()
 	if d.Err == nil && (len(p.Argv) == 0 || p.ProgIno == 0) && p.GoFD == 0 {
 		d.Err = errors.New("spawn: malformed plan: empty argv or no program identity")
 	}

@@ -231,6 +231,15 @@ func confineProgram(p *Plan) (layers uint32, step string, err error) {
 		return 0, "drop capabilities", err
 	}
 	layers |= LayerNoCaps
+	if p.NProc > 0 {
+		// After the capabilities are gone: the kernel waives the limit
+		// for CAP_SYS_RESOURCE, and the proof must see what the
+		// program will be.
+		if err := limitProcs(p.NProc); err != nil {
+			return 0, "pids rlimit", err
+		}
+		layers |= LayerNProc
+	}
 	// Every descriptor but 0-2 closes at execve: the status pipe (which
 	// must stay open until then) and anything the runtime opened.
 	if _, _, e := syscall.RawSyscall(sysCloseRangeNr, StatusFD, ^uintptr(0), closeRangeCloexec); e != 0 {

@@ -37,6 +37,7 @@ const (
 	resolveBeneath      = 0x08 // RESOLVE_BENEATH
 
 	prSetNoNewPrivs      = 38 // PR_SET_NO_NEW_PRIVS
+	rlimitNproc          = 6  // RLIMIT_NPROC (asm-generic, every architecture here)
 	prSetName            = 15 // PR_SET_NAME
 	prGetName            = 16 // PR_GET_NAME
 	prCapAmbient         = 47 // PR_CAP_AMBIENT

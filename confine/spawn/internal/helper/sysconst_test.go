@@ -51,6 +51,7 @@ func TestSysconstMatchesUnix(t *testing.T) {
 		{"RESOLVE_NO_SYMLINKS", resolveNoSymlinks, unix.RESOLVE_NO_SYMLINKS},
 		{"RESOLVE_BENEATH", resolveBeneath, unix.RESOLVE_BENEATH},
 		{"PR_SET_NO_NEW_PRIVS", prSetNoNewPrivs, unix.PR_SET_NO_NEW_PRIVS},
+		{"RLIMIT_NPROC", rlimitNproc, unix.RLIMIT_NPROC},
 		{"PR_SET_NAME", prSetName, unix.PR_SET_NAME},
 		{"PR_GET_NAME", prGetName, unix.PR_GET_NAME},
 		{"PR_CAP_AMBIENT", prCapAmbient, unix.PR_CAP_AMBIENT},
