@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
@@ -202,6 +203,74 @@ type initramfsSpec struct {
 	Config   protocol.Config
 	ModRoot  string   // the module's root on the host
 	Files    []string // module files to pack under /src (see moduleFiles)
+	// Modules are kernel modules by kernel release, packed under
+	// protocol.ModulesDir/RELEASE/.
+	Modules map[string][]string
+	Payload []payload // host trees packed at their guest paths
+}
+
+// payload is a host directory tree packed into the guest (-payload).
+type payload struct {
+	Host  string // absolute host path of a directory
+	Guest string // absolute guest path
+}
+
+// parsePayload reads -payload's HOSTDIR=GUESTDIR.
+func parsePayload(v string) (payload, error) {
+	host, guest, ok := strings.Cut(v, "=")
+	if !ok || host == "" || guest == "" {
+		return payload{}, fmt.Errorf("want HOSTDIR=GUESTDIR, got %q", v)
+	}
+	if !path.IsAbs(guest) || path.Clean(guest) != guest || guest == "/" {
+		return payload{}, fmt.Errorf("-payload %s: the guest path must be absolute, clean and not /", v)
+	}
+	abs, err := filepath.Abs(host)
+	if err != nil {
+		return payload{}, fmt.Errorf("-payload %s: %w", v, err)
+	}
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return payload{}, fmt.Errorf("-payload %s: %s is not a directory", v, host)
+	}
+	return payload{Host: abs, Guest: guest}, nil
+}
+
+// addPayload packs p's tree: directories, regular files (streamed) and
+// symbolic links as they are, the parents of the guest path made first.
+// Anything else (a device, a socket) is an error.
+func addPayload(t *tree, p payload) error {
+	rel := strings.TrimPrefix(p.Guest, "/")
+	if parent := path.Dir(rel); parent != "." {
+		if err := t.dirs(parent); err != nil {
+			return err
+		}
+	}
+	return filepath.WalkDir(p.Host, func(host string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("-payload %s: %w", p.Host, err)
+		}
+		r, err := filepath.Rel(p.Host, host)
+		if err != nil {
+			return err
+		}
+		name := path.Join(rel, filepath.ToSlash(r))
+		info, err := d.Info()
+		if err != nil {
+			return fmt.Errorf("-payload %s: %w", host, err)
+		}
+		switch {
+		case d.IsDir():
+			return t.dir(name, info.Mode().Perm(), 0)
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(host)
+			if err != nil {
+				return fmt.Errorf("-payload %s: %w", host, err)
+			}
+			return t.link(name, target)
+		case d.Type().IsRegular():
+			return t.file(name, info.Mode().Perm(), host)
+		}
+		return fmt.Errorf("-payload %s: %s is neither a directory, a file nor a symbolic link", p.Host, host)
+	})
 }
 
 // tree builds the archive in memory-light fashion: small files from bytes,
@@ -213,6 +282,25 @@ type tree struct {
 
 func (t *tree) dir(name string, mode fs.FileMode, uid int) error {
 	return t.w.Add(cpio.Header{Name: name, Mode: fs.ModeDir | mode, UID: uid, GID: uid, ModTime: t.mtime}, nil)
+}
+
+// dirs writes name and each of its parents not yet written, as mode 0755
+// directories owned by root.
+func (t *tree) dirs(name string) error {
+	parts := strings.Split(name, "/")
+	for i := 1; i <= len(parts); i++ {
+		d := strings.Join(parts[:i], "/")
+		if m, ok := t.w.Written(d); ok {
+			if !m.IsDir() {
+				return fmt.Errorf("initramfs %s: %s is not a directory", name, d)
+			}
+			continue
+		}
+		if err := t.dir(d, 0o755, 0); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (t *tree) link(name, target string) error {
@@ -312,6 +400,16 @@ func writeInitramfs(out string, spec initramfsSpec) (err error) {
 			steps = append(steps, func() error { return t.file("tests/"+filepath.Base(p.Binary), 0o755, p.Binary) })
 		}
 		steps = append(steps, func() error { return addModule(t, spec.ModRoot, spec.Files) })
+		for _, release := range slices.Sorted(maps.Keys(spec.Modules)) {
+			dir := strings.TrimPrefix(protocol.ModulesDir, "/") + "/" + release
+			steps = append(steps, func() error { return t.dirs(dir) })
+			for _, m := range spec.Modules[release] {
+				steps = append(steps, func() error { return t.file(dir+"/"+filepath.Base(m), 0o644, m) })
+			}
+		}
+		for _, p := range spec.Payload {
+			steps = append(steps, func() error { return addPayload(t, p) })
+		}
 	}
 	for _, s := range steps {
 		if err := s(); err != nil {
@@ -466,7 +564,7 @@ func restrictShapes(modRoot string, pkgs []testPkg, in map[string][]string) erro
 			}
 		}
 	}
-	all := append([]string{}, protocol.VMShapes...)
+	all := protocol.KnownVMShapes()
 	for i := range pkgs {
 		var shapes []string
 		for _, s := range all {

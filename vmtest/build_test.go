@@ -108,7 +108,19 @@ func TestInitramfsLayout(t *testing.T) {
 	pkgs := []testPkg{{ImportPath: "m/confine/spawn", Dir: filepath.Join(mod, "confine/spawn"), Rel: "confine/spawn", Binary: bin}}
 	cfg := protocol.Config{Run: "TestX", TimeoutSeconds: 60, SrcRoot: "/src", Packages: []protocol.Package{{ImportPath: "m/confine/spawn", Binary: "/tests/confine_spawn.test", Dir: "confine/spawn"}}}
 	out := filepath.Join(dir, "initramfs.cpio")
-	if err := writeInitramfs(out, initramfsSpec{Init: initBin, Busybox: bb, Applets: []string{"sh", "sleep", "["}, Packages: pkgs, Config: cfg, ModRoot: mod, Files: files}); err != nil {
+	veth := write("kmod/veth.ko.xz", "VETH", 0o644)
+	write("payload/bin/kubelet", "KUBELET", 0o755)
+	write("payload/etc/conf", "CONF", 0o600)
+	if err := os.Symlink("kubelet", filepath.Join(dir, "payload/bin/k")); err != nil {
+		t.Fatal(err)
+	}
+	pl, err := parsePayload(filepath.Join(dir, "payload") + "=/opt/k8s/p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := initramfsSpec{Init: initBin, Busybox: bb, Applets: []string{"sh", "sleep", "["}, Packages: pkgs, Config: cfg, ModRoot: mod, Files: files,
+		Modules: map[string][]string{"6.18.15+deb13-amd64": {veth}}, Payload: []payload{pl}}
+	if err := writeInitramfs(out, spec); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(out)
@@ -162,6 +174,11 @@ func TestInitramfsLayout(t *testing.T) {
 	check("src/confine/spawn/testdata/deep/run.sh", isFile("#!/bin/sh", 0o755), "testdata file, mode kept")
 	check("src/confine/spawn/testdata/link", isLink("deep/run.sh"), "testdata symlink kept as a link")
 	check("src/examples/a.jsonl", isFile("{}", 0o644), "a file outside the package, reached by ../..")
+	check("usr/lib/modules/6.18.15+deb13-amd64/veth.ko.xz", isFile("VETH", 0o644), "a kernel module under its release")
+	check("opt/k8s", isDir, "the payload's parent, made")
+	check("opt/k8s/p/bin/kubelet", isFile("KUBELET", 0o755), "a payload file, mode kept")
+	check("opt/k8s/p/etc/conf", isFile("CONF", 0o600), "a payload file, mode kept")
+	check("opt/k8s/p/bin/k", isLink("kubelet"), "a payload symlink kept as a link")
 	c, ok := got["etc/vmtest.json"]
 	if !ok {
 		t.Fatal("etc/vmtest.json missing")
@@ -518,5 +535,21 @@ func TestRunInShapes(t *testing.T) {
 	}
 	if err := runInShapes(root, pkgs, map[string]string{protocol.ShapeCgroupV1 + ":./confine/spawn/internal/helperimage": "x"}); err == nil || !strings.Contains(err.Error(), "does not run in") {
 		t.Errorf("a package the shape does not run: %v", err)
+	}
+}
+
+func TestParsePayload(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := parsePayload(dir + "=/opt/x"); err != nil || p.Host != dir || p.Guest != "/opt/x" {
+		t.Errorf("parsePayload: %+v, %v", p, err)
+	}
+	for _, bad := range []string{dir, "=/opt/x", dir + "=", dir + "=opt/x", dir + "=/opt/../x", dir + "=/", file + "=/opt/x", dir + "/missing=/opt/x"} {
+		if _, err := parsePayload(bad); err == nil {
+			t.Errorf("parsePayload(%q) accepted it", bad)
+		}
 	}
 }

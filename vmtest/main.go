@@ -48,6 +48,7 @@ type options struct {
 	selftest     bool
 	ldflags      string
 	env          []string            // NAME=value for every test binary
+	payload      []payload           // host trees packed into the initramfs (-payload)
 	pkgsIn       map[string][]string // shape -> package patterns (-pkgs-in)
 	runIn        map[string]string   // "shape:pattern" -> -test.run (-run-in)
 }
@@ -79,8 +80,8 @@ func realMain(argv []string) int {
 		if !ok || shape == "" || strings.TrimSpace(pats) == "" {
 			return fmt.Errorf("want SHAPE=PATTERNS, got %q", v)
 		}
-		if !slices.Contains(protocol.VMShapes, shape) {
-			return fmt.Errorf("%q is not a VM shape (%s)", shape, strings.Join(protocol.VMShapes, ", "))
+		if !slices.Contains(protocol.KnownVMShapes(), shape) {
+			return fmt.Errorf("%q is not a VM shape (%s)", shape, strings.Join(protocol.KnownVMShapes(), ", "))
 		}
 		if _, dup := o.pkgsIn[shape]; dup {
 			return fmt.Errorf("shape %s given twice", shape)
@@ -101,8 +102,8 @@ func realMain(argv []string) int {
 		if !ok || !ok2 || shape == "" || pat == "" || re == "" {
 			return fmt.Errorf("want SHAPE:PATTERN=REGEXP, got %q", v)
 		}
-		if !slices.Contains(protocol.VMShapes, shape) {
-			return fmt.Errorf("%q is not a VM shape (%s)", shape, strings.Join(protocol.VMShapes, ", "))
+		if !slices.Contains(protocol.KnownVMShapes(), shape) {
+			return fmt.Errorf("%q is not a VM shape (%s)", shape, strings.Join(protocol.KnownVMShapes(), ", "))
 		}
 		if _, err := regexp.Compile(re); err != nil {
 			return fmt.Errorf("%s: %v", v, err)
@@ -114,6 +115,14 @@ func realMain(argv []string) int {
 			return fmt.Errorf("%s given twice", key)
 		}
 		o.runIn[key] = re
+		return nil
+	})
+	fs.Func("payload", "HOSTDIR=GUESTDIR: pack the host directory tree HOSTDIR into every guest at the absolute path GUESTDIR (repeatable; make k8stest carries the cluster's programs so)", func(v string) error {
+		p, err := parsePayload(v)
+		if err != nil {
+			return err
+		}
+		o.payload = append(o.payload, p)
 		return nil
 	})
 	fs.Func("env", "NAME=value for every test binary, in every shape (repeatable)", func(v string) error {
@@ -345,7 +354,8 @@ type machine struct {
 	applets []string
 	step    func(string, ...any)
 	keep    bool
-	ldflags string // more linker flags for the test binaries
+	ldflags string    // more linker flags for the test binaries
+	payload []payload // host trees for every guest
 }
 
 // kernelFor returns the kernel shape boots.
@@ -430,7 +440,7 @@ func prepare(ctx context.Context, o options, modRoot string, out *prefixWriter, 
 	if err != nil {
 		return nil, fmt.Errorf("create build directory: %w", err)
 	}
-	m := &machine{kernels: kernels, modRoot: modRoot, build: build, busybox: bb, applets: applets, step: step, keep: o.keep, ldflags: o.ldflags}
+	m := &machine{kernels: kernels, modRoot: modRoot, build: build, busybox: bb, applets: applets, step: step, keep: o.keep, ldflags: o.ldflags, payload: o.payload}
 	if o.keep {
 		step("keeping the build directory %s", build)
 	}
@@ -491,7 +501,13 @@ func (m *machine) image(name string, pkgs []testPkg, cfg protocol.Config) (strin
 		m.step("not packed into the guest's module copy: %s", s)
 	}
 	initrd := filepath.Join(m.build, name+".cpio")
-	if err := writeInitramfs(initrd, initramfsSpec{Init: m.initBin, Busybox: m.busybox, Applets: m.applets, Packages: pkgs, Config: cfg, ModRoot: m.modRoot, Files: files}); err != nil {
+	modules := map[string][]string{}
+	for _, k := range m.kernels {
+		if len(k.Modules) > 0 {
+			modules[strings.TrimPrefix(k.Pkg, "linux-image-")] = k.Modules
+		}
+	}
+	if err := writeInitramfs(initrd, initramfsSpec{Init: m.initBin, Busybox: m.busybox, Applets: m.applets, Packages: pkgs, Config: cfg, ModRoot: m.modRoot, Files: files, Modules: modules, Payload: m.payload}); err != nil {
 		return "", nil, err
 	}
 	st, err := os.Stat(initrd)
@@ -553,6 +569,7 @@ func (m *machine) runShape(ctx context.Context, name, shape, initrd string, expe
 	v := m.vm
 	v.kernel = m.kernelFor(shape)
 	v.cpus = shapeCPUs(shape, v.accel, v.cpus)
+	v.memMiB = shapeMem(shape, v.memMiB)
 	line, err := cmdline(shape, v.kernel.DefaultLSM)
 	if err != nil {
 		return &shapeResult{Shape: shape, Problems: []string{err.Error()}}

@@ -17,6 +17,7 @@ var shapeDoc = map[string]string{
 	protocol.ShapeNoLandlock: "same kernel booted with an lsm= list without landlock",
 	protocol.ShapeNoUserns:   "same kernel, user.max_user_namespaces=0, tests run as uid 1000 in a delegated cgroup",
 	protocol.ShapeCgroupV1:   "same kernel, cgroup v1 hierarchies only, no cgroup2 anywhere",
+	protocol.ShapeK8sNode:    "a Kubernetes node: debian-6.18's kernel without audit, pure cgroup v2 for the kubelet, veth and overlay loaded; only when named, with make k8stest's payload",
 	protocol.ShapeOrdinary:   "an ordinary host: as debian-6.1, but the tests are told they run on the host and derive their expectations from the machine",
 }
 
@@ -24,7 +25,7 @@ var shapeDoc = map[string]string{
 // shapes: make test runs the host suite itself just before make vmtest.
 // "none" selects nothing (for -selftest alone).
 func parseShapes(s string) ([]string, error) {
-	known := append([]string{protocol.ShapeHost}, protocol.VMShapes...)
+	known := append([]string{protocol.ShapeHost}, protocol.KnownVMShapes()...)
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
@@ -61,7 +62,7 @@ var baseCmdline = []string{"console=ttyS0", "loglevel=1", "panic=-1"}
 func cmdline(shape, defaultLSM string) (string, error) {
 	words := slices.Clone(baseCmdline)
 	switch shape {
-	case protocol.ShapeDebian61, protocol.ShapeDebian612, protocol.ShapeNoUserns, protocol.ShapeCgroupV1, protocol.ShapeOrdinary, protocol.ShapeProbe:
+	case protocol.ShapeDebian61, protocol.ShapeDebian612, protocol.ShapeNoUserns, protocol.ShapeCgroupV1, protocol.ShapeOrdinary, protocol.ShapeProbe, protocol.ShapeK8sNode:
 	case protocol.ShapeDebian618:
 		// The kernel logs Landlock's denials only while its audit is
 		// enabled; no audit daemon runs in the guest to enable it.
@@ -85,7 +86,7 @@ func shapeSeries(shape string) kernelSeries {
 	switch shape {
 	case protocol.ShapeDebian612:
 		return series612
-	case protocol.ShapeDebian618:
+	case protocol.ShapeDebian618, protocol.ShapeK8sNode:
 		return series618
 	}
 	return series61
@@ -101,8 +102,23 @@ func shapeSeries(shape string) kernelSeries {
 //
 // debian-6.18 gets one too: its kernel patches its text the same way.
 func shapeCPUs(shape, accel string, cpus int) int {
-	if (shape == protocol.ShapeDebian612 || shape == protocol.ShapeDebian618) && accel == "tcg" {
+	if (shape == protocol.ShapeDebian612 || shape == protocol.ShapeDebian618 || shape == protocol.ShapeK8sNode) && accel == "tcg" {
 		return 1
 	}
 	return cpus
+}
+
+// nodeMemMiB is the least memory the k8s-node shape boots with: the
+// cluster's programs (about 400 MiB) live in the initramfs, and etcd, the
+// API server, the controllers, containerd, the kubelet and three pods
+// run beside them.
+const nodeMemMiB = 6144
+
+// shapeMem is the guest memory a shape boots with: mem, or more for the
+// k8s-node shape.
+func shapeMem(shape string, mem int) int {
+	if shape == protocol.ShapeK8sNode && mem < nodeMemMiB {
+		return nodeMemMiB
+	}
+	return mem
 }

@@ -115,11 +115,36 @@ func TestShapeCPUs(t *testing.T) {
 		{protocol.ShapeDebian612, "tcg", 1},
 		{protocol.ShapeDebian612, "kvm", 2},
 		{protocol.ShapeDebian618, "tcg", 1},
+		{protocol.ShapeK8sNode, "tcg", 1},
 		{protocol.ShapeDebian61, "tcg", 2},
 		{protocol.ShapeOrdinary, "tcg", 2},
 	} {
 		if got := shapeCPUs(c.shape, c.accel, 2); got != c.want {
 			t.Errorf("%s under %s: %d CPUs, want %d", c.shape, c.accel, got, c.want)
 		}
+	}
+}
+
+// TestShapeMem: the k8s-node shape boots with at least nodeMemMiB, the
+// others with what was asked; k8s-node is known but not in "all".
+func TestShapeMem(t *testing.T) {
+	if got := shapeMem(protocol.ShapeK8sNode, 2048); got != nodeMemMiB {
+		t.Errorf("k8s-node with 2048 asked: %d MiB", got)
+	}
+	if got := shapeMem(protocol.ShapeK8sNode, 16384); got != 16384 {
+		t.Errorf("k8s-node with 16384 asked: %d MiB", got)
+	}
+	if got := shapeMem(protocol.ShapeDebian61, 2048); got != 2048 {
+		t.Errorf("debian-6.1 with 2048 asked: %d MiB", got)
+	}
+	all, err := parseShapes("all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(all, protocol.ShapeK8sNode) {
+		t.Errorf("all holds %s: %v", protocol.ShapeK8sNode, all)
+	}
+	if got, err := parseShapes(protocol.ShapeK8sNode); err != nil || len(got) != 1 {
+		t.Errorf("parseShapes(%s) = %v, %v", protocol.ShapeK8sNode, got, err)
 	}
 }

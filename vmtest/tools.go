@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -23,6 +24,10 @@ type kernel struct {
 	Vmlinuz    string // path of the kernel image
 	Config     string // path of its /boot/config-*
 	DefaultLSM string // CONFIG_LSM from Config
+	// Modules are the kernel modules taken out of the package (the
+	// series' modules), each a host path; the guest loads them in the
+	// shapes that need them.
+	Modules []string
 }
 
 // kernelSeries is one line of Debian kernels a shape can boot: which package
@@ -38,6 +43,9 @@ type kernelSeries struct {
 	// sources that carries the series: vmtest asks apt for it through an
 	// apt configuration of its own in the cache, never the host's.
 	backports string
+	// modules are the kernel modules vmtest takes out of the package,
+	// paths under /usr/lib/modules/RELEASE/kernel/.
+	modules []string
 }
 
 // Kernel series. 6.1 is Debian 12's own kernel (Landlock ABI 2); 6.12 is
@@ -63,6 +71,10 @@ var (
 		re:        regexp.MustCompile(`^linux-image-6\.18\.(\d+)\+deb13(?:\.(\d+))?-amd64$`),
 		search:    `^linux-image-6\.18\.[0-9]+\+deb13(\.[0-9]+)?-amd64$`,
 		backports: "trixie-backports",
+		// The k8s-node shape's pods need veth (the ptp CNI plugin) and
+		// overlay (containerd's default snapshotter); Debian builds both
+		// as modules with no dependencies.
+		modules: []string{"drivers/net/veth.ko.xz", "fs/overlayfs/overlay.ko.xz"},
 	}
 	kernelSeriesAll = []kernelSeries{series61, series612, series618}
 )
@@ -224,7 +236,18 @@ func (t *tooling) kernel(sr kernelSeries, pkg string) (kernel, error) {
 		return kernel{}, fmt.Errorf("kernel package %q is not of the %s series (%s)", pkg, sr.Name, sr.re)
 	}
 	k := kernel{Pkg: pkg, Vmlinuz: filepath.Join(dir, pkg, "vmlinuz"), Config: filepath.Join(dir, pkg, "config")}
-	if _, err := os.Stat(k.Vmlinuz); err != nil {
+	want := []string{"vmlinuz", "config"}
+	missing := false
+	for _, m := range sr.modules {
+		k.Modules = append(k.Modules, filepath.Join(dir, pkg, path.Base(m)))
+		want = append(want, path.Base(m))
+	}
+	for _, w := range want {
+		if _, err := os.Stat(filepath.Join(dir, pkg, w)); err != nil {
+			missing = true
+		}
+	}
+	if missing {
 		err := t.fetch(apt, pkg, filepath.Join(dir, pkg), func(name string) string {
 			switch {
 			case strings.HasPrefix(name, "./boot/vmlinuz-"):
@@ -232,8 +255,13 @@ func (t *tooling) kernel(sr kernelSeries, pkg string) (kernel, error) {
 			case strings.HasPrefix(name, "./boot/config-"):
 				return "config"
 			}
+			for _, m := range sr.modules {
+				if strings.HasPrefix(name, "./usr/lib/modules/") && strings.HasSuffix(name, "/kernel/"+m) {
+					return path.Base(m)
+				}
+			}
 			return ""
-		}, "vmlinuz", "config")
+		}, want...)
 		if err != nil {
 			return kernel{}, err
 		}

@@ -185,8 +185,15 @@ func setupShape(shape string) (*guestEnv, error) {
 		if err := setupCgroupV1(env); err != nil {
 			return nil, err
 		}
+	case protocol.ShapeK8sNode:
+		if err := setupCgroup2(env); err != nil {
+			return nil, err
+		}
+		if err := loadModules(); err != nil {
+			return nil, err
+		}
 	default:
-		return nil, fmt.Errorf("unknown shape %q (known: %s)", shape, strings.Join(protocol.VMShapes, ", "))
+		return nil, fmt.Errorf("unknown shape %q (known: %s)", shape, strings.Join(protocol.KnownVMShapes(), ", "))
 	}
 	return env, checkShape(env)
 }
@@ -356,6 +363,15 @@ func checkShape(env *guestEnv) error {
 		if cmd, err := os.ReadFile("/proc/cmdline"); err != nil || !slices.Contains(strings.Fields(string(cmd)), "audit=1") {
 			return fmt.Errorf("the kernel should be booted with audit=1: /proc/cmdline %q (%v)", cmd, err)
 		}
+	case protocol.ShapeK8sNode:
+		if !landlock || abi < 7 {
+			return fmt.Errorf("the Landlock LSM with ABI 7 or later should be active: LSM list %q, ABI %d", strings.TrimSpace(string(lsms)), abi)
+		}
+		for _, m := range nodeModules {
+			if _, err := os.Stat("/sys/module/" + m); err != nil {
+				return fmt.Errorf("kernel module %s should be loaded: %w", m, err)
+			}
+		}
 	case protocol.ShapeNoLandlock:
 		if landlock || abi != 0 {
 			return fmt.Errorf("the Landlock LSM should be absent: LSM list %q, ABI %d", strings.TrimSpace(string(lsms)), abi)
@@ -381,6 +397,33 @@ func checkShape(env *guestEnv) error {
 	}
 	if env.shape == protocol.ShapeNoUserns {
 		return checkNoUserns(env)
+	}
+	return nil
+}
+
+// nodeModules are the modules the k8s-node shape loads, as vmtest packs
+// them (protocol.ModulesDir/RELEASE/NAME.ko.xz).
+var nodeModules = []string{"veth", "overlay"}
+
+// loadModules loads nodeModules for the running kernel with finit_module;
+// the kernel decompresses them (CONFIG_MODULE_DECOMPRESS).
+func loadModules() error {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return fmt.Errorf("uname: %w", err)
+	}
+	release := unix.ByteSliceToString(u.Release[:])
+	for _, m := range nodeModules {
+		p := filepath.Join(protocol.ModulesDir, release, m+".ko.xz")
+		f, err := os.Open(p)
+		if err != nil {
+			return fmt.Errorf("kernel module %s: %w (vmtest packs the modules of the kernel it boots)", m, err)
+		}
+		err = unix.FinitModule(int(f.Fd()), "", unix.MODULE_INIT_COMPRESSED_FILE)
+		f.Close()
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("load kernel module %s: %w", p, err)
+		}
 	}
 	return nil
 }

@@ -72,6 +72,12 @@ func NewWriter(w io.Writer) *Writer {
 	return &Writer{w: bufio.NewWriterSize(w, 1<<20), seen: map[string]fs.FileMode{}}
 }
 
+// Written reports whether name was written, and its mode.
+func (w *Writer) Written(name string) (fs.FileMode, bool) {
+	m, ok := w.seen[name]
+	return m, ok
+}
+
 // Add writes one entry. For a regular file, body must supply exactly h.Size
 // bytes (it is read to its end to check); for other types body is ignored and
 // may be nil. It fails on an invalid or duplicate name, a name whose parent

@@ -40,6 +40,14 @@ const (
 	// are checked on a second kind of host (decision 0048).
 	ShapeOrdinary = "ordinary"
 
+	// ShapeK8sNode is a Kubernetes node: debian-6.18's kernel (Landlock
+	// ABI 7, idmapped mounts on tmpfs for user-namespaced pods), pure
+	// cgroup v2 with every controller for the kubelet to manage, and the
+	// veth and overlay modules loaded. make k8stest boots it with the
+	// cluster's programs as a payload; it is not one of VMShapes, so
+	// "all" leaves it out (decision 0088).
+	ShapeK8sNode = "k8s-node"
+
 	// ShapeProbe is not a test shape: the guest init prints ProbeLine and
 	// powers off at once. The host boots it to find out whether KVM works.
 	ShapeProbe = "probe"
@@ -47,6 +55,17 @@ const (
 
 // VMShapes lists the shapes that boot a VM, in the order they run.
 var VMShapes = []string{ShapeDebian61, ShapeDebian612, ShapeDebian618, ShapeNoLandlock, ShapeNoUserns, ShapeCgroupV1, ShapeOrdinary}
+
+// ExtraShapes boot a VM only when named: they need a payload (-payload)
+// that the ordinary suite does not carry.
+var ExtraShapes = []string{ShapeK8sNode}
+
+// KnownVMShapes is VMShapes and ExtraShapes.
+func KnownVMShapes() []string { return append(slices.Clone(VMShapes), ExtraShapes...) }
+
+// ModulesDir is where the initramfs holds the kernel modules of a kernel
+// release, for the shapes that load them.
+const ModulesDir = "/usr/lib/modules"
 
 // TestShape is the shape a guest's test binaries are told (B10X_SHAPE):
 // the shape's own name, except that ShapeOrdinary runs them as the host.
