@@ -14,7 +14,7 @@ HELPER_ARCH := $(shell $(GO) env GOARCH)
 HELPER := confine/spawn/internal/helperimage/bin/helper-$(HELPER_ARCH)
 HELPER_LDFLAGS = -X=github.com/b10x/harness/confine/spawn/internal/helperimage.stamp=$(shell sha256sum $(HELPER) | cut -d' ' -f1)
 
-.PHONY: all build build-debug install man helper helper-ldflags test hosttest lint lint-unsafe vmtest vmtest-ci mutate demo demo-calls bench bench-spawn clean
+.PHONY: all build build-debug install man helper helper-ldflags test hosttest lint lint-unsafe vmtest vmtest-ci k8stest mutate demo demo-calls bench bench-spawn clean
 .PHONY: image containertest
 
 all: build
@@ -180,6 +180,13 @@ mcptest: build
 .PHONY: interoptest
 interoptest: build
 	./scripts/interop.sh
+
+# k8stest runs the evaluation fan-out and a CI step on a real single-node
+# Kubernetes cluster in the k8s-node VM shape (scripts/k8stest.sh,
+# decision 0088); the cluster's parts are built from source into
+# ~/.cache/b10x-harness/k8s the first time.
+k8stest: helper
+	./scripts/k8stest.sh
 
 clean:
 	rm -rf bin confine/spawn/internal/helperimage/bin/helper-*

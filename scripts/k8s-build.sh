@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the parts of the test cluster (make k8stest) from source, each
-# pinned, into .cache/k8s/<part>-<version>/bin, and prints that cache's
-# path. A part whose directory holds a .done file is not built again, so a
+# pinned, into ${XDG_CACHE_HOME:-~/.cache}/b10x-harness/k8s/<part>-<version>/bin
+# (outside the clone, so that a clean clone reuses it), and prints each
+# part's bin directory. A part whose directory holds a .done file is not built again, so a
 # version bump rebuilds only that part. Nothing is downloaded but Go
 # modules (from the module proxy) and, for runc, Debian's libseccomp-dev.
 #
@@ -28,7 +29,7 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-cache=${K8S_CACHE:-$root/.cache/k8s}
+cache=${K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/b10x-harness/k8s}
 export CGO_ENABLED=0 GOFLAGS=-trimpath GOWORK=off
 export PATH="/usr/local/go/bin:$PATH"
 

@@ -5,7 +5,7 @@
 #   scripts/k8stest.sh [-run REGEXP]
 #
 # 1. scripts/k8s-build.sh builds the cluster's parts, pinned, into
-#    .cache/k8s (once; later runs reuse them).
+#    ~/.cache/b10x-harness/k8s (once; later runs and clean clones reuse them).
 # 2. deploy/build-image.sh stages the harness's image tree (bin/image)
 #    without a container engine: the node imports it into containerd.
 # 3. vmtest boots k8s-node with the parts, the image tree and deploy/ as a
