@@ -391,9 +391,12 @@ func TestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Every manifest, as the API server reads it.
-	if out, err := kubectl("apply", "--dry-run=server", "-k", deploy); err != nil {
-		t.Fatalf("the API server refuses deploy/k8s: %v\n%s", err, out)
+	// Every manifest, as the API server reads it: the base and the
+	// example overlay a user would copy.
+	for _, k := range []string{deploy, filepath.Join(deploy, "overlays", "example")} {
+		if out, err := kubectl("apply", "--dry-run=server", "-k", k); err != nil {
+			t.Fatalf("the API server refuses %s: %v\n%s", k, err, out)
+		}
 	}
 
 	// A pod to attack: it serves on 8080.
