@@ -2,8 +2,10 @@ package interop
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,7 +106,7 @@ func TestGeminiApprovePrompt(t *testing.T) {
 		t.Fatal("gemini sent its model no request")
 	}
 	if main := m.Main(); len(main) != 0 {
-		t.Errorf("gemini offered its model the harness's tools (%d requests with them): %v", len(main), main[0].Tools)
+		t.Errorf("gemini offered its model the harness's tools (%d requests with them): %v", len(main), slices.Sorted(maps.Keys(main[0].Tools)))
 	}
 	evs := wire(t, log)
 	var init *message
@@ -119,7 +121,7 @@ func TestGeminiApprovePrompt(t *testing.T) {
 	}
 	a, ok := answer(evs, init.ID)
 	if !ok || a.Error == nil || a.Error.Code != -32600 || !strings.Contains(a.Error.Message, "approve: prompt") {
-		t.Errorf("initialize was answered %+v (error %+v); want -32600 naming approve: prompt", a, a.Error)
+		t.Errorf("initialize was answered (answered %v) with result %s, error %+v; want error -32600 naming approve: prompt", ok, a.Result, a.Error)
 	}
 	for _, q := range messages(evs, "in") {
 		if q.Method == "tools/list" || q.Method == "tools/call" {
