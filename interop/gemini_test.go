@@ -2,7 +2,6 @@ package interop
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -60,19 +59,7 @@ func TestGemini(t *testing.T) {
 	sc := fullScenario(f, scenarioOptions{client: "gemini", runRefused: `no elicitation capability`, waitForPrevious: true})
 	m := startModel(t, fakemodel.Gemini, sc.script())
 	log := filepath.Join(f.dir, "wire.jsonl")
-	var settings map[string]any
-	doc := f.docServer(t, docBlock(t, "gemini"), log, "0s", "--allow-program", "echo", "--approve-up-to", "medium")
-	if err := json.Unmarshal([]byte(doc), &settings); err != nil {
-		t.Fatalf("the documented settings: %v\n%s", err, doc)
-	}
-	settings["security"] = map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}
-	b, _ := json.Marshal(settings)
-	if err := os.MkdirAll(filepath.Join(f.home, ".gemini"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(f.home, ".gemini", "settings.json"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	geminiSettings(t, f, f.docServer(t, docBlock(t, "gemini"), log, "0s", "--allow-program", "echo", "--approve-up-to", "medium"))
 	out, _ := runClient(t, 120*time.Second, f.ws, baseEnv(f, "GOOGLE_GEMINI_BASE_URL="+m.URL(), "GEMINI_API_KEY=fake", "GEMINI_CLI_TRUST_WORKSPACE=true"),
 		bin, "-m", "gemini-2.5-pro", "-p", "Work in this project.")
 	if !strings.Contains(out, "done") {
@@ -114,19 +101,7 @@ func TestGeminiHTTP(t *testing.T) {
 	m := startModel(t, fakemodel.Gemini, sc.script())
 	h := startHTTP(t, f, "--allow-program", "echo", "--approve-up-to", "medium")
 	tee := startHTTPTee(t, h.url)
-	doc := replace(t, replace(t, docBlock(t, "gemini-http"), "http://127.0.0.1:7400/", tee.url), "Bearer TOKEN", "Bearer "+h.token)
-	var settings map[string]any
-	if err := json.Unmarshal([]byte(doc), &settings); err != nil {
-		t.Fatalf("the documented settings: %v\n%s", err, doc)
-	}
-	settings["security"] = map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}
-	b, _ := json.Marshal(settings)
-	if err := os.MkdirAll(filepath.Join(f.home, ".gemini"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(f.home, ".gemini", "settings.json"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	geminiSettings(t, f, replace(t, replace(t, docBlock(t, "gemini-http"), "http://127.0.0.1:7400/", tee.url), "Bearer TOKEN", "Bearer "+h.token))
 	out, _ := runClient(t, 120*time.Second, f.ws, baseEnv(f, "GOOGLE_GEMINI_BASE_URL="+m.URL(), "GEMINI_API_KEY=fake", "GEMINI_CLI_TRUST_WORKSPACE=true"),
 		bin, "-m", "gemini-2.5-pro", "-p", "Work in this project.")
 	if !strings.Contains(out, "done") {
