@@ -165,8 +165,10 @@ func runLong(t *testing.T, f *fixture, mode ...string) {
 	}
 
 	// 1. Progress while the call ran: at least two notifications, each
-	// before the result, with the output so far growing and short of
-	// the whole.
+	// before the result, with the output so far never shrinking, the
+	// first short of the whole. (A later one may see it whole: between
+	// the program's last line and its exit, which a loaded host
+	// stretches, the call still runs.)
 	first := next("first", 30*time.Second)
 	var progress []sdkProgress
 	_ = json.Unmarshal(first.Progress, &progress)
@@ -177,13 +179,13 @@ func runLong(t *testing.T, f *fixture, mode ...string) {
 		t.Errorf("%d progress notifications during a %d ms call: %+v", len(progress), first.MS, progress)
 	}
 	lastBytes, lastProgress := 0, 0.0
-	for _, p := range progress {
+	for i, p := range progress {
 		m := progressMessage.FindStringSubmatch(p.Message)
 		n := 0
 		if m != nil {
 			n, _ = strconv.Atoi(m[1])
 		}
-		if m == nil || n <= lastBytes || n >= 10 || p.Progress <= lastProgress || p.MS >= first.MS {
+		if m == nil || n < lastBytes || n > 10 || (i == 0 && n >= 10) || p.Progress <= lastProgress || p.MS >= first.MS {
 			t.Errorf("progress %+v (the call's result came at %d ms); the notifications: %+v", p, first.MS, progress)
 		}
 		lastBytes, lastProgress = n, p.Progress
