@@ -87,7 +87,7 @@ hosttest: lint build
 	@./$(BIN) doctor | grep -q '^run helper: *embedded helper image' || { echo "make: $(BIN) does not use its embedded helper image:"; ./$(BIN) doctor | grep '^run helper'; exit 1; }
 	B10X_CHROMIUM=$$(./scripts/chromium.sh) B10X_REQUIRE_HELPER_IMAGE=1 $(GO) test -ldflags='$(HELPER_LDFLAGS)' -count=1 ./...
 
-test: hosttest containertest mcptest interoptest vmtest-ci
+test: hosttest containertest mcptest interoptest vmtest-ci k8stest
 
 # vmtest boots the VM shapes (see vmtest/README.md); it installs qemu and
 # fetches Debian's kernel itself when they are missing. -selftest first
