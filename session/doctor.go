@@ -53,6 +53,11 @@ type DoctorReport struct {
 	UnixSockets       string `json:"run_unix_sockets"`
 	// Network is what each net mode gives a run call here.
 	Network []NetModeReport `json:"run_network"`
+	// Masked is what a run call's program reads as empty here: the
+	// entries of /etc not every user may read (MaskedPaths, as a call's
+	// start finds them now) and the files the read scope denies.
+	Masked      string   `json:"run_masked"`
+	MaskedPaths []string `json:"run_masked_paths"`
 	// WorkspaceCase is whether the workspace looks names up without regard
 	// to case (decision 0073).
 	WorkspaceCase *record.WorkspaceCase `json:"workspace_case,omitempty"`
@@ -64,6 +69,19 @@ type NetModeReport struct {
 	Mode      string `json:"mode"`
 	Available bool   `json:"available"`
 	Enforces  string `json:"enforces"`
+}
+
+// maskedSummary says what a run call's program reads as empty here.
+func maskedSummary() (string, []string) {
+	const scope = "the workspace files the read scope denies (by default .env, .env.*, *.pem, *.key, .netrc and SSH private keys)"
+	paths, err := spawn.MaskedSystemPaths()
+	if err != nil {
+		return "the /etc scan failed (" + err.Error() + "), so no run call starts; " + scope, []string{}
+	}
+	if len(paths) == 0 {
+		return "nothing in /etc (every entry is readable by every user); " + scope, []string{}
+	}
+	return strings.Join(paths, ", ") + " (the entries of /etc not every user may read, as each call's start finds them); " + scope, paths
 }
 
 // netModes says what each --net mode enforces; netns is whether run calls
@@ -134,6 +152,7 @@ const RunStartPrefix = "run calls of "
 func Doctor(workspace string, explicit bool) (d DoctorReport, strictStarts bool) {
 	rep := confine.Probe()
 	d = DoctorReport{Probe: rep, Layers: rep.Table(), Helper: spawn.HelperSource(), Held: gate.RunHeldSummary, SelfReads: selfReadsSummary}
+	d.Masked, d.MaskedPaths = maskedSummary()
 	abi := ChildLandlockABI(rep)
 	d.UnixSocketsScoped, d.UnixSockets = spawn.PathnameSocketsScoped(abi), spawn.PathnameSockets(abi)
 	d.Container = confine.DetectContainer()

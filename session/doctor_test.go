@@ -1,7 +1,9 @@
 package session
 
 import (
+	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/b10x/harness/confine"
@@ -38,6 +40,29 @@ func TestDoctorPublication(t *testing.T) {
 			if with[k] != v {
 				t.Errorf("%s: %s withheld as %q, want %q", tc.name, k, with[k], v)
 			}
+		}
+	}
+}
+
+// TestDoctorMasked: doctor names what a run child reads as empty, as the
+// machine shows it: a regular file of /etc without the other-read bit
+// (read here with stat, not through the code under test) is listed.
+func TestDoctorMasked(t *testing.T) {
+	msg, paths := maskedSummary()
+	if !strings.Contains(msg, "read scope denies") {
+		t.Errorf("maskedSummary does not name the read scope: %s", msg)
+	}
+	ents, err := os.ReadDir("/etc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		st, err := os.Lstat("/etc/" + e.Name())
+		if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o004 != 0 {
+			continue
+		}
+		if !slices.Contains(paths, "/etc/"+e.Name()) || !strings.Contains(msg, "/etc/"+e.Name()) {
+			t.Errorf("/etc/%s (mode %v) is not listed as read as empty: %s", e.Name(), st.Mode().Perm(), msg)
 		}
 	}
 }

@@ -83,6 +83,7 @@ func printHost(w io.Writer, d session.DoctorReport, workspace string) {
 	}
 	fmt.Fprintf(w, "read by the harness itself: %s\n", d.SelfReads)
 	fmt.Fprintf(w, "unix sockets of run children: %s\n", d.UnixSockets)
+	fmt.Fprintf(w, "read as empty by run children: %s\n", termsafe.Message(d.Masked))
 	fmt.Fprintf(w, "kernel denials of run children: %s\n", tools.KernelDenials())
 	for _, n := range d.Network {
 		avail := "yes"

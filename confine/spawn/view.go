@@ -361,6 +361,12 @@ type etcMasks struct {
 
 func newEtcMasks(root string) *etcMasks { return &etcMasks{root: root, fd: -1} }
 
+// MaskedSystemPaths lists what a run call's view hides beneath /etc now
+// (its program reads each as empty): the entries not every user of the
+// host may read, as each call's start finds them. A directory ends in
+// "/".
+func MaskedSystemPaths() ([]string, error) { return newEtcMasks(maskedRoot).get() }
+
 // get returns the current mask list. The first call only scans: a
 // process that spawns once (exec) would pay for a watch on every directory
 // and never use it. From the second call on, the scan is watched and kept
