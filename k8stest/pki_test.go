@@ -72,40 +72,33 @@ func newPKI(t *testing.T, dir string, nodeIP, serviceIP net.IP) pki {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srvKey, srvKeyDER := newKey(t)
-	srv := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), nodeIP, serviceIP},
-		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+	// issue signs a day-long leaf certificate and writes it with its key
+	// as NAME.crt and NAME.key.
+	issue := func(name string, serial int64, subject pkix.Name, usage x509.ExtKeyUsage, ips []net.IP, dns []string) {
+		key, keyDER := newKey(t)
+		leaf := &x509.Certificate{
+			SerialNumber: big.NewInt(serial),
+			Subject:      subject,
+			NotBefore:    now.Add(-time.Hour),
+			NotAfter:     now.Add(24 * time.Hour),
+			KeyUsage:     x509.KeyUsageDigitalSignature,
+			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+			IPAddresses:  ips,
+			DNSNames:     dns,
+		}
+		der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writePEM(t, filepath.Join(dir, name+".crt"), "CERTIFICATE", der)
+		writePEM(t, filepath.Join(dir, name+".key"), "PRIVATE KEY", keyDER)
 	}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srv, caCert, &srvKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writePEM(t, filepath.Join(dir, "apiserver.crt"), "CERTIFICATE", srvDER)
-	writePEM(t, filepath.Join(dir, "apiserver.key"), "PRIVATE KEY", srvKeyDER)
+	issue("apiserver", 2, pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth,
+		[]net.IP{net.ParseIP("127.0.0.1"), nodeIP, serviceIP},
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"})
 	// The API server's client certificate for the kubelet (logs, exec),
 	// which trusts the cluster's CA (authentication.x509).
-	cliKey, cliKeyDER := newKey(t)
-	cli := &x509.Certificate{
-		SerialNumber: big.NewInt(3),
-		Subject:      pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	cliDER, err := x509.CreateCertificate(rand.Reader, cli, caCert, &cliKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writePEM(t, filepath.Join(dir, "kubelet-client.crt"), "CERTIFICATE", cliDER)
-	writePEM(t, filepath.Join(dir, "kubelet-client.key"), "PRIVATE KEY", cliKeyDER)
+	issue("kubelet-client", 3, pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}}, x509.ExtKeyUsageClientAuth, nil, nil)
 	saKey, saKeyDER := newKey(t)
 	saPub, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
 	if err != nil {
