@@ -131,7 +131,7 @@ func (x *Execution) Run(io ExecIO) (ExecReport, error) {
 	terms := saveTerminals(io.Stdin, io.Stdout, io.Stderr)
 	res, runErr := x.Runner.Run(ctx, x.Spec, stdio)
 	endedBySignal := first()
-	denials := x.sayDenials(res.DomainName, rec, say)
+	denials := x.sayDenials(res, rec, say)
 	termErrs := restoreTerminals(terms)
 	connections := px.close(say)
 	for _, err := range termErrs {
@@ -202,8 +202,12 @@ func (x *Execution) setStatus(rep *ExecReport, res spawn.Result, runErr error, c
 // sayDenials ends the command's watch of its kernel denials: each is
 // recorded (as the one command's, call 1) and said on stderr after the
 // command, with their count.
-func (x *Execution) sayDenials(name string, rec *record.Recorder, say func(string)) []record.Denial {
-	lines, text, _ := tools.CollectDenials(x.denials, name, x.maxDenials)
+func (x *Execution) sayDenials(res spawn.Result, rec *record.Recorder, say func(string)) []record.Denial {
+	r := x.denials
+	if res.DomainName == "" {
+		r = nil
+	}
+	lines, text, _, _ := tools.CollectDenials(r, res, x.maxDenials)
 	for i := range lines {
 		lines[i].Seq = 1
 		_ = rec.Write(lines[i])

@@ -84,6 +84,7 @@ func printHost(w io.Writer, d session.DoctorReport, workspace string) {
 	fmt.Fprintf(w, "read by the harness itself: %s\n", d.SelfReads)
 	fmt.Fprintf(w, "unix sockets of run children: %s\n", d.UnixSockets)
 	fmt.Fprintf(w, "kernel denials of run children: %s\n", tools.KernelDenials())
+	fmt.Fprintf(w, "seccomp refusals of run children: %s\n", tools.SeccompDenials())
 	for _, n := range d.Network {
 		avail := "yes"
 		if !n.Available {
