@@ -131,8 +131,10 @@ func (x *Execution) Run(io ExecIO) (ExecReport, error) {
 	terms := saveTerminals(io.Stdin, io.Stdout, io.Stderr)
 	res, runErr := x.Runner.Run(ctx, x.Spec, stdio)
 	endedBySignal := first()
-	denials := x.sayDenials(res, rec, say)
+	// The terminal first: a command that stopped its output (TCOOFF)
+	// would block every line said on it until then.
 	termErrs := restoreTerminals(terms)
+	denials := x.sayDenials(res, rec, say)
 	connections := px.close(say)
 	for _, err := range termErrs {
 		say(fmt.Sprintf("the terminal could not be restored after the command: %v", err))
