@@ -103,7 +103,12 @@ func TestSeccompDenialsAttributed(t *testing.T) {
 		t.Logf("%s: %d refusals told, first %q", name, calls[0].res.SeccompRefusedAll, calls[0].res.SeccompRefused[:3])
 
 		// A flood: the list stops at MaxRefused, the count goes on, and
-		// the program sees EPERM for each.
+		// the program sees EPERM for each. Through one runner: the others
+		// reach the same init, and it takes a minute a runner in a TCG
+		// guest.
+		if name != "direct" {
+			continue
+		}
 		const n = 100000
 		flood := Spec{Program: pin(t, selfExe(t)), Argv: []string{"b10x-reexec:" + floodEntry, strconv.Itoa(n)}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: ws, Workspace: pin(t, ws)}
 		res, out, err := run(t, r, flood)

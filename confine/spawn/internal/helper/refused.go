@@ -56,7 +56,16 @@ func loadNotifying(raw []byte) (listening bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	lfd, e := sysSeccompListener(prog)
+	// Once the init has received a notification, only a fatal signal
+	// may end the caller's wait (WAIT_KILLABLE_RECV): a signal that ended
+	// it would make the kernel restart the call, which the init would then
+	// count twice. Before Linux 5.19 the flag is refused (EINVAL), and the
+	// count may then run over by the calls a signal interrupted just as
+	// they were answered.
+	lfd, e := sysSeccompListener(prog, seccompFilterFlagNewListener|seccompFilterFlagWaitKillable)
+	if e == syscall.EINVAL {
+		lfd, e = sysSeccompListener(prog, seccompFilterFlagNewListener)
+	}
 	if e == syscall.EBUSY {
 		return false, loadSeccomp(raw)
 	}

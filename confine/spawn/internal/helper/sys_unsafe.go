@@ -310,12 +310,13 @@ func sysSeccompFilter(prog []syscall.SockFilter) syscall.Errno {
 	return e
 }
 
-// sysSeccompListener is seccomp(SECCOMP_SET_MODE_FILTER,
-// SECCOMP_FILTER_FLAG_NEW_LISTENER, prog): it installs prog on this thread
-// and returns the filter's notification listener (close-on-exec).
-func sysSeccompListener(prog []syscall.SockFilter) (int, syscall.Errno) {
+// sysSeccompListener is seccomp(SECCOMP_SET_MODE_FILTER, flags, prog)
+// with SECCOMP_FILTER_FLAG_NEW_LISTENER among flags: it installs prog on
+// this thread and returns the filter's notification listener
+// (close-on-exec).
+func sysSeccompListener(prog []syscall.SockFilter, flags uintptr) (int, syscall.Errno) {
 	fprog := syscall.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	fd, _, e := syscall.RawSyscall(sysSeccomp, seccompSetModeFilter, seccompFilterFlagNewListener, uintptr(unsafe.Pointer(&fprog)))
+	fd, _, e := syscall.RawSyscall(sysSeccomp, seccompSetModeFilter, flags, uintptr(unsafe.Pointer(&fprog)))
 	runtime.KeepAlive(prog)
 	return int(fd), e
 }

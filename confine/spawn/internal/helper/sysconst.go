@@ -57,11 +57,12 @@ const (
 
 	seccompSetModeFilter = 1 // SECCOMP_SET_MODE_FILTER
 
-	seccompFilterFlagNewListener = 1 << 3     // SECCOMP_FILTER_FLAG_NEW_LISTENER
-	seccompRetErrno              = 0x00050000 // SECCOMP_RET_ERRNO
-	seccompRetUserNotif          = 0x7fc00000 // SECCOMP_RET_USER_NOTIF
-	seccompIoctlNotifRecv        = 0xc0502100 // SECCOMP_IOCTL_NOTIF_RECV: _IOWR('!', 0, struct seccomp_notif)
-	seccompIoctlNotifSend        = 0xc0182101 // SECCOMP_IOCTL_NOTIF_SEND: _IOWR('!', 1, struct seccomp_notif_resp)
+	seccompFilterFlagNewListener  = 1 << 3     // SECCOMP_FILTER_FLAG_NEW_LISTENER
+	seccompFilterFlagWaitKillable = 1 << 5     // SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19)
+	seccompRetErrno               = 0x00050000 // SECCOMP_RET_ERRNO
+	seccompRetUserNotif           = 0x7fc00000 // SECCOMP_RET_USER_NOTIF
+	seccompIoctlNotifRecv         = 0xc0502100 // SECCOMP_IOCTL_NOTIF_RECV: _IOWR('!', 0, struct seccomp_notif)
+	seccompIoctlNotifSend         = 0xc0182101 // SECCOMP_IOCTL_NOTIF_SEND: _IOWR('!', 1, struct seccomp_notif_resp)
 
 	linuxCapabilityVersion3 = 0x20080522 // _LINUX_CAPABILITY_VERSION_3
 )

@@ -69,6 +69,7 @@ func TestSysconstMatchesUnix(t *testing.T) {
 		{"CLOSE_RANGE_CLOEXEC", closeRangeCloexec, unix.CLOSE_RANGE_CLOEXEC},
 		{"SECCOMP_SET_MODE_FILTER", seccompSetModeFilter, unix.SECCOMP_SET_MODE_FILTER},
 		{"SECCOMP_FILTER_FLAG_NEW_LISTENER", seccompFilterFlagNewListener, unix.SECCOMP_FILTER_FLAG_NEW_LISTENER},
+		{"SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV", seccompFilterFlagWaitKillable, unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV},
 		{"SECCOMP_RET_ERRNO", seccompRetErrno, unix.SECCOMP_RET_ERRNO},
 		{"SECCOMP_RET_USER_NOTIF", seccompRetUserNotif, unix.SECCOMP_RET_USER_NOTIF},
 		{"SECCOMP_IOCTL_NOTIF_RECV", seccompIoctlNotifRecv, unix.SECCOMP_IOCTL_NOTIF_RECV},
