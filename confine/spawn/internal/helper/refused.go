@@ -103,6 +103,18 @@ func serveRefusals(sock int, r *refusals) {
 	// refuses, it never allows.
 	defer sysClose(lfd)
 	for {
+		// Poll first: a notification is pending (POLLIN), or the filter
+		// has no task left (POLLHUP), after which a receive would fail
+		// with ENOENT at once, for ever.
+		ev, e := sysPollIn(lfd)
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e != 0, ev&(pollHup|pollErr) != 0 && ev&pollIn == 0:
+			return
+		case ev&pollIn == 0:
+			continue
+		}
 		var n seccompNotif
 		switch e := sysNotifRecv(lfd, &n); e {
 		case 0:

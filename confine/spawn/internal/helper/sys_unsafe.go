@@ -329,6 +329,15 @@ func sysNotifRecv(fd int, n *seccompNotif) syscall.Errno {
 	return e
 }
 
+// sysPollIn waits, without a time limit, until fd is readable or hung up
+// (ppoll with one struct pollfd asking POLLIN) and returns its revents.
+// It blocks, so it is a Syscall.
+func sysPollIn(fd int) (int16, syscall.Errno) {
+	pfd := pollFD{fd: int32(fd), events: pollIn}
+	_, _, e := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, 0, 0, 0, 0)
+	return pfd.revents, e
+}
+
 // sysNotifSend answers a notification (SECCOMP_IOCTL_NOTIF_SEND).
 func sysNotifSend(fd int, r *seccompNotifResp) syscall.Errno {
 	_, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, uintptr(fd), seccompIoctlNotifSend, uintptr(unsafe.Pointer(r)))

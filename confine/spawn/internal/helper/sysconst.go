@@ -67,6 +67,19 @@ const (
 	linuxCapabilityVersion3 = 0x20080522 // _LINUX_CAPABILITY_VERSION_3
 )
 
+// pollFD is struct pollfd; pollIn, pollErr and pollHup its flags.
+type pollFD struct {
+	fd      int32
+	events  int16
+	revents int16
+}
+
+const (
+	pollIn  = 0x1
+	pollErr = 0x8
+	pollHup = 0x10
+)
+
 // seccompNotif is struct seccomp_notif: the id, the pid, flags, and
 // struct seccomp_data (nr, arch, instruction pointer, six arguments).
 type seccompNotif struct {

@@ -71,6 +71,9 @@ func TestSysconstMatchesUnix(t *testing.T) {
 		{"SECCOMP_FILTER_FLAG_NEW_LISTENER", seccompFilterFlagNewListener, unix.SECCOMP_FILTER_FLAG_NEW_LISTENER},
 		{"SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV", seccompFilterFlagWaitKillable, unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV},
 		{"SECCOMP_RET_ERRNO", seccompRetErrno, unix.SECCOMP_RET_ERRNO},
+		{"POLLIN", pollIn, unix.POLLIN},
+		{"POLLERR", pollErr, unix.POLLERR},
+		{"POLLHUP", pollHup, unix.POLLHUP},
 		{"SECCOMP_RET_USER_NOTIF", seccompRetUserNotif, unix.SECCOMP_RET_USER_NOTIF},
 		{"SECCOMP_IOCTL_NOTIF_RECV", seccompIoctlNotifRecv, unix.SECCOMP_IOCTL_NOTIF_RECV},
 		{"SECCOMP_IOCTL_NOTIF_SEND", seccompIoctlNotifSend, unix.SECCOMP_IOCTL_NOTIF_SEND},
@@ -131,6 +134,8 @@ func TestSysStructLayout(t *testing.T) {
 		ucd unix.CapUserData
 		sn  seccompNotif
 		sr  seccompNotifResp
+		pf  pollFD
+		upf unix.PollFd
 	)
 	for _, c := range []struct {
 		name      string
@@ -166,6 +171,8 @@ func TestSysStructLayout(t *testing.T) {
 		// x/sys/unix has no seccomp_notif types: their sizes are the ones
 		// the ioctl numbers encode (_IOWR's size field), and the fields
 		// are where include/uapi/linux/seccomp.h puts them.
+		{"sizeof pollfd", unsafe.Sizeof(pf), unsafe.Sizeof(upf)},
+		{"pollfd.revents", unsafe.Offsetof(pf.revents), unsafe.Offsetof(upf.Revents)},
 		{"sizeof seccomp_notif", unsafe.Sizeof(sn), uintptr(unix.SECCOMP_IOCTL_NOTIF_RECV>>16) & 0x3fff},
 		{"seccomp_notif.data.nr", unsafe.Offsetof(sn.nr), 16},
 		{"seccomp_notif.data.args", unsafe.Offsetof(sn.args), 32},
