@@ -98,6 +98,7 @@ func TestKernelDenialsAttributed(t *testing.T) {
 // the call's init (a seccomp user notification, Linux 5.0), so this runs
 // on every shape and on this host, audit or not.
 func TestSeccompDenialsAttributed(t *testing.T) {
+	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
 	s := spawn.ProbeSeccompDenials()
 	testenv.Require(t, s.Attributable, "seccomp user notification ("+s.Why+")", testenv.HostLacks(!s.Attributable)...)
 	_, err := exec.LookPath("busybox")
