@@ -88,7 +88,7 @@ func TestKernelDenialsAttributed(t *testing.T) {
 	}
 }
 
-// TestSeccompDenialsAttributed: a run call whose program makes system
+// TestKernelDenialsOfSeccompAttributed: a run call whose program makes system
 // calls the child's seccomp filter refuses (busybox's unshare -U, mount
 // and arping: unshare(CLONE_NEWUSER), mount(2), socket(AF_PACKET)) gets
 // each in its result and as a denial line of layer seccomp tied to its
@@ -97,7 +97,7 @@ func TestKernelDenialsAttributed(t *testing.T) {
 // and counts the rest (decision 0090). The filter hands its refusals to
 // the call's init (a seccomp user notification, Linux 5.0), so this runs
 // on every shape and on this host, audit or not.
-func TestSeccompDenialsAttributed(t *testing.T) {
+func TestKernelDenialsOfSeccompAttributed(t *testing.T) {
 	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
 	s := spawn.ProbeSeccompDenials()
 	testenv.Require(t, s.Attributable, "seccomp user notification ("+s.Why+")", testenv.HostLacks(!s.Attributable)...)

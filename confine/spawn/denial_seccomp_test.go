@@ -39,13 +39,13 @@ func floodMain() {
 	os.Exit(0)
 }
 
-// TestSeccompDenialsAttributed: every call the child's filter refuses is
+// TestDenialsOfSeccompAttributed: every call the child's filter refuses is
 // handed to the call's own init (a seccomp user notification) and comes
 // back in that call's Result, named with the argument that is its reason;
 // the program still sees EPERM for each (TestSeccompInKernel's table, made
 // here too), two calls at once get their own, and a flood of 100,000
 // refusals leaves MaxRefused of them and the count (decision 0090).
-func TestSeccompDenialsAttributed(t *testing.T) {
+func TestDenialsOfSeccompAttributed(t *testing.T) {
 	testenv.Require(t, seccomp.Supported, "a seccomp filter for this architecture")
 	sup := ProbeSeccompDenials()
 	testenv.Require(t, sup.Attributable, "seccomp user notification ("+sup.Why+")", testenv.HostLacks(!sup.Attributable)...)
@@ -158,11 +158,11 @@ func underListenerMain() {
 	os.Exit(0)
 }
 
-// TestSeccompDenialsUnderAListener: where the harness's own filter stack
+// TestDenialsOfSeccompUnderAListener: where the harness's own filter stack
 // holds a listener already, a stack takes no second one (EBUSY): the call
 // still runs, its refused calls still fail with EPERM, and its Result says
 // they were not told.
-func TestSeccompDenialsUnderAListener(t *testing.T) {
+func TestDenialsOfSeccompUnderAListener(t *testing.T) {
 	testenv.Require(t, seccomp.Supported, "a seccomp filter for this architecture")
 	sup := ProbeSeccompDenials()
 	testenv.Require(t, sup.Attributable, "seccomp user notification ("+sup.Why+")", testenv.HostLacks(!sup.Attributable)...)
