@@ -131,8 +131,10 @@ func (x *Execution) Run(io ExecIO) (ExecReport, error) {
 	terms := saveTerminals(io.Stdin, io.Stdout, io.Stderr)
 	res, runErr := x.Runner.Run(ctx, x.Spec, stdio)
 	endedBySignal := first()
-	denials := x.sayDenials(res.DomainName, rec, say)
+	// The terminal first: a command that stopped its output (TCOOFF)
+	// would block every line said on it until then.
 	termErrs := restoreTerminals(terms)
+	denials := x.sayDenials(res, rec, say)
 	connections := px.close(say)
 	for _, err := range termErrs {
 		say(fmt.Sprintf("the terminal could not be restored after the command: %v", err))
@@ -202,8 +204,12 @@ func (x *Execution) setStatus(rep *ExecReport, res spawn.Result, runErr error, c
 // sayDenials ends the command's watch of its kernel denials: each is
 // recorded (as the one command's, call 1) and said on stderr after the
 // command, with their count.
-func (x *Execution) sayDenials(name string, rec *record.Recorder, say func(string)) []record.Denial {
-	lines, text, _ := tools.CollectDenials(x.denials, name, x.maxDenials)
+func (x *Execution) sayDenials(res spawn.Result, rec *record.Recorder, say func(string)) []record.Denial {
+	r := x.denials
+	if res.DomainName == "" {
+		r = nil
+	}
+	lines, text, _, _ := tools.CollectDenials(r, res, x.maxDenials)
 	for i := range lines {
 		lines[i].Seq = 1
 		_ = rec.Write(lines[i])

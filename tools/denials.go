@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/b10x/harness/confine/audit"
+	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/record"
 )
 
@@ -14,41 +15,65 @@ import (
 const DefaultMaxDenials = 32
 
 // CollectDenials gathers, once a call's program has ended, the denials the
-// kernel made inside its child: the program stage took name
-// (spawn.Result.DomainName), a token of its sandbox, just before it
-// created the program's Landlock domain, and r gives the denials of the
-// domain created under that name to this call alone (decision 0080). It
-// keeps at most max (0: DefaultMaxDenials) and returns them as record
-// lines (Seq 0: the caller numbers its calls; the last carries how many
-// were dropped beyond the cap), as the text a result lists after the
-// output ("" for none; it begins with a newline), and how many there were
-// in all. With a nil r or no name there is nothing to collect.
-func CollectDenials(r *audit.Reader, name string, max int) (lines []record.Denial, text string, count int) {
-	if r == nil || name == "" {
-		return nil, "", 0
-	}
+// kernel made inside its child, each tied to this call alone:
+//
+//   - Landlock's: the program stage took a name (res.DomainName), a token
+//     of its sandbox, just before it created the program's Landlock
+//     domain, and r gives the denials of the domain created under that
+//     name (decision 0080). With a nil r or no name there are none.
+//   - seccomp's: the system calls the child's filter refused, which the
+//     call's init was handed one by one (res.SeccompRefused, where
+//     res.SeccompAttributed; decision 0090).
+//
+// It keeps at most max (0: DefaultMaxDenials) of them all, Landlock's
+// first, and returns them as record lines (Seq 0: the caller numbers its
+// calls; the last carries how many were dropped beyond the cap), as the
+// text a result lists after the output ("" for none; it begins with a
+// newline), how many there were in all, and whether any layer's denials
+// were attributable to this call at all (false: count means nothing).
+func CollectDenials(r *audit.Reader, res spawn.Result, max int) (lines []record.Denial, text string, count int, attributed bool) {
 	if max <= 0 {
 		max = DefaultMaxDenials
 	}
-	ds, dropped := r.WatchName(name, max).Stop()
 	now := time.Now()
-	for _, x := range ds {
-		lines = append(lines, record.NewDenial(0, now, "landlock", strings.Join(x.Blockers, ","), x.Object))
+	var shown []string
+	dropped := 0
+	if r != nil && res.DomainName != "" {
+		attributed = true
+		ds, more := r.WatchName(res.DomainName, max).Stop()
+		for _, x := range ds {
+			lines = append(lines, record.NewDenial(0, now, "landlock", strings.Join(x.Blockers, ","), x.Object))
+			shown = append(shown, x.String())
+		}
+		dropped += more
+	}
+	if res.SeccompAttributed {
+		attributed = true
+		listed := 0
+		for _, op := range res.SeccompRefused {
+			if len(lines) >= max {
+				break
+			}
+			lines = append(lines, record.NewDenial(0, now, "seccomp", op, ""))
+			shown = append(shown, "seccomp: "+op)
+			listed++
+		}
+		dropped += res.SeccompRefusedAll - listed
 	}
 	if len(lines) > 0 {
 		lines[len(lines)-1].Dropped = dropped
 	}
-	count = len(ds) + dropped
+	count = len(lines) + dropped
 	if count == 0 {
-		return lines, "", 0
+		return lines, "", 0, attributed
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nkernel: %d request(s) of the program refused by the sandbox:", count)
-	for _, x := range ds {
-		b.WriteString("\n  " + x.String())
+	for _, s := range shown {
+		b.WriteString("\n  " + s)
 	}
 	if dropped > 0 {
 		fmt.Fprintf(&b, "\n  ... and %d more, counted, not listed", dropped)
 	}
-	return lines, b.String(), count
+	return lines, b.String(), count, attributed
 }

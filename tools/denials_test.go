@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/b10x/harness/confine/audit"
+	"github.com/b10x/harness/confine/spawn"
 )
 
 func TestKernelDenialsNote(t *testing.T) {
@@ -13,5 +14,33 @@ func TestKernelDenialsNote(t *testing.T) {
 	}
 	if got := kernelDenialsNote(audit.Support{Attributable: true}); !strings.HasPrefix(got, "kernel denials are not attributable here (") {
 		t.Errorf("attributable, no reader: %q", got)
+	}
+}
+
+// TestCollectSeccompDenials: a call's seccomp refusals become denial lines
+// of layer seccomp under the one cap, the last counting the rest, and the
+// text lists them after Landlock's form.
+func TestCollectSeccompDenials(t *testing.T) {
+	res := spawn.Result{SeccompAttributed: true, SeccompRefused: []string{"unshare(CLONE_NEWUSER)", "socket(AF_PACKET)", "mount"}, SeccompRefusedAll: 100000}
+	lines, text, count, ok := CollectDenials(nil, res, 2)
+	if !ok || count != 100000 || len(lines) != 2 {
+		t.Fatalf("%d lines, count %d, attributed %v", len(lines), count, ok)
+	}
+	if lines[0].Layer != "seccomp" || lines[0].Operation != "unshare(CLONE_NEWUSER)" || lines[1].Operation != "socket(AF_PACKET)" || lines[1].Dropped != 99998 || lines[0].Dropped != 0 {
+		t.Errorf("lines %+v", lines)
+	}
+	for _, want := range []string{"\nkernel: 100000 request(s) of the program refused by the sandbox:", "\n  seccomp: unshare(CLONE_NEWUSER)", "\n  seccomp: socket(AF_PACKET)", "and 99998 more, counted, not listed"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text %q lacks %q", text, want)
+		}
+	}
+	if strings.Contains(text, "mount") {
+		t.Errorf("text lists beyond the cap: %q", text)
+	}
+	if lines, text, count, ok := CollectDenials(nil, spawn.Result{SeccompAttributed: true}, 0); !ok || count != 0 || text != "" || lines != nil {
+		t.Errorf("none refused: %v %q %d %v", lines, text, count, ok)
+	}
+	if _, _, _, ok := CollectDenials(nil, spawn.Result{}, 0); ok {
+		t.Error("nothing attributable, yet attributed")
 	}
 }

@@ -332,7 +332,8 @@ type RunConfig struct {
 	Sockets string
 	// Denials reads the kernel's audit records of the calls' Landlock
 	// denials, where audit.Probe says they are attributable; nil: each
-	// call says why they are not (KernelDenials).
+	// call says why they are not (KernelDenials). The seccomp filter's
+	// refusals come in each call's spawn.Result and need no reader.
 	Denials *audit.Reader
 	// MaxDenials is how many of a call's denials are listed and recorded
 	// one by one; the rest are counted (0: DefaultMaxDenials).
@@ -377,10 +378,13 @@ func (t *runTool) Description() string {
 // denialsText tells the model, where the calls' kernel denials are
 // attributed, that the result lists them.
 func (cfg RunConfig) denialsText() string {
-	if cfg.Denials == nil {
-		return ""
+	switch {
+	case cfg.Denials != nil:
+		return " What the sandbox refused the program (a file it may not read or write, say) is listed after the output, one line each."
+	case spawn.ProbeSeccompDenials().Attributable:
+		return " The system calls the sandbox refused the program (mount, say) are listed after the output, one line each."
 	}
-	return " What the sandbox refused the program (a file it may not read or write, say) is listed after the output, one line each."
+	return ""
 }
 
 var runSpec = sync.OnceValue(func() *argSpec { return mustArgSpec(RunArgs{}) })
@@ -490,14 +494,20 @@ func (c *runCall) Execute(ctx context.Context, rep Report) (Result, error) {
 	meta := runMeta(res)
 	meta["stdout_bytes"], meta["stderr_bytes"] = out.Total(), errOut.Total()
 	deniedByKernel := ""
-	if c.t.cfg.Denials != nil && res.DomainName != "" {
-		lines, text, count := CollectDenials(c.t.cfg.Denials, res.DomainName, c.t.cfg.MaxDenials)
+	reader := c.t.cfg.Denials
+	if res.DomainName == "" {
+		reader = nil
+	}
+	if lines, text, count, ok := CollectDenials(reader, res, c.t.cfg.MaxDenials); ok {
 		for _, l := range lines {
 			if rep.Denial != nil {
 				rep.Denial(l)
 			}
 		}
 		meta["kernel_denials"], deniedByKernel = count, text
+		if note := partialDenialsNote(reader != nil, res.SeccompAttributed); note != "" {
+			meta["kernel_denials_note"] = note
+		}
 	} else {
 		meta["kernel_denials"] = kernelDenialsNote(audit.Probe())
 	}
@@ -637,7 +647,7 @@ func formatRun(res spawn.Result, out, errOut *spawn.Capture) string {
 	return b.String()
 }
 
-// KernelDenials is what doctor says in one line about the kernel's
+// KernelDenials is what doctor says in one line about Landlock's
 // denials inside run children here: attributed to each call, or why not.
 func KernelDenials() string {
 	s := audit.Probe()
@@ -645,6 +655,39 @@ func KernelDenials() string {
 		return s.Note()
 	}
 	return "attributed to each run call: Landlock's audit records are read from the audit netlink's read-only group (CAP_AUDIT_READ), listed in the call's result and recorded as denial lines"
+}
+
+// SeccompDenials is what doctor says in one line about the system calls
+// run children's seccomp filter refuses: attributed to each call, or why
+// not (decision 0090).
+func SeccompDenials() string {
+	s := spawn.ProbeSeccompDenials()
+	if !s.Attributable {
+		return "not attributable here (" + s.Why + ")"
+	}
+	return "attributed to each run call: the filter hands each call it refuses to the call's init (a seccomp user notification, answered EPERM), listed in the call's result and recorded as denial lines"
+}
+
+// partialDenialsNote says which layer's denials a call with some
+// attributed could not have: Landlock's (no reader, or no named domain)
+// or seccomp's; "" when both were.
+func partialDenialsNote(landlock, seccomp bool) string {
+	switch {
+	case !landlock:
+		s := audit.Probe()
+		why := s.Why
+		if s.Attributable {
+			why = "this run tool was given no audit reader, or the sandbox's domain logs nothing"
+		}
+		return "Landlock's denials are not attributable here (" + why + "); the listed ones are seccomp's"
+	case !seccomp:
+		why := spawn.ProbeSeccompDenials().Why
+		if why == "" {
+			why = "the harness's own seccomp filter stack holds a listener already"
+		}
+		return "seccomp's refusals are not attributable here (" + why + "); the listed ones are Landlock's"
+	}
+	return ""
 }
 
 // kernelDenialsNote is what a run call without an audit reader says,

@@ -2,11 +2,13 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/b10x/harness/confine/audit"
+	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/internal/testenv"
 )
 
@@ -83,5 +85,86 @@ func TestKernelDenialsAttributed(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(ws, "n1")); err == nil {
 		t.Error("a device node was made")
+	}
+}
+
+// TestKernelDenialsOfSeccompAttributed: a run call whose program makes system
+// calls the child's seccomp filter refuses (busybox's unshare -U, mount
+// and arping: unshare(CLONE_NEWUSER), mount(2), socket(AF_PACKET)) gets
+// each in its result and as a denial line of layer seccomp tied to its
+// seq; exec says them on stderr after the command and records them; a
+// program that makes 100 refused calls leaves at most max_denials lines
+// and counts the rest (decision 0090). The filter hands its refusals to
+// the call's init (a seccomp user notification, Linux 5.0), so this runs
+// on every shape and on this host, audit or not.
+func TestKernelDenialsOfSeccompAttributed(t *testing.T) {
+	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	s := spawn.ProbeSeccompDenials()
+	testenv.Require(t, s.Attributable, "seccomp user notification ("+s.Why+")", testenv.HostLacks(!s.Attributable)...)
+	_, err := exec.LookPath("busybox")
+	testenv.Require(t, err == nil, "busybox (its unshare, mount and arping make the refused calls)", testenv.HostLacks(err != nil)...)
+	ws := t.TempDir()
+	rec := filepath.Join(t.TempDir(), "rec.jsonl")
+	script := "busybox unshare -U true; busybox mount -t tmpfs t /tmp; busybox arping -c 1 -I lo 127.0.0.1; echo done"
+	r := harness(t, "", "call", "--workspace", ws, "--record", rec, "--yes", "--allow-program", "sh",
+		"run", `{"argv":["sh","-c","`+script+`"]}`)
+	out := outcome(t, r)
+	result, _ := out["result"].(string)
+	want := []string{"unshare(CLONE_NEWUSER)", "mount", "socket(AF_PACKET)"}
+	if r.code != 0 || !strings.Contains(result, "done") || !strings.Contains(result, "request(s) of the program refused by the sandbox:") {
+		t.Fatalf("exit %d, result %q, stderr %s", r.code, result, r.stderr)
+	}
+	for _, w := range want {
+		if !strings.Contains(result, "\n  seccomp: "+w) {
+			t.Errorf("result lacks seccomp: %s: %q", w, result)
+		}
+	}
+	ds := denialLines(t, rec)
+	var ops []string
+	for _, d := range ds {
+		if d["layer"] != "seccomp" {
+			continue
+		}
+		if d["seq"] != float64(1) {
+			t.Errorf("denial line %v is not call 1's", d)
+		}
+		op, _ := d["operation"].(string)
+		ops = append(ops, op)
+	}
+	if strings.Join(ops, " ") != strings.Join(want, " ") {
+		t.Errorf("record's seccomp denial lines %q, want %q", ops, want)
+	}
+	if meta, _ := out["meta"].(map[string]any); meta["kernel_denials"] != float64(len(ds)) {
+		t.Errorf("meta kernel_denials %v, want %d", meta["kernel_denials"], len(ds))
+	}
+
+	erec := filepath.Join(t.TempDir(), "exec.jsonl")
+	r = harness(t, "", "exec", "--workspace", ws, "--record", erec, "--", "sh", "-c", "busybox arping -c 1 -I lo 127.0.0.1; exit 0")
+	if r.code != 0 || !strings.Contains(r.stderr, "seccomp: socket(AF_PACKET)") {
+		t.Fatalf("exec: exit %d, stderr %s", r.code, r.stderr)
+	}
+	found := false
+	for _, d := range denialLines(t, erec) {
+		if d["layer"] == "seccomp" {
+			found = d["seq"] == float64(1) && d["operation"] == "socket(AF_PACKET)"
+		}
+	}
+	if !found {
+		t.Errorf("exec's denial lines %v", denialLines(t, erec))
+	}
+
+	// A flood of refused calls: at most the cap of lines, and a count.
+	frec := filepath.Join(t.TempDir(), "flood.jsonl")
+	r = harness(t, "", "call", "--workspace", ws, "--record", frec, "--yes", "--allow-program", "sh", "--max-denials", "5",
+		"run", `{"argv":["sh","-c","i=0; while [ $i -lt 100 ]; do busybox unshare -U true 2>/dev/null; i=$((i+1)); done; echo done"]}`)
+	out = outcome(t, r)
+	result, _ = out["result"].(string)
+	ds = denialLines(t, frec)
+	if r.code != 0 || len(ds) != 5 || strings.Count(result, "seccomp: unshare(CLONE_NEWUSER)") != 5 || !strings.Contains(result, "more, counted, not listed") {
+		t.Fatalf("flood: exit %d, %d denial lines, result %q", r.code, len(ds), result)
+	}
+	dropped, _ := ds[4]["dropped"].(float64)
+	if meta, _ := out["meta"].(map[string]any); dropped < 95 || meta["kernel_denials"] != 5+dropped {
+		t.Errorf("flood: the last line counts %v more, meta says %v in all", dropped, meta["kernel_denials"])
 	}
 }

@@ -169,6 +169,9 @@ func (d *direct) prepare(s Spec) (*prepared, error) {
 		Seccomp:  filter,
 		Probe:    s.Probe,
 		NProc:    s.NProc,
+		// The filter's refusals go to the call's init, each tied to this
+		// call (decision 0090), where the kernel can notify.
+		SeccompNotify: len(filter) > 0 && ProbeSeccompDenials().Attributable,
 	}
 	if s.ProxyPort > 0 {
 		// After the trees: startOnce passes Stdio.Proxy there.
@@ -349,6 +352,11 @@ type callStatus struct {
 	sawReady bool
 	setupErr *SetupError
 	readErr  error
+	// listening: the filter's refusals went to the init
+	// (LayerSeccompListener); refusedAll and refused are what it reported.
+	listening  bool
+	refusedAll int
+	refused    []helper.Refusal
 }
 
 func (d *direct) start(ctx context.Context, s Spec, p *prepared, stdio Stdio) (Result, error) {
@@ -589,6 +597,10 @@ func callOutcome(res Result, p *prepared, st callStatus, ps *os.ProcessState, wa
 	}
 	res.Layers = orderLayers(append(p.layers, st.layers...))
 	res.HostUID, res.HostGID, res.LockedView = p.hostUID, p.hostGID, st.locked
+	if st.listening {
+		res.SeccompAttributed = true
+		res.SeccompRefused, res.SeccompRefusedAll = refusedOps(st.refused), st.refusedAll
+	}
 	if ctxErr != nil {
 		return res, fmt.Errorf("spawn: call ended by its context: %w", ctxErr)
 	}
@@ -859,7 +871,10 @@ func readStatus(r io.Reader) callStatus {
 			bits := dec.U32()
 			st.layers = helperLayers(bits)
 			st.locked = bits&helper.LayerLockedView != 0
+			st.listening = bits&helper.LayerSeccompListener != 0
 			st.sawReady = true
+		case helper.StatusRefused:
+			st.refusedAll, st.refused = helper.DecodeRefused(&dec)
 		case helper.StatusExit:
 			ws := syscall.WaitStatus(dec.U32())
 			st.exit = &ws

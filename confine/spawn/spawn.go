@@ -257,6 +257,19 @@ type Result struct {
 	// (audit.Reader.WatchName; decision 0080). "" where none was taken.
 	// The program gets its own name at execve.
 	DomainName string
+	// SeccompAttributed is true when the child's seccomp filter handed
+	// every call it refused to the call's init (a seccomp user
+	// notification, answered EPERM as the filter would have; decision
+	// 0090): SeccompRefused then lists the first of them, in order, each
+	// as a denial line's operation ("socket(AF_PACKET)",
+	// "unshare(CLONE_NEWUSER)", "mount"), at most helper.MaxRefused (256),
+	// and SeccompRefusedAll says how many there were in all. False where
+	// the kernel cannot notify (ProbeSeccompDenials says why), where the
+	// harness's own filter stack holds a listener already, or when the
+	// program never ran.
+	SeccompAttributed bool
+	SeccompRefused    []string
+	SeccompRefusedAll int
 	// Layers names the confinement layers actually applied to this child,
 	// with the names of package confine (confine.LayerLandlockChild, ...),
 	// in that package's report order.

@@ -82,6 +82,9 @@ func encodeResult(e *helper.Encoder, r Result) {
 	e.Bool(r.LockedView)
 	e.Bool(r.Prestarted)
 	e.Str(r.DomainName)
+	e.Bool(r.SeccompAttributed)
+	e.Strs(r.SeccompRefused)
+	e.I64(int64(r.SeccompRefusedAll))
 }
 
 func decodeResult(d *helper.Decoder) Result {
@@ -99,6 +102,11 @@ func decodeResult(d *helper.Decoder) Result {
 	r.LockedView = d.Bool()
 	r.Prestarted = d.Bool()
 	r.DomainName = d.Str()
+	r.SeccompAttributed = d.Bool()
+	if ops := d.Strs(); len(ops) > 0 {
+		r.SeccompRefused = ops
+	}
+	r.SeccompRefusedAll = int(d.I64())
 	return r
 }
 

@@ -91,11 +91,16 @@ func Main() {
 			}
 		}
 	}
-	pid, err := startProgram(p)
+	pid, notify, err := startProgram(p)
 	if err != nil {
 		fail("start the program's stage", err)
 	}
-	initLoop(pid, sigs)
+	var refused *refusals
+	if notify >= 0 {
+		refused = &refusals{}
+		go serveRefusals(notify, refused)
+	}
+	initLoop(pid, sigs, refused)
 }
 
 // startStage begins either stage: it locks the thread (every step of a
@@ -428,19 +433,28 @@ func loopbackUp() error {
 // loadSeccomp installs the raw program on this thread (no_new_privs must be
 // set).
 func loadSeccomp(raw []byte) error {
+	prog, err := sockFilters(raw)
+	if err != nil {
+		return err
+	}
+	if e := sysSeccompFilter(prog); e != 0 {
+		return opErr("seccomp", "SET_MODE_FILTER", e)
+	}
+	return nil
+}
+
+// sockFilters reads a raw program's instructions.
+func sockFilters(raw []byte) ([]syscall.SockFilter, error) {
 	n := len(raw) / 8
-	if n == 0 || n > 4096 {
-		return errors.New("seccomp program of a bad size")
+	if n == 0 || n > 4096 || len(raw)%8 != 0 {
+		return nil, errors.New("seccomp program of a bad size")
 	}
 	prog := make([]syscall.SockFilter, n)
 	for i := range prog {
 		b := raw[8*i:]
 		prog[i] = syscall.SockFilter{Code: binary.LittleEndian.Uint16(b), Jt: b[2], Jf: b[3], K: binary.LittleEndian.Uint32(b[4:])}
 	}
-	if e := sysSeccompFilter(prog); e != 0 {
-		return opErr("seccomp", "SET_MODE_FILTER", e)
-	}
-	return nil
+	return prog, nil
 }
 
 // landlock creates the child's ruleset, adds the rules and enforces it on

@@ -48,7 +48,16 @@ const (
 	StatusReady  = 'R' // layers applied (u32 bits); execve is next
 	StatusFailed = 'F' // a step failed: its name and error
 	StatusExit   = 'X' // the program ended: its raw wait status (u32)
+	// StatusRefused comes just before StatusExit when the filter's
+	// refusals came to the init (Plan.SeccompNotify): how many in all
+	// (u32), then the first of them (u32 count, each u32 nr and six u64
+	// arguments), at most MaxRefused.
+	StatusRefused = 'D'
 )
+
+// MaxRefused is how many of a call's seccomp refusals the init keeps one
+// by one (the rest it counts): the most a call lists.
+const MaxRefused = 256
 
 // Layer bits the helper reports as applied.
 const (
@@ -59,6 +68,10 @@ const (
 	LayerLockedView // the program's user namespace is nested: the view's mounts are locked
 	LayerNoCaps     // the program holds no capability (checked, bounding set included)
 	LayerNProc      // RLIMIT_NPROC set to Plan.NProc, its enforcement proven
+	// LayerSeccompListener: the filter's refusals go to the init through
+	// a seccomp user notification (Plan.SeccompNotify), each answered
+	// EPERM and reported (StatusRefused).
+	LayerSeccompListener
 )
 
 // MountKind is one step of building the child's view.
@@ -140,6 +153,15 @@ type Plan struct {
 	// id(1) tells the truth (spawn.Spec.CallerIDs).
 	NSUID, NSGID uint32
 	Seccomp      []byte // raw classic BPF (struct sock_filter, 8 bytes each); empty: none
+	// SeccompNotify makes every EPERM of the filter a seccomp user
+	// notification (SECCOMP_RET_USER_NOTIF, Linux 5.0): the program's stage
+	// loads it with SECCOMP_FILTER_FLAG_NEW_LISTENER and hands the listener
+	// to the init, which answers each refused call with EPERM, as the
+	// filter would have, and reports it before the program's exit
+	// (StatusRefused), so each refusal is tied to this call (decision
+	// 0090). Where the stage's filter stack already has a listener (EBUSY:
+	// the harness runs under one) the stage loads the filter as it is.
+	SeccompNotify bool
 	// Landlock: LandlockFS and LandlockScoped are the ruleset's handled
 	// filesystem rights and scopes; both zero applies no domain.
 	LandlockFS     uint64
@@ -251,6 +273,7 @@ func (p *Plan) Encode(e *Encoder) {
 	e.U32(p.NSUID)
 	e.U32(p.NSGID)
 	e.Str(string(p.Seccomp))
+	e.Bool(p.SeccompNotify)
 	e.U64(p.LandlockFS)
 	e.U64(p.LandlockScoped)
 	e.U32(p.LandlockFlags)
@@ -306,6 +329,7 @@ func DecodePlan(d *Decoder) *Plan {
 	if len(p.Seccomp)%8 != 0 {
 		d.Failf("seccomp program of " + strconv.Itoa(len(p.Seccomp)) + " bytes")
 	}
+	p.SeccompNotify = d.Bool()
 	p.LandlockFS = d.U64()
 	p.LandlockScoped = d.U64()
 	p.LandlockFlags = d.U32()

@@ -23,20 +23,21 @@ var programEnv = []string{"GOMAXPROCS=1", "GOGC=off"}
 // new, can clone, detach, move, remount or reveal what they cover).
 // Without a user namespace it switches to ChildUID/ChildGID, which must
 // not be root.
-func startProgram(p *Plan) (int, error) {
+func startProgram(p *Plan) (pid int, notify int, err error) {
+	notify = -1
 	if !p.NestUser && (p.ChildUID == 0 || p.ChildGID == 0) {
-		return 0, errors.New("bug: the program would run as root without a user namespace")
+		return 0, -1, errors.New("bug: the program would run as root without a user namespace")
 	}
 	// The bounding set is emptied before the clone: without a user
 	// namespace the second stage cannot empty it itself (it is no longer
 	// root), and a nested user namespace starts with a full one anyway,
 	// which the second stage then empties.
 	if err := dropBoundingSet(); err != nil {
-		return 0, err
+		return 0, -1, err
 	}
 	var fds [2]int
 	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
-		return 0, opErr("pipe2", "plan", err)
+		return 0, -1, opErr("pipe2", "plan", err)
 	}
 	var e Encoder
 	mounts := p.Mounts
@@ -73,13 +74,31 @@ func startProgram(p *Plan) (int, error) {
 	if p.GoFD > 0 {
 		files = append(files, uintptr(p.GoFD)) // StageGoFD
 	}
-	pid, err := syscall.ForkExec("/proc/self/exe", []string{Argv0Program}, &syscall.ProcAttr{
+	stageNotify := -1
+	if p.SeccompNotify && len(p.Seccomp) > 0 {
+		// The stage sends the filter's listener to this init on it.
+		pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			sysClose(fds[0])
+			sysClose(fds[1])
+			return 0, -1, opErr("socketpair", "seccomp listener", err)
+		}
+		notify, stageNotify = pair[0], pair[1]
+		for len(files) < StageNotifyFD {
+			files = append(files, ^uintptr(0)) // closed in the stage
+		}
+		files = append(files, uintptr(stageNotify)) // StageNotifyFD
+	}
+	pid, err = syscall.ForkExec("/proc/self/exe", []string{Argv0Program}, &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   programEnv,
 		Files: files,
 		Sys:   attr,
 	})
 	sysClose(fds[0])
+	if stageNotify >= 0 {
+		sysClose(stageNotify)
+	}
 	if p.GoFD > 0 {
 		// Only the second stage speaks on it: when it dies, the parent
 		// reads the end of the socket.
@@ -87,7 +106,10 @@ func startProgram(p *Plan) (int, error) {
 	}
 	if err != nil {
 		sysClose(fds[1])
-		return 0, opErr("fork and exec", "/proc/self/exe", err)
+		if notify >= 0 {
+			sysClose(notify)
+		}
+		return 0, -1, opErr("fork and exec", "/proc/self/exe", err)
 	}
 	go func() {
 		// A failed write means the second stage died; it or the wait
@@ -95,7 +117,7 @@ func startProgram(p *Plan) (int, error) {
 		_ = sysWriteAll(fds[1], e.B)
 		sysClose(fds[1])
 	}()
-	return pid, nil
+	return pid, notify, nil
 }
 
 // capSetPCap is CAP_SETPCAP.
@@ -121,7 +143,7 @@ func catchSignals() chan os.Signal {
 // status pipe and exits (with the program's exit status, or 128 plus its
 // signal's number); the kernel then kills whatever is left in the
 // namespace.
-func initLoop(pid int, sigs chan os.Signal) {
+func initLoop(pid int, sigs chan os.Signal, refused *refusals) {
 	// Signals a shell would not forward must not end the init (and with
 	// it the call) or make its runtime print a trace on the program's
 	// stderr, where a program can send them (below Landlock ABI 6, which
@@ -166,6 +188,9 @@ func initLoop(pid int, sigs chan os.Signal) {
 			continue // an orphan, reaped
 		}
 		var e Encoder
+		if refused != nil {
+			refused.encode(&e)
+		}
 		e.U8(StatusExit)
 		e.U32(uint32(ws))
 		_ = sysWriteAll(StatusFD, e.B)
@@ -253,7 +278,15 @@ func confineProgram(p *Plan) (layers uint32, step string, err error) {
 	}
 	layers |= LayerNoNewPrivs
 	if len(p.Seccomp) > 0 {
-		if err := loadSeccomp(p.Seccomp); err != nil {
+		if p.SeccompNotify {
+			listening, err := loadNotifying(p.Seccomp)
+			if err != nil {
+				return 0, "seccomp", err
+			}
+			if listening {
+				layers |= LayerSeccompListener
+			}
+		} else if err := loadSeccomp(p.Seccomp); err != nil {
 			return 0, "seccomp", err
 		}
 		layers |= LayerSeccomp

@@ -310,6 +310,40 @@ func sysSeccompFilter(prog []syscall.SockFilter) syscall.Errno {
 	return e
 }
 
+// sysSeccompListener is seccomp(SECCOMP_SET_MODE_FILTER, flags, prog)
+// with SECCOMP_FILTER_FLAG_NEW_LISTENER among flags: it installs prog on
+// this thread and returns the filter's notification listener
+// (close-on-exec).
+func sysSeccompListener(prog []syscall.SockFilter, flags uintptr) (int, syscall.Errno) {
+	fprog := syscall.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	fd, _, e := syscall.RawSyscall(sysSeccomp, seccompSetModeFilter, flags, uintptr(unsafe.Pointer(&fprog)))
+	runtime.KeepAlive(prog)
+	return int(fd), e
+}
+
+// sysNotifRecv waits for the next notification on a listener
+// (SECCOMP_IOCTL_NOTIF_RECV; n must be zeroed). It blocks, so it is a
+// Syscall, not a RawSyscall.
+func sysNotifRecv(fd int, n *seccompNotif) syscall.Errno {
+	_, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), seccompIoctlNotifRecv, uintptr(unsafe.Pointer(n)))
+	return e
+}
+
+// sysPollIn waits, without a time limit, until fd is readable or hung up
+// (ppoll with one struct pollfd asking POLLIN) and returns its revents.
+// It blocks, so it is a Syscall.
+func sysPollIn(fd int) (int16, syscall.Errno) {
+	pfd := pollFD{fd: int32(fd), events: pollIn}
+	_, _, e := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, 0, 0, 0, 0)
+	return pfd.revents, e
+}
+
+// sysNotifSend answers a notification (SECCOMP_IOCTL_NOTIF_SEND).
+func sysNotifSend(fd int, r *seccompNotifResp) syscall.Errno {
+	_, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, uintptr(fd), seccompIoctlNotifSend, uintptr(unsafe.Pointer(r)))
+	return e
+}
+
 // sysPrctlName is prctl(op, buf): PR_SET_NAME or PR_GET_NAME with the
 // thread's name in buf (16 bytes, NUL-terminated).
 func sysPrctlName(op uintptr, buf *[16]byte) error {

@@ -57,8 +57,48 @@ const (
 
 	seccompSetModeFilter = 1 // SECCOMP_SET_MODE_FILTER
 
+	seccompFilterFlagNewListener  = 1 << 3     // SECCOMP_FILTER_FLAG_NEW_LISTENER
+	seccompFilterFlagWaitKillable = 1 << 5     // SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19)
+	seccompRetErrno               = 0x00050000 // SECCOMP_RET_ERRNO
+	seccompRetUserNotif           = 0x7fc00000 // SECCOMP_RET_USER_NOTIF
+	seccompIoctlNotifRecv         = 0xc0502100 // SECCOMP_IOCTL_NOTIF_RECV: _IOWR('!', 0, struct seccomp_notif)
+	seccompIoctlNotifSend         = 0xc0182101 // SECCOMP_IOCTL_NOTIF_SEND: _IOWR('!', 1, struct seccomp_notif_resp)
+
 	linuxCapabilityVersion3 = 0x20080522 // _LINUX_CAPABILITY_VERSION_3
 )
+
+// pollFD is struct pollfd; pollIn, pollErr and pollHup its flags.
+type pollFD struct {
+	fd      int32
+	events  int16
+	revents int16
+}
+
+const (
+	pollIn  = 0x1
+	pollErr = 0x8
+	pollHup = 0x10
+)
+
+// seccompNotif is struct seccomp_notif: the id, the pid, flags, and
+// struct seccomp_data (nr, arch, instruction pointer, six arguments).
+type seccompNotif struct {
+	id    uint64
+	pid   uint32
+	flags uint32
+	nr    int32
+	arch  uint32
+	ip    uint64
+	args  [6]uint64
+}
+
+// seccompNotifResp is struct seccomp_notif_resp.
+type seccompNotifResp struct {
+	id    uint64
+	val   int64
+	error int32
+	flags uint32
+}
 
 // mountAttr is struct mount_attr.
 type mountAttr struct {

@@ -68,6 +68,15 @@ func TestSysconstMatchesUnix(t *testing.T) {
 		{"MOVE_MOUNT_T_EMPTY_PATH", moveMountTEmptyPath, unix.MOVE_MOUNT_T_EMPTY_PATH},
 		{"CLOSE_RANGE_CLOEXEC", closeRangeCloexec, unix.CLOSE_RANGE_CLOEXEC},
 		{"SECCOMP_SET_MODE_FILTER", seccompSetModeFilter, unix.SECCOMP_SET_MODE_FILTER},
+		{"SECCOMP_FILTER_FLAG_NEW_LISTENER", seccompFilterFlagNewListener, unix.SECCOMP_FILTER_FLAG_NEW_LISTENER},
+		{"SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV", seccompFilterFlagWaitKillable, unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV},
+		{"SECCOMP_RET_ERRNO", seccompRetErrno, unix.SECCOMP_RET_ERRNO},
+		{"POLLIN", pollIn, unix.POLLIN},
+		{"POLLERR", pollErr, unix.POLLERR},
+		{"POLLHUP", pollHup, unix.POLLHUP},
+		{"SECCOMP_RET_USER_NOTIF", seccompRetUserNotif, unix.SECCOMP_RET_USER_NOTIF},
+		{"SECCOMP_IOCTL_NOTIF_RECV", seccompIoctlNotifRecv, unix.SECCOMP_IOCTL_NOTIF_RECV},
+		{"SECCOMP_IOCTL_NOTIF_SEND", seccompIoctlNotifSend, unix.SECCOMP_IOCTL_NOTIF_SEND},
 		{"_LINUX_CAPABILITY_VERSION_3", linuxCapabilityVersion3, unix.LINUX_CAPABILITY_VERSION_3},
 		{"LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON", RestrictSelfLogNewExecOn, unix.LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON},
 
@@ -123,6 +132,10 @@ func TestSysStructLayout(t *testing.T) {
 		uch unix.CapUserHeader
 		cd  capUserData
 		ucd unix.CapUserData
+		sn  seccompNotif
+		sr  seccompNotifResp
+		pf  pollFD
+		upf unix.PollFd
 	)
 	for _, c := range []struct {
 		name      string
@@ -154,6 +167,17 @@ func TestSysStructLayout(t *testing.T) {
 		{"__user_cap_data_struct.effective", unsafe.Offsetof(cd.effective), unsafe.Offsetof(ucd.Effective)},
 		{"__user_cap_data_struct.permitted", unsafe.Offsetof(cd.permitted), unsafe.Offsetof(ucd.Permitted)},
 		{"__user_cap_data_struct.inheritable", unsafe.Offsetof(cd.inheritable), unsafe.Offsetof(ucd.Inheritable)},
+
+		// x/sys/unix has no seccomp_notif types: their sizes are the ones
+		// the ioctl numbers encode (_IOWR's size field), and the fields
+		// are where include/uapi/linux/seccomp.h puts them.
+		{"sizeof pollfd", unsafe.Sizeof(pf), unsafe.Sizeof(upf)},
+		{"pollfd.revents", unsafe.Offsetof(pf.revents), unsafe.Offsetof(upf.Revents)},
+		{"sizeof seccomp_notif", unsafe.Sizeof(sn), uintptr(unix.SECCOMP_IOCTL_NOTIF_RECV>>16) & 0x3fff},
+		{"seccomp_notif.data.nr", unsafe.Offsetof(sn.nr), 16},
+		{"seccomp_notif.data.args", unsafe.Offsetof(sn.args), 32},
+		{"sizeof seccomp_notif_resp", unsafe.Sizeof(sr), uintptr(unix.SECCOMP_IOCTL_NOTIF_SEND>>16) & 0x3fff},
+		{"seccomp_notif_resp.error", unsafe.Offsetof(sr.error), 16},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s is %d in the helper, %d in x/sys/unix", c.name, c.got, c.want)

@@ -112,3 +112,69 @@ func TestSeccompLoadedInKernel(t *testing.T) {
 		seccomptest.Check(t, "ABI "+strconv.Itoa(abi)+" filter", cases, out)
 	}
 }
+
+// orphanedEntry is loadedEntry with the filter's EPERMs made user
+// notifications (as the helper loads it for a call whose refusals are
+// told, decision 0090) and its listener closed at once: nobody answers.
+const orphanedEntry = "seccomp-test-orphaned"
+
+func init() { reexec.Register(orphanedEntry, orphanedMain) }
+
+func orphanedMain() {
+	raw, err := Filter(7)
+	if err != nil {
+		fatal("%v", err)
+	}
+	if os.Geteuid() == 0 {
+		if err := dropRoot(); err != nil {
+			fatal("drop root: %v", err)
+		}
+	}
+	notify := append([]byte(nil), raw...)
+	for i := 0; i < len(notify); i += 8 {
+		if binary.LittleEndian.Uint16(notify[i:]) == unix.BPF_RET|unix.BPF_K && binary.LittleEndian.Uint32(notify[i+4:]) == unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM) {
+			binary.LittleEndian.PutUint32(notify[i+4:], unix.SECCOMP_RET_USER_NOTIF)
+		}
+	}
+	runtime.LockOSThread()
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		fatal("PR_SET_NO_NEW_PRIVS: %v", err)
+	}
+	prog := make([]unix.SockFilter, len(notify)/8)
+	for i := range prog {
+		b := notify[8*i:]
+		prog[i] = unix.SockFilter{Code: binary.LittleEndian.Uint16(b), Jt: b[2], Jf: b[3], K: binary.LittleEndian.Uint32(b[4:])}
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	const flags = unix.SECCOMP_FILTER_FLAG_TSYNC | unix.SECCOMP_FILTER_FLAG_NEW_LISTENER | unix.SECCOMP_FILTER_FLAG_TSYNC_ESRCH
+	fd, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
+	if e != 0 {
+		fatal("seccomp SET_MODE_FILTER NEW_LISTENER: %v", e)
+	}
+	unix.Close(int(fd))
+	seccomptest.Probe(os.Args[1:])
+	os.Exit(0)
+}
+
+// TestSeccompListenerGoneRefuses: a call the notifying filter hands to a
+// listener that is gone fails with ENOSYS, never reaches the kernel; the
+// calls the filter allows are unchanged. The init's listener failing, or
+// the init dying, fails closed.
+func TestSeccompListenerGoneRefuses(t *testing.T) {
+	testenv.Require(t, Supported, "a seccomp filter for this architecture")
+	cases := seccomptest.Cases(t, 7, MaxKnownSyscall)
+	for i := range cases {
+		if cases[i].Want == "EPERM" {
+			cases[i].Want = "ENOSYS"
+		}
+	}
+	out, err := reexec.Command(orphanedEntry, seccomptest.Args(cases)...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%w: %s", err, ee.Stderr)
+		}
+		t.Fatalf("the probe did not end normally: %v\n%s", err, out)
+	}
+	seccomptest.Check(t, "notifying filter without a listener", cases, out)
+}

@@ -14,3 +14,6 @@ var archMountSyscalls = []uintptr{unix.SYS_MOUNT, unix.SYS_UMOUNT2, unix.SYS_PIV
 
 // archModeSyscalls: arm64 has only the *at forms.
 var archModeSyscalls = []modeArg{}
+
+// archNames: arm64 has no legacy calls to name.
+var archNames = map[uintptr]string{}

@@ -11,4 +11,5 @@ const (
 var (
 	archMountSyscalls []uintptr
 	archModeSyscalls  []modeArg
+	archNames         map[uintptr]string
 )

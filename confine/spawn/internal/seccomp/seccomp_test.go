@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/elastic/go-seccomp-bpf/arch"
@@ -215,5 +216,39 @@ func TestSeccompFilterAssembles(t *testing.T) {
 	}
 	if k := binary.LittleEndian.Uint32(without[16+4:]); k != unix.SECCOMP_RET_KILL_PROCESS {
 		t.Fatalf("third instruction returns %#x, want KILL_PROCESS for a foreign architecture", k)
+	}
+}
+
+// TestRefusedNamed checks that every call the filter refuses with EPERM
+// has a name in a denial line (not "syscall N"), and that the argument
+// rules name the argument that is their reason.
+func TestRefusedNamed(t *testing.T) {
+	f := newFilterVM(t, 2)
+	for nr := uint32(0); nr <= MaxKnownSyscall; nr++ {
+		if actionName(f.eval(t, auditArch, nr)) != "EPERM" {
+			continue
+		}
+		if n := Name(nr); strings.HasPrefix(n, "syscall ") {
+			t.Errorf("system call %d is refused but has no name", nr)
+		}
+	}
+	for _, c := range []struct {
+		r    Refused
+		want string
+	}{
+		{Refused{Nr: uint32(unix.SYS_UNSHARE), Args: [6]uint64{unix.CLONE_NEWUSER | unix.CLONE_NEWNS}}, "unshare(CLONE_NEWUSER)"},
+		{Refused{Nr: uint32(unix.SYS_CLONE), Args: [6]uint64{unix.CLONE_NEWUSER | uint64(unix.SIGCHLD)}}, "clone(CLONE_NEWUSER)"},
+		{Refused{Nr: uint32(unix.SYS_SOCKET), Args: [6]uint64{unix.AF_PACKET, unix.SOCK_RAW}}, "socket(AF_PACKET)"},
+		{Refused{Nr: uint32(unix.SYS_SOCKET), Args: [6]uint64{afVsock}}, "socket(AF_VSOCK)"},
+		{Refused{Nr: uint32(unix.SYS_IOCTL), Args: [6]uint64{0, unix.TIOCSTI}}, "ioctl(TIOCSTI)"},
+		{Refused{Nr: uint32(unix.SYS_PRLIMIT64), Args: [6]uint64{1}}, "prlimit64(another process)"},
+		{Refused{Nr: uint32(unix.SYS_FCHMODAT), Args: [6]uint64{0, 0, 0o6755}}, "fchmodat(S_ISUID|S_ISGID)"},
+		{Refused{Nr: uint32(unix.SYS_MOUNT)}, "mount"},
+		{Refused{Nr: uint32(unix.SYS_BPF)}, "bpf"},
+		{Refused{Nr: 100000}, "syscall 100000"},
+	} {
+		if got := c.r.String(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.r, got, c.want)
+		}
 	}
 }
