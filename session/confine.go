@@ -144,7 +144,7 @@ func confineSession(ctx context.Context, p *Policy, hooks []gate.Hook, ws *works
 			c.record.Enclosing = &enc
 			s.note("limits_from enclosing: run calls get no cgroup leaf of their own; the harness's own cgroup bounds them together (" + enc.String() + ")" + nprocNote(p.Run.PidsMax) + " and each call's tree dies through its PID namespace")
 		} else {
-			s.note(enclosingUnreadNote(err))
+			s.note(enclosingUnreadNote(err, p.Run.PidsMax))
 		}
 	}
 	if len(plan.Missing) > 0 {

@@ -218,7 +218,7 @@ func execDir(dir string) (string, error) {
 func enclosingNote(pidsMax int64) string {
 	enc, err := cgroup.EnclosingLimits()
 	if err != nil {
-		return enclosingUnreadNote(err)
+		return enclosingUnreadNote(err, pidsMax)
 	}
 	return "limits_from enclosing: the command gets no cgroup leaf of its own; the harness's own cgroup bounds it (" + enc.String() + ")" + nprocNote(pidsMax) + " and its tree dies through its PID namespace"
 }
@@ -226,8 +226,8 @@ func enclosingNote(pidsMax int64) string {
 // enclosingUnreadNote is said under limits_from enclosing when the
 // harness's own cgroup cannot be read (no cgroup v2 here): the limits
 // that bound the command, if any, are the container's, unseen.
-func enclosingUnreadNote(err error) string {
-	return "limits_from enclosing: no cgroup leaf is made, and the harness cannot read the cgroup that bounds it (" + err.Error() + "); each tree dies through its PID namespace"
+func enclosingUnreadNote(err error, pidsMax int64) string {
+	return "limits_from enclosing: no cgroup leaf is made, and the harness cannot read the cgroup that bounds it (" + err.Error() + ")" + strings.TrimSuffix(nprocNote(pidsMax), ",") + "; each tree dies through its PID namespace"
 }
 
 // Missing names the whole-tree and limit layers the command asked for and

@@ -101,9 +101,7 @@ func TestStrictEnclosingLimits(t *testing.T) {
 // RLIMIT_NPROC in its own user namespace: a fork bomb stops there, and
 // the next call gets its own count.
 func TestEnclosingNProc(t *testing.T) {
-	// Without user namespaces the harness (uid 1000 there) cannot start
-	// a call at all.
-	testenv.Require(t, testenv.Shape() != testenv.ShapeNoUserns, "run children in user namespaces of their own", testenv.ShapeNoUserns)
+	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
 	ws := t.TempDir()
 	// The shell says how many forks worked: dash exits at the first
 	// that fails, busybox's ash may go on without a new $!.
