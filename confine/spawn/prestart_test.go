@@ -24,8 +24,11 @@ func waitWarm(t testing.TB, d *direct) *warm {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
+		var w *warm
 		d.pre.mu.Lock()
-		w := d.pre.slot
+		if len(d.pre.ready) > 0 {
+			w = d.pre.ready[0]
+		}
 		d.pre.mu.Unlock()
 		if w != nil {
 			select {
@@ -266,7 +269,7 @@ func TestPrestartClosed(t *testing.T) {
 	}
 	d.pre.mu.Lock()
 	defer d.pre.mu.Unlock()
-	if d.pre.slot != nil || d.pre.building != nil {
+	if len(d.pre.ready) != 0 || d.pre.inflight != 0 || len(d.pre.builds) != 0 {
 		t.Error("a sandbox was pre-started after close")
 	}
 }
