@@ -68,6 +68,7 @@ type prestarter struct {
 	ready    []*warm  // built, oldest first, taken by no call
 	builds   []*build // in flight, claimed by no call
 	inflight int      // builds in flight, claimed or not
+	running  int      // calls between begin and prestartAfter
 	closed   bool
 	wg       sync.WaitGroup // prestarts and discards in flight
 	taken    atomic.Int64   // calls that ran in a pre-started sandbox
@@ -157,9 +158,20 @@ func (w *warm) current() bool {
 	return true
 }
 
-// prestartAfter tops the pool up with sandboxes for s's view, built in
-// the background: as many as make the ready ones and those in flight the
-// pool's size, none once the runner is closed.
+// begin counts a call that will end with prestartAfter.
+func (ps *prestarter) begin() {
+	ps.mu.Lock()
+	ps.running++
+	ps.mu.Unlock()
+}
+
+// prestartAfter ends a call counted by begin and tops the pool up with
+// sandboxes for s's view, built in the background: when no other call
+// runs, as many as make the ready ones and those in flight the pool's
+// size; while others run, only one when there is none (what a pool of
+// one would do), so that a burst's builds do not compete with its own
+// calls for the CPU (decision 0092 measured it). None once the runner is
+// closed.
 func (d *direct) prestartAfter(s Spec) {
 	ps := d.pre
 	if ps == nil {
@@ -168,10 +180,15 @@ func (d *direct) prestartAfter(s Spec) {
 	s.Probe = false
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	ps.running--
 	if ps.closed {
 		return
 	}
-	for n := ps.capacity() - len(ps.ready) - ps.inflight; n > 0; n-- {
+	want := ps.capacity()
+	if ps.running > 0 {
+		want = 1
+	}
+	for n := want - len(ps.ready) - ps.inflight; n > 0; n-- {
 		b := &build{done: make(chan struct{})}
 		ps.builds = append(ps.builds, b)
 		ps.inflight++
