@@ -48,10 +48,11 @@ type BrokerOptions struct {
 	// (cgroup.Manager.RemoveParent), for a harness that will have restricted
 	// its own writes with Landlock and so cannot remove it itself.
 	RemoveParent bool
-	// Prestart keeps one pre-started sandbox: when a call (or a probe)
-	// ends, the broker starts the helper for the next call with the same
-	// view and confines its program stage up to execve, so that call only
-	// hands over its program, argv, environment, directory and streams.
+	// Prestart keeps a pre-started sandbox (PrestartPool: several): when
+	// a call (or a probe) ends, the broker starts the helper for the next
+	// call with the same view and confines its program stage up to
+	// execve, so that call only hands over its program, argv,
+	// environment, directory and streams.
 	// A call whose view differs, or whose held or pinned paths changed
 	// since, discards it and starts cold. A sandbox serves one call and is
 	// never reused. Idle, it holds two small processes, a cgroup leaf and

@@ -20,7 +20,8 @@ import (
 // program stage, confined (identity, capabilities, no_new_privs, seccomp,
 // Landlock), waits for one call: the next call with the same view hands it
 // its program, argv, environment, directory and standard streams, and
-// only execve is left. A fresh one is started behind it. It serves one
+// only execve is left. A fresh one is started behind it; a runner may keep
+// a pool of them (decision 0092), each taken by one call. It serves one
 // call and is never reused: its stage executes once, and its namespaces,
 // /tmp and leaf die with that call.
 //
