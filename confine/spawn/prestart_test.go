@@ -732,3 +732,45 @@ func TestBrokerPrestartPool(t *testing.T) {
 		}
 	}
 }
+
+// TestPrestartPoolRefillAfterBurst: a call that ends while another runs
+// builds no more than one sandbox (here none: one is still ready), so a
+// burst's builds do not compete with its calls; when the last running
+// call ends, the pool is filled again.
+func TestPrestartPoolRefillAfterBurst(t *testing.T) {
+	requireSpawn(t)
+	d := newDirect(testOptions())
+	d.pre = newPrestarter(3)
+	t.Cleanup(d.closePrestart)
+	ws := workspace(t)
+	if _, _, err := run(t, d, shSpec(t, ws, "true")); err != nil {
+		t.Fatal(err)
+	}
+	waitPool(t, d, 3)
+	long := make(chan error, 1)
+	go func() {
+		res, out, err := run(t, d, shSpec(t, ws, "sleep 2"))
+		if err == nil && (res.ExitCode != 0 || !res.Prestarted) {
+			err = fmt.Errorf("the long call: %+v\n%s", res, out)
+		}
+		long <- err
+	}()
+	for deadline := time.Now().Add(30 * time.Second); d.pre.taken.Load() != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the long call took no sandbox within 30s")
+		}
+	}
+	if res, out, err := run(t, d, shSpec(t, ws, "true")); err != nil || res.ExitCode != 0 || !res.Prestarted {
+		t.Fatalf("the short call: %v %+v\n%s", err, res, out)
+	}
+	d.pre.mu.Lock()
+	ready, inflight := len(d.pre.ready), d.pre.inflight
+	d.pre.mu.Unlock()
+	if ready+inflight != 1 {
+		t.Errorf("after a call ended beside a running one: %d ready, %d being built; want the one left ready and none built", ready, inflight)
+	}
+	if err := <-long; err != nil {
+		t.Fatal(err)
+	}
+	waitPool(t, d, 3)
+}
