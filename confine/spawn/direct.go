@@ -63,7 +63,7 @@ type direct struct {
 	// landlock holds the Landlock ABI probe once conclusive.
 	landlock probecache.Value[landlockProbe]
 
-	// pre, when set, keeps one pre-started sandbox (prestart.go).
+	// pre, when set, keeps a pool of pre-started sandboxes (prestart.go).
 	pre *prestarter
 }
 
