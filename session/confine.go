@@ -318,7 +318,7 @@ func (c *confinement) startBroker(p *Policy, s *Session) (*spawn.Broker, error) 
 	if mgr != nil {
 		c.cgroupBase = mgr.Moved()
 	}
-	broker, err := spawn.StartBroker(spawn.BrokerOptions{Cgroup: mgr, Require: Requirements(c.mode, p.Run.LimitsFrom == "enclosing"), RemoveParent: true, Prestart: s.prestart})
+	broker, err := spawn.StartBroker(spawn.BrokerOptions{Cgroup: mgr, Require: Requirements(c.mode, p.Run.LimitsFrom == "enclosing"), RemoveParent: true, Prestart: s.prestart, PrestartPool: p.MaxParallel})
 	if err != nil {
 		if c.mode == confine.Strict {
 			return nil, stepErr("confine", "strict", fmt.Errorf("starting the run broker: %w", err))

@@ -35,10 +35,12 @@ type Options struct {
 	// policy's approve mode chooses (a terminal for auto and prompt). An
 	// MCP server asks its client; nil: the policy decides.
 	Approver gate.Approver
-	// Prestart keeps one run sandbox started ahead of the next run call
+	// Prestart keeps run sandboxes started ahead of the next run calls
 	// (spawn.BrokerOptions.Prestart): for sessions whose calls come from
-	// a model, which takes its turn between two calls. A session of one
-	// call gains nothing from it. False: every call starts cold.
+	// a model, which takes its turn between two calls. As many are kept
+	// as max_parallel lets run at once, at most spawn.MaxPrestartPool
+	// (decision 0092). A session of one call gains nothing from it.
+	// False: every call starts cold.
 	Prestart bool
 }
 

@@ -2,10 +2,14 @@ package spawn
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 )
 
 // The spawn benchmarks time one confined call of /bin/true from a process
@@ -89,6 +93,85 @@ func BenchmarkRunTrueBackToBack(b *testing.B) {
 	defer d.closePrestart()
 	benchRun(b, d)
 }
+
+// BenchmarkRunTrueBurst is a model's turn with several run calls (or
+// concurrent MCP calls): burstCalls calls of /bin/true issued at once,
+// timed from their issue to the last one's Result (ns/op), with each
+// call's own latency averaged (ms/call) and the slowest (max-ms). Between
+// two bursts the model takes its turn (outside the timer): the pool is
+// full again. pool=1 is the one sandbox of decision 0069, pool=4 the pool
+// of 0092; bwrap is bubblewrap's one-shot, burstCalls at once, from this
+// process.
+func BenchmarkRunTrueBurst(b *testing.B) {
+	requireSpawn(b)
+	for _, name := range []string{"pool=1", "pool=4", "bwrap"} {
+		b.Run(name, func(b *testing.B) {
+			var call func() error
+			var settle func()
+			if name == "bwrap" {
+				bwrap, err := exec.LookPath("bwrap")
+				if err != nil {
+					b.Fatal("bubblewrap is the reference here: apt-get install bubblewrap")
+				}
+				args := []string{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent", lookPath(b, "true")}
+				call = func() error { return exec.Command(bwrap, args...).Run() }
+				settle = func() {}
+			} else {
+				n := 1
+				if name == "pool=4" {
+					n = 4
+				}
+				d := newDirect(testOptions())
+				d.pre = newPrestarter(n)
+				defer d.closePrestart()
+				ws := workspace(b)
+				s := Spec{Program: pin(b, lookPath(b, "true")), Argv: []string{"true"}, Dir: ws, Workspace: pin(b, ws)}
+				call = func() error {
+					res, err := d.Run(context.Background(), s, Stdio{})
+					if err == nil && res.ExitCode != 0 {
+						err = fmt.Errorf("exit %d", res.ExitCode)
+					}
+					return err
+				}
+				settle = func() { waitPool(b, d, n) }
+				if err := call(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var sum, slowest time.Duration
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				settle()
+				b.StartTimer()
+				lat, errs := make([]time.Duration, burstCalls), make([]error, burstCalls)
+				start := time.Now()
+				var wg sync.WaitGroup
+				for i := range burstCalls {
+					wg.Go(func() {
+						errs[i] = call()
+						lat[i] = time.Since(start)
+					})
+				}
+				wg.Wait()
+				for i := range burstCalls {
+					if errs[i] != nil {
+						b.Fatal(errs[i])
+					}
+					sum += lat[i]
+				}
+				slowest = max(slowest, slices.Max(lat))
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(sum.Microseconds())/1e3/float64(b.N*burstCalls), "ms/call")
+			b.ReportMetric(float64(slowest.Microseconds())/1e3, "max-ms")
+		})
+	}
+}
+
+// burstCalls is how many calls BenchmarkRunTrueBurst issues at once: the
+// pool's cap (MaxPrestartPool).
+const burstCalls = MaxPrestartPool
 
 // BenchmarkScanMasks is one scan of the host's /etc for the entries a
 // child must not see: the largest part of planning a process's first call

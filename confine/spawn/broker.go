@@ -48,16 +48,24 @@ type BrokerOptions struct {
 	// (cgroup.Manager.RemoveParent), for a harness that will have restricted
 	// its own writes with Landlock and so cannot remove it itself.
 	RemoveParent bool
-	// Prestart keeps one pre-started sandbox: when a call (or a probe)
-	// ends, the broker starts the helper for the next call with the same
-	// view and confines its program stage up to execve, so that call only
-	// hands over its program, argv, environment, directory and streams.
+	// Prestart keeps a pre-started sandbox (PrestartPool: several): when
+	// a call (or a probe) ends, the broker starts the helper for the next
+	// call with the same view and confines its program stage up to
+	// execve, so that call only hands over its program, argv,
+	// environment, directory and streams.
 	// A call whose view differs, or whose held or pinned paths changed
 	// since, discards it and starts cold. A sandbox serves one call and is
 	// never reused. Idle, it holds two small processes, a cgroup leaf and
 	// its namespaces; Close ends it. For sessions whose calls come from a
 	// model, not for one-shot commands. See docs/decisions/0069.
 	Prestart bool
+	// PrestartPool is how many sandboxes Prestart keeps ready, for calls
+	// that come together (a model's turn with several run calls,
+	// concurrent MCP calls): each call takes its own, and the pool is
+	// topped up behind the calls that took one. Zero or 1: one; more than
+	// MaxPrestartPool: MaxPrestartPool. Ignored without Prestart. See
+	// docs/decisions/0092.
+	PrestartPool int
 }
 
 // Broker is a Runner whose calls are started by a separate, unrestricted
@@ -112,6 +120,7 @@ func StartBroker(o BrokerOptions) (*Broker, error) {
 		strings.Join(o.Require.AllowMissing, ","),
 		strconv.FormatBool(o.RemoveParent),
 		strconv.FormatBool(o.Prestart),
+		strconv.Itoa(o.PrestartPool),
 	)
 	cmd.Env = []string{}
 	cmd.Dir = "/"
@@ -347,8 +356,8 @@ func brokerMain() {
 		fmt.Fprintf(os.Stderr, "b10x-harness: spawn broker: %v\n", err)
 		os.Exit(1)
 	}
-	if len(os.Args) != 7 {
-		fail(fmt.Errorf("want 6 arguments, got %d", len(os.Args)-1))
+	if len(os.Args) != 8 {
+		fail(fmt.Errorf("want 7 arguments, got %d", len(os.Args)-1))
 	}
 	removeParent := os.Args[5] == "true"
 	// The parent-death signal was set before execve; if the parent died
@@ -378,7 +387,11 @@ func brokerMain() {
 	}
 	d := newDirect(opts)
 	if os.Args[6] == "true" {
-		d.pre = &prestarter{}
+		n, err := strconv.Atoi(os.Args[7])
+		if err != nil {
+			fail(fmt.Errorf("prestart pool %q: %w", os.Args[7], err))
+		}
+		d.pre = newPrestarter(n)
 	}
 	if err := unix.Sendmsg(brokerFD, []byte{'R'}, nil, nil, 0); err != nil {
 		os.Exit(1)

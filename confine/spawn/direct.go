@@ -63,7 +63,7 @@ type direct struct {
 	// landlock holds the Landlock ABI probe once conclusive.
 	landlock probecache.Value[landlockProbe]
 
-	// pre, when set, keeps one pre-started sandbox (prestart.go).
+	// pre, when set, keeps a pool of pre-started sandboxes (prestart.go).
 	pre *prestarter
 }
 
@@ -334,7 +334,9 @@ func (d *direct) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 	// The next call's sandbox is started when this one has ended: while
 	// the model takes its turn, not while this call's program runs (it
 	// would compete with it, and build a view the program may be
-	// changing).
+	// changing). With other calls still running, one is started, as with
+	// a pool of one; the last call of a burst to end fills the pool.
+	d.pre.begin()
 	defer d.prestartAfter(s)
 	if !s.Probe {
 		if w := d.takeWarm(ctx, p); w != nil {

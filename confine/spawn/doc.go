@@ -94,8 +94,10 @@
 // program, argv, environment, directory and streams; any other call
 // discards it and starts cold. Spec.Timeout and Result.Duration count
 // from the hand-over, Result.Prestarted says so, and a sandbox serves one
-// call, never a second. See prestart.go and
-// docs/decisions/0069-prestarted-sandbox.md.
+// call, never a second. BrokerOptions.PrestartPool keeps several ready
+// (at most MaxPrestartPool), so that calls that come together each take
+// one. See prestart.go, docs/decisions/0069-prestarted-sandbox.md and
+// docs/decisions/0092-prestart-pool.md.
 //
 // # What it does not protect against
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,7 +20,8 @@ import (
 // program stage, confined (identity, capabilities, no_new_privs, seccomp,
 // Landlock), waits for one call: the next call with the same view hands it
 // its program, argv, environment, directory and standard streams, and
-// only execve is left. A fresh one is started behind it. It serves one
+// only execve is left. A fresh one is started behind it; a runner may keep
+// a pool of them (decision 0092), each taken by one call. It serves one
 // call and is never reused: its stage executes once, and its namespaces,
 // /tmp and leaf die with that call.
 //
@@ -52,15 +54,43 @@ type heldPath struct {
 	dir      bool
 }
 
-// prestarter holds a direct runner's one pre-started sandbox.
+// MaxPrestartPool bounds BrokerOptions.PrestartPool: each sandbox kept
+// ready costs two processes, a cgroup leaf, its namespaces and two tmpfs
+// mounts while it waits (docs/decisions/0092-prestart-pool.md measures
+// it), and a burst larger than this is rare enough that its later calls
+// may start cold.
+const MaxPrestartPool = 4
+
+// prestarter holds a direct runner's pool of pre-started sandboxes: up to
+// size of them, ready or being built. Each serves one call.
 type prestarter struct {
 	mu       sync.Mutex
-	slot     *warm
-	building chan struct{} // closed when the prestart in flight is done
+	size     int      // sandboxes kept, ready and in flight; 0 means 1
+	ready    []*warm  // built, oldest first, taken by no call
+	builds   []*build // in flight, claimed by no call
+	inflight int      // builds in flight, claimed or not
+	running  int      // calls between begin and prestartAfter
 	closed   bool
 	wg       sync.WaitGroup // prestarts and discards in flight
 	taken    atomic.Int64   // calls that ran in a pre-started sandbox
 }
+
+// build is one sandbox being built. A call that finds none ready claims
+// one and waits for it; an unclaimed one joins the ready sandboxes when
+// done.
+type build struct {
+	done    chan struct{} // closed when w is set
+	w       *warm         // nil: it could not be built, or the pool closed
+	claimed bool          // guarded by prestarter.mu
+}
+
+// newPrestarter keeps n sandboxes ready (at least 1, at most
+// MaxPrestartPool).
+func newPrestarter(n int) *prestarter {
+	return &prestarter{size: min(max(n, 1), MaxPrestartPool)}
+}
+
+func (ps *prestarter) capacity() int { return min(max(ps.size, 1), MaxPrestartPool) }
 
 // warmKey is what must be equal between the sandbox and the call: the
 // plan without the call's own fields, and what the parent does around
@@ -129,8 +159,20 @@ func (w *warm) current() bool {
 	return true
 }
 
-// prestartAfter starts a sandbox for s's view in the background, unless
-// one is being started or the runner is closed.
+// begin counts a call that will end with prestartAfter.
+func (ps *prestarter) begin() {
+	ps.mu.Lock()
+	ps.running++
+	ps.mu.Unlock()
+}
+
+// prestartAfter ends a call counted by begin and tops the pool up with
+// sandboxes for s's view, built in the background: when no other call
+// runs, as many as make the ready ones and those in flight the pool's
+// size; while others run, only one when there is none (what a pool of
+// one would do), so that a burst's builds do not compete with its own
+// calls for the CPU (decision 0092 measured it). None once the runner is
+// closed.
 func (d *direct) prestartAfter(s Spec) {
 	ps := d.pre
 	if ps == nil {
@@ -138,30 +180,49 @@ func (d *direct) prestartAfter(s Spec) {
 	}
 	s.Probe = false
 	ps.mu.Lock()
-	if ps.closed || ps.building != nil || ps.slot != nil {
-		ps.mu.Unlock()
+	defer ps.mu.Unlock()
+	ps.running--
+	if ps.closed {
 		return
 	}
-	done := make(chan struct{})
-	ps.building = done
-	ps.wg.Add(1)
+	want := ps.capacity()
+	if ps.running > 0 {
+		want = 1
+	}
+	for n := want - len(ps.ready) - ps.inflight; n > 0; n-- {
+		b := &build{done: make(chan struct{})}
+		ps.builds = append(ps.builds, b)
+		ps.inflight++
+		ps.wg.Add(1)
+		go d.build(s, b)
+	}
+}
+
+// build builds b's sandbox and hands it to the call that claimed b, or to
+// the ready ones; a pool closed meanwhile discards it.
+func (d *direct) build(s Spec, b *build) {
+	ps := d.pre
+	defer ps.wg.Done()
+	w := d.prestart(s)
+	ps.mu.Lock()
+	ps.inflight--
+	if !b.claimed {
+		ps.builds = slices.DeleteFunc(ps.builds, func(o *build) bool { return o == b })
+	}
+	var drop *warm
+	switch {
+	case w == nil:
+	case ps.closed:
+		drop, w = w, nil
+	case !b.claimed:
+		ps.ready = append(ps.ready, w)
+	}
+	b.w = w
+	close(b.done)
 	ps.mu.Unlock()
-	go func() {
-		defer ps.wg.Done()
-		w := d.prestart(s)
-		ps.mu.Lock()
-		ps.building = nil
-		close(done)
-		if w != nil && (ps.closed || ps.slot != nil) {
-			ps.mu.Unlock()
-			d.discard(w)
-			return
-		}
-		if w != nil {
-			ps.slot = w
-		}
-		ps.mu.Unlock()
-	}()
+	if drop != nil {
+		d.discard(drop)
+	}
 }
 
 // prestart builds one sandbox for s's view; nil when it cannot (the call
@@ -240,44 +301,97 @@ func (d *direct) discard(w *warm) {
 	}
 }
 
-// takeWarm returns the pre-started sandbox when it fits the call p plans
-// (waiting for one in flight, at most until ctx ends), or nil. A sandbox
-// that does not fit is discarded in the background.
+// takeWarm returns a pre-started sandbox that fits the call p plans, or
+// nil. Ready ones are tried oldest first; each that does not fit (another
+// view, a changed held or pinned path, a dead sandbox) is discarded in the
+// background. When none is ready, the call claims one in flight and waits
+// for it (at most until ctx ends): it was started before the call, so the
+// wait is at most about a cold start. Each sandbox goes to one call: it
+// leaves the pool under ps.mu before it is used.
 func (d *direct) takeWarm(ctx context.Context, p *prepared) *warm {
 	ps := d.pre
 	if ps == nil {
 		return nil
 	}
+	key := warmKey(p)
+	fits := func(w *warm) bool { return w.key == key && w.current() }
+	var w *warm
+	var stale []*warm
 	ps.mu.Lock()
-	if b := ps.building; b != nil && ps.slot == nil {
-		ps.mu.Unlock()
+	for w == nil && len(ps.ready) > 0 {
+		c := ps.ready[0]
+		ps.ready = ps.ready[1:]
+		if fits(c) {
+			w = c
+		} else {
+			stale = append(stale, c)
+		}
+	}
+	var b *build
+	if w == nil && len(ps.builds) > 0 {
+		b = ps.builds[0]
+		ps.builds = ps.builds[1:]
+		b.claimed = true
+	}
+	ps.mu.Unlock()
+	d.discardLater(stale...)
+	if b != nil {
 		select {
-		case <-b:
+		case <-b.done:
+			if w = b.w; w != nil && !fits(w) {
+				d.discardLater(w)
+				w = nil
+			}
 		case <-ctx.Done():
+			d.unclaim(b)
 			return nil
 		}
-		ps.mu.Lock()
 	}
-	w := ps.slot
-	ps.slot = nil
-	ps.mu.Unlock()
 	if w == nil {
-		return nil
-	}
-	if w.key != warmKey(p) || !w.current() {
-		ps.wg.Add(1)
-		go func() {
-			defer ps.wg.Done()
-			d.discard(w)
-		}()
 		return nil
 	}
 	ps.taken.Add(1)
 	return w
 }
 
-// closePrestart discards the pre-started sandbox and waits for every
-// prestart and discard in flight; later calls start cold.
+// unclaim gives back a build a call stopped waiting for: to the ones in
+// flight, or, done meanwhile, to the ready ones.
+func (d *direct) unclaim(b *build) {
+	ps := d.pre
+	ps.mu.Lock()
+	select {
+	case <-b.done:
+		if b.w != nil && !ps.closed {
+			ps.ready = append(ps.ready, b.w)
+			b.w = nil
+		}
+	default:
+		b.claimed = false
+		ps.builds = append(ps.builds, b)
+	}
+	w := b.w
+	ps.mu.Unlock()
+	if w != nil {
+		d.discard(w)
+	}
+}
+
+// discardLater discards sandboxes in the background; closePrestart waits
+// for it.
+func (d *direct) discardLater(ws ...*warm) {
+	ps := d.pre
+	for _, w := range ws {
+		ps.wg.Add(1)
+		go func() {
+			defer ps.wg.Done()
+			d.discard(w)
+		}()
+	}
+}
+
+// closePrestart discards every ready sandbox and waits for every prestart
+// and discard in flight (a build that ends after this began is discarded
+// too); later calls start cold.
 func (d *direct) closePrestart() {
 	ps := d.pre
 	if ps == nil {
@@ -285,12 +399,10 @@ func (d *direct) closePrestart() {
 	}
 	ps.mu.Lock()
 	ps.closed = true
-	w := ps.slot
-	ps.slot = nil
+	ready := ps.ready
+	ps.ready = nil
 	ps.mu.Unlock()
-	if w != nil {
-		d.discard(w)
-	}
+	d.discardLater(ready...)
 	ps.wg.Wait()
 }
 

@@ -8,14 +8,17 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/b10x/harness/cgroup"
+	"github.com/b10x/harness/confine/spawn/internal/helper"
 	"github.com/b10x/harness/internal/testenv"
 )
 
@@ -24,8 +27,11 @@ func waitWarm(t testing.TB, d *direct) *warm {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
+		var w *warm
 		d.pre.mu.Lock()
-		w := d.pre.slot
+		if len(d.pre.ready) > 0 {
+			w = d.pre.ready[0]
+		}
 		d.pre.mu.Unlock()
 		if w != nil {
 			select {
@@ -266,7 +272,7 @@ func TestPrestartClosed(t *testing.T) {
 	}
 	d.pre.mu.Lock()
 	defer d.pre.mu.Unlock()
-	if d.pre.slot != nil || d.pre.building != nil {
+	if len(d.pre.ready) != 0 || d.pre.inflight != 0 || len(d.pre.builds) != 0 {
 		t.Error("a sandbox was pre-started after close")
 	}
 }
@@ -455,4 +461,316 @@ func TestPrestartedProxy(t *testing.T) {
 			t.Errorf("call %d: no connection reached the caller's listener", i)
 		}
 	}
+}
+
+// waitPool waits until d's pool holds n sandboxes, none being built, each
+// confined and waiting (GoReady said), and returns them.
+func waitPool(t testing.TB, d *direct, n int) []*warm {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		d.pre.mu.Lock()
+		ready := slices.Clone(d.pre.ready)
+		inflight := d.pre.inflight
+		d.pre.mu.Unlock()
+		if inflight == 0 && len(ready) == n {
+			for _, w := range ready {
+				select {
+				case <-w.ready:
+				case <-time.After(30 * time.Second):
+					t.Fatal("a pooled sandbox was not ready within 30s")
+				}
+				if !w.said {
+					t.Fatal("a pooled sandbox failed a step: the test would prove nothing")
+				}
+			}
+			return ready
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	d.pre.mu.Lock()
+	defer d.pre.mu.Unlock()
+	t.Fatalf("the pool did not hold %d ready sandboxes within 30s (ready %d, in flight %d)", n, len(d.pre.ready), d.pre.inflight)
+	return nil
+}
+
+// burst runs k copies of s at once and returns their results and outputs.
+func burst(t *testing.T, r Runner, s Spec, k int) ([]Result, []output) {
+	t.Helper()
+	res, outs, errs := make([]Result, k), make([]output, k), make([]error, k)
+	var wg sync.WaitGroup
+	for i := range k {
+		wg.Go(func() { res[i], outs[i], errs[i] = run(t, r, s) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("call %d of the burst: %v %+v\n%s", i, err, res[i], outs[i])
+		}
+	}
+	return res, outs
+}
+
+// requireExited waits (at most 30s) until each sandbox's init has ended:
+// the sandbox served its call, or was discarded.
+func requireExited(t *testing.T, what string, ws []*warm) {
+	t.Helper()
+	for i, w := range ws {
+		select {
+		case <-w.l.exited:
+		case <-time.After(30 * time.Second):
+			t.Errorf("%s: pooled sandbox %d (init %d) is still alive", what, i, w.l.cmd.Process.Pid)
+		}
+	}
+}
+
+// TestPrestartPoolBurst: with a pool of three, three calls that come
+// together each run in a sandbox of its own, pre-started before them,
+// whose /tmp no call has used (the workspace may be beneath /tmp: a
+// marker file tells); two more calls in the same burst start
+// cold or take one built behind the first; and the pool is refilled to
+// three, never more (sandboxes in the pool by /proc: three inits).
+func TestPrestartPoolBurst(t *testing.T) {
+	requireSpawn(t)
+	d := newDirect(testOptions())
+	d.pre = newPrestarter(3)
+	t.Cleanup(d.closePrestart)
+	ws := workspace(t)
+	// Each call holds its sandbox half a second, so that all of the
+	// burst's calls have come before the first ends.
+	s := shSpec(t, ws, `test -e /tmp/b10x-used && { echo "/tmp used"; exit 1; }; : > /tmp/b10x-used; sleep 0.5; echo ok`)
+	if res, out, err := run(t, d, s); err != nil || res.ExitCode != 0 || res.Prestarted {
+		t.Fatalf("first call: %v %+v\n%s", err, res, out)
+	}
+	pool := waitPool(t, d, 3)
+	if procs := sandboxProcesses(os.Getpid()); len(procs[helper.Argv0]) != 3 || len(procs[helper.Argv0Program]) != 3 {
+		t.Fatalf("the pool's processes: %v, want three inits and three waiting stages", procs)
+	}
+	res, outs := burst(t, d, s, 5)
+	warm := 0
+	for i := range res {
+		if res[i].ExitCode != 0 || string(outs[i].stdout.Bytes()) != "ok\n" {
+			t.Errorf("call %d of the burst: %+v\n%s", i, res[i], outs[i])
+		}
+		if res[i].Prestarted {
+			warm++
+		}
+	}
+	if warm < 3 || d.pre.taken.Load() != int64(warm) {
+		t.Errorf("%d of 5 calls ran pre-started (taken %d), want at least the pool's 3", warm, d.pre.taken.Load())
+	}
+	// Each of the three pooled sandboxes served a call and died with it:
+	// none is left to serve a second.
+	requireExited(t, "after the burst", pool)
+	after := waitPool(t, d, 3)
+	for _, w := range after {
+		if slices.Contains(pool, w) {
+			t.Error("a sandbox that served the burst is in the pool again")
+		}
+	}
+	if procs := sandboxProcesses(os.Getpid()); len(procs[helper.Argv0]) != 3 {
+		t.Errorf("after the refill: %v, want three sandboxes", procs)
+	}
+}
+
+// TestPrestartPoolStaleView: a held file replaced after the pool was
+// built makes the next call start cold and discards every pooled
+// sandbox; the refilled pool holds the new file.
+func TestPrestartPoolStaleView(t *testing.T) {
+	requireSpawn(t)
+	d := newDirect(testOptions())
+	d.pre = newPrestarter(3)
+	t.Cleanup(d.closePrestart)
+	ws := workspace(t)
+	f := filepath.Join(ws, "held.txt")
+	if err := os.WriteFile(f, []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := shSpec(t, ws, "cat held.txt")
+	s.ReadOnly = []string{f}
+	if _, _, err := run(t, d, s); err != nil {
+		t.Fatal(err)
+	}
+	pool := waitPool(t, d, 3)
+	tmp := filepath.Join(ws, "held.new")
+	if err := os.WriteFile(tmp, []byte("new\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, f); err != nil {
+		t.Fatal(err)
+	}
+	res, out, err := run(t, d, s)
+	if err != nil || res.ExitCode != 0 || res.Prestarted || string(out.stdout.Bytes()) != "new\n" {
+		t.Fatalf("after the held file was replaced: %v %+v %q", err, res, string(out.stdout.Bytes()))
+	}
+	requireExited(t, "after the view changed", pool)
+	waitPool(t, d, 3)
+	results, outs := burst(t, d, s, 3)
+	for i, res := range results {
+		if !res.Prestarted || string(outs[i].stdout.Bytes()) != "new\n" {
+			t.Errorf("call %d in the refilled pool: %+v %q", i, res, string(outs[i].stdout.Bytes()))
+		}
+	}
+	if n := d.pre.taken.Load(); n != 3 {
+		t.Errorf("taken %d, want the 3 calls of the refilled pool", n)
+	}
+}
+
+// TestPrestartPoolClosed: closing a full pool leaves none of its
+// processes, alive or a zombie, and none of its leaves; a build still in
+// flight when it closes is discarded too. It runs in a re-run child: the
+// cgroup manager may move the process it runs in.
+func TestPrestartPoolClosed(t *testing.T) {
+	requireSpawn(t)
+	if !inChildCgroup(t, true) {
+		return
+	}
+	opts := testOptions()
+	m := leafManager(t)
+	if m != nil {
+		opts.Cgroup = m
+	}
+	d := newDirect(opts)
+	d.pre = newPrestarter(3)
+	t.Cleanup(d.closePrestart)
+	ws := workspace(t)
+	if _, _, err := run(t, d, shSpec(t, ws, "true")); err != nil {
+		t.Fatal(err)
+	}
+	pool := waitPool(t, d, 3)
+	before := map[int]procState{}
+	procs := sandboxProcesses(os.Getpid())
+	for _, pids := range procs {
+		for _, pid := range pids {
+			st, ok, err := readProcState(pid)
+			if err != nil || !ok {
+				t.Fatalf("process %d of the pool: %v (exists %v)", pid, err, ok)
+			}
+			before[pid] = st
+		}
+	}
+	if len(before) != 6 {
+		t.Fatalf("the pool's processes: %v, want three inits and three stages", procs)
+	}
+	var leaves []string
+	for _, w := range pool {
+		if m != nil {
+			if w.l.leaf == nil {
+				t.Fatal("a pooled sandbox has no leaf under a cgroup manager")
+			}
+			leaves = append(leaves, w.l.leaf.Path())
+		}
+	}
+	// One call takes a sandbox, and the refill behind it is in flight
+	// when the pool closes.
+	if res, _, err := run(t, d, shSpec(t, ws, "true")); err != nil || !res.Prestarted {
+		t.Fatalf("call in the pool: %v %+v", err, res)
+	}
+	d.closePrestart()
+	requireGone(t, "after close", before)
+	if procs := sandboxProcesses(os.Getpid()); len(procs) != 0 {
+		t.Errorf("sandbox processes after close: %v", procs)
+	}
+	for _, leaf := range leaves {
+		if _, err := os.Stat(leaf); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a pooled sandbox's leaf %s after close: %v, want it removed", leaf, err)
+		}
+	}
+	if m != nil {
+		ents, err := os.ReadDir(m.Parent())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if e.IsDir() && strings.HasPrefix(e.Name(), "call-") {
+				t.Errorf("leaf left behind after close: %s", filepath.Join(m.Parent(), e.Name()))
+			}
+		}
+	}
+	d.pre.mu.Lock()
+	defer d.pre.mu.Unlock()
+	if len(d.pre.ready) != 0 || d.pre.inflight != 0 {
+		t.Errorf("after close: %d ready, %d in flight, want none", len(d.pre.ready), d.pre.inflight)
+	}
+}
+
+// TestBrokerPrestartPool: a broker with PrestartPool 3 runs three calls
+// that come together each in a pre-started sandbox.
+func TestBrokerPrestartPool(t *testing.T) {
+	requireSpawn(t)
+	b, err := StartBroker(BrokerOptions{Require: testOptions().Require, Prestart: true, PrestartPool: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ws := workspace(t)
+	s := shSpec(t, ws, "sleep 0.3; echo ok")
+	if _, _, err := run(t, b, s); err != nil {
+		t.Fatal(err)
+	}
+	bpid := b.cmd.Process.Pid
+	deadline := time.Now().Add(time.Minute)
+	for {
+		confined := 0
+		for _, stage := range sandboxProcesses(bpid)[helper.Argv0Program] {
+			if status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(stage), "status")); err == nil && strings.Contains(string(status), "\nSeccomp:\t2\n") {
+				confined++
+			}
+		}
+		if confined == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d confined pre-started sandboxes under the broker within a minute, want 3", confined)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	res, outs := burst(t, b, s, 3)
+	for i := range res {
+		if !res[i].Prestarted || res[i].ExitCode != 0 || string(outs[i].stdout.Bytes()) != "ok\n" {
+			t.Errorf("call %d of the burst: %+v\n%s", i, res[i], outs[i])
+		}
+	}
+}
+
+// TestPrestartPoolRefillAfterBurst: a call that ends while another runs
+// builds no more than one sandbox (here none: one is still ready), so a
+// burst's builds do not compete with its calls; when the last running
+// call ends, the pool is filled again.
+func TestPrestartPoolRefillAfterBurst(t *testing.T) {
+	requireSpawn(t)
+	d := newDirect(testOptions())
+	d.pre = newPrestarter(3)
+	t.Cleanup(d.closePrestart)
+	ws := workspace(t)
+	if _, _, err := run(t, d, shSpec(t, ws, "true")); err != nil {
+		t.Fatal(err)
+	}
+	waitPool(t, d, 3)
+	long := make(chan error, 1)
+	go func() {
+		res, out, err := run(t, d, shSpec(t, ws, "sleep 2"))
+		if err == nil && (res.ExitCode != 0 || !res.Prestarted) {
+			err = fmt.Errorf("the long call: %+v\n%s", res, out)
+		}
+		long <- err
+	}()
+	for deadline := time.Now().Add(30 * time.Second); d.pre.taken.Load() != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the long call took no sandbox within 30s")
+		}
+	}
+	if res, out, err := run(t, d, shSpec(t, ws, "true")); err != nil || res.ExitCode != 0 || !res.Prestarted {
+		t.Fatalf("the short call: %v %+v\n%s", err, res, out)
+	}
+	d.pre.mu.Lock()
+	ready, inflight := len(d.pre.ready), d.pre.inflight
+	d.pre.mu.Unlock()
+	if ready+inflight != 1 {
+		t.Errorf("after a call ended beside a running one: %d ready, %d being built; want the one left ready and none built", ready, inflight)
+	}
+	if err := <-long; err != nil {
+		t.Fatal(err)
+	}
+	waitPool(t, d, 3)
 }

@@ -642,19 +642,10 @@ func (r prestarted) Run(ctx context.Context, s Spec, io Stdio) (Result, error) {
 		return r.d.Run(ctx, s, io)
 	}
 	ps := r.d.pre
-	ps.mu.Lock()
-	b := ps.building
-	ps.mu.Unlock()
-	if b != nil {
-		<-b
-	}
-	ps.mu.Lock()
-	w := ps.slot
-	ps.slot = nil
-	ps.mu.Unlock()
-	if w != nil {
+	for _, w := range settle(r.t, ps) {
 		r.d.discard(w) // built for the last call's Spec, maybe not this one's
 	}
+	var w *warm
 	if w = r.d.prestart(s); w == nil {
 		// No sandbox for this Spec (it does not plan): the call fails
 		// as a cold one would.
@@ -666,7 +657,7 @@ func (r prestarted) Run(ctx context.Context, s Spec, io Stdio) (Result, error) {
 		r.t.Errorf("a pre-started sandbox was not ready within 30s")
 	}
 	ps.mu.Lock()
-	ps.slot = w
+	ps.ready = append(ps.ready, w)
 	ps.mu.Unlock()
 	before := ps.taken.Load()
 	res, err := r.d.Run(ctx, s, io)
@@ -674,6 +665,27 @@ func (r prestarted) Run(ctx context.Context, s Spec, io Stdio) (Result, error) {
 		r.t.Errorf("the call did not run in the sandbox pre-started for it")
 	}
 	return res, err
+}
+
+// settle waits until no sandbox of ps is being built and takes every
+// ready one out of the pool.
+func settle(t testing.TB, ps *prestarter) []*warm {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ps.mu.Lock()
+		if ps.inflight == 0 {
+			ready := ps.ready
+			ps.ready = nil
+			ps.mu.Unlock()
+			return ready
+		}
+		ps.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("a sandbox was still being built after 30s")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // processesWith lists the pids whose command line holds arg as one of its
