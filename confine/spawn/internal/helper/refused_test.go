@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/b10x/harness/confine/spawn/internal/seccomp"
+	"github.com/b10x/harness/internal/testenv"
 )
 
 // TestNotifying: the notifying form of the child's filter differs from it
@@ -14,9 +15,7 @@ import (
 // ENOSYS returns (clone3, openat2, unknown numbers), the kills and ALLOW
 // stay.
 func TestNotifying(t *testing.T) {
-	if !seccomp.Supported {
-		t.Skip("no seccomp filter for this architecture")
-	}
+	testenv.Require(t, seccomp.Supported, "a seccomp filter for this architecture")
 	raw, err := seccomp.Filter(2)
 	if err != nil {
 		t.Fatal(err)
