@@ -624,7 +624,7 @@ func nprocNote(n int64) string {
 	if n <= 0 {
 		return ""
 	}
-	return fmt.Sprintf(", each call's processes and threads are bounded by RLIMIT_NPROC %d in its own user namespace (pids_max),", n)
+	return fmt.Sprintf(", each call's processes and threads are bounded by RLIMIT_NPROC %d in its own user namespace (pids_max)", n)
 }
 
 // limitLayers are the layers enclosing limits stand in for.

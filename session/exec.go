@@ -227,7 +227,7 @@ func enclosingNote(pidsMax int64) string {
 // harness's own cgroup cannot be read (no cgroup v2 here): the limits
 // that bound the command, if any, are the container's, unseen.
 func enclosingUnreadNote(err error, pidsMax int64) string {
-	return "limits_from enclosing: no cgroup leaf is made, and the harness cannot read the cgroup that bounds it (" + err.Error() + ")" + strings.TrimSuffix(nprocNote(pidsMax), ",") + "; each tree dies through its PID namespace"
+	return "limits_from enclosing: no cgroup leaf is made, and the harness cannot read the cgroup that bounds it (" + err.Error() + ")" + nprocNote(pidsMax) + "; each tree dies through its PID namespace"
 }
 
 // Missing names the whole-tree and limit layers the command asked for and
