@@ -69,7 +69,7 @@ func (d Def) Ceiling(parent gate.Risk) (gate.Risk, error) {
 		return parent, nil
 	}
 	if d.ApproveUpTo > parent {
-		return 0, fmt.Errorf("agent %q (%s:%d): approve-up-to %s is above the run's --approve-up-to %s; a named agent can only lower the ceiling",
+		return 0, fmt.Errorf("agent %q (%s:%d): approve-up-to %s is above the parent's ceiling %s; a named agent can only lower the ceiling",
 			d.Name, d.File, d.Line, d.ApproveUpTo, parent)
 	}
 	return d.ApproveUpTo, nil

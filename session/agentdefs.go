@@ -7,6 +7,7 @@ import (
 
 	"github.com/b10x/harness/agent"
 	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/internal/setting"
 	"github.com/b10x/harness/policy"
 )
 
@@ -69,7 +70,7 @@ func LoadAgents(p *Policy) (*agent.Def, error) {
 	}
 	ceiling, err := d.Ceiling(up)
 	if err != nil {
-		return nil, &Error{Err: err, Usage: true}
+		return nil, &Error{Key: setting.ApproveUpTo, Err: err, Usage: true}
 	}
 	p.ApproveUpTo = policy.Risk(ceiling.String())
 	p.Narrow = d.Allow()

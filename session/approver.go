@@ -4,16 +4,16 @@ import (
 	"os"
 
 	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/internal/setting"
 	"github.com/b10x/harness/tools"
 	"github.com/b10x/harness/workspace"
 )
 
-// noTerminalNote starts the note said when auto finds no terminal.
-const noTerminalNote = "no terminal"
-
 // chooseApprover maps the approve mode to an approver, and says what the
 // harness must tell the user once at start.
-func chooseApprover(p Policy) (gate.Approver, string, error) {
+// The note names the settings that change it as name words them (the
+// caller's flags, or the policy keys).
+func chooseApprover(p Policy, name func(key string) string) (gate.Approver, string, error) {
 	switch p.Approve {
 	case ApproveAll:
 		return gate.ApproveAll{}, "", nil
@@ -25,7 +25,8 @@ func chooseApprover(p Policy) (gate.Approver, string, error) {
 		if p.Approve == ApprovePrompt {
 			return nil, "", policyErr("approve", "prompt", "needs an interactive terminal (/dev/tty): %v", err)
 		}
-		return gate.DenyAll{}, noTerminalNote + ": calls above " + p.ApproveUpTo.String() + " risk will be denied (use --approve-up-to, --approve all or --yes to change this)", nil
+		return gate.DenyAll{}, "no terminal: calls above " + p.ApproveUpTo.String() + " risk will be denied (set " +
+			name(setting.ApproveUpTo) + ", or " + name(setting.Approve) + " all, to change this)", nil
 	}
 	return gate.NewTTYApprover(tty, tty), "", nil
 }
@@ -37,7 +38,14 @@ func openTTY() (*os.File, error) {
 }
 
 // note records a note said once at start.
-func (s *Session) note(n string) { s.notes = append(s.notes, n) }
+func (s *Session) note(n string) { s.notes = append(s.notes, note{text: n}) }
+
+// note is one thing a session says once, at start. ifAbove: only when a
+// published tool is above the risk ceiling (the approval fallback).
+type note struct {
+	text    string
+	ifAbove bool
+}
 
 // resolvePrograms resolves the allow_program declarations through the
 // harness's PATH and pins them; links planted in view's writable areas are
@@ -60,4 +68,12 @@ func pinView(p *Policy, ws *workspace.Workspace) (tools.RunView, error) {
 		return view, &Error{Err: err, Usage: true}
 	}
 	return view, nil
+}
+
+// name words key as o.Name does, or as the key itself.
+func (o Options) name(key string) string {
+	if o.Name == nil {
+		return key
+	}
+	return o.Name(key)
 }

@@ -31,6 +31,10 @@ type Options struct {
 	// host lacks, an approval fallback, stale cgroup leaves removed). Nil:
 	// discarded. The text may quote file names: render it safely.
 	Logf func(format string, args ...any)
+	// Name words a policy key in the notes, as the session's user sets
+	// it: cmd gives the key's flag (--approve-up-to). Nil: the key
+	// itself (approve_up_to).
+	Name func(key string) string
 	// Approver decides calls above the ceiling instead of the one the
 	// policy's approve mode chooses (a terminal for auto and prompt). An
 	// MCP server asks its client; nil: the policy decides.
@@ -58,7 +62,7 @@ type Session struct {
 	conf     *confinement
 	cleanup  cleanup
 	start    time.Time
-	notes    []string
+	notes    []note
 	approver gate.Approver
 	prestart bool
 	slots    *runSlots       // the run calls' slots (max_parallel)
@@ -118,12 +122,12 @@ func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 
 	approver := o.Approver
 	if approver == nil {
-		var note string
-		if approver, note, err = chooseApprover(p); err != nil {
+		var n string
+		if approver, n, err = chooseApprover(p, o.name); err != nil {
 			return nil, err
 		}
-		if note != "" {
-			s.notes = append(s.notes, note)
+		if n != "" {
+			s.notes = append(s.notes, note{text: n, ifAbove: true})
 		}
 	}
 	s.approver = approver
@@ -193,7 +197,7 @@ func (s *Session) openRecord(path string) (torn int64, err error) {
 	}
 	s.cleanup.add(func() { f.Close() })
 	if torn > 0 {
-		s.notes = append(s.notes, fmt.Sprintf("the record %s ended in a torn line (%d bytes after its last newline: a write cut short, by a full disk for one); this run starts on a fresh line", path, torn))
+		s.note(fmt.Sprintf("the record %s ended in a torn line (%d bytes after its last newline: a write cut short, by a full disk for one); this run starts on a fresh line", path, torn))
 	}
 	s.rec = gate.NewRecorder(f)
 	return torn, nil
@@ -274,10 +278,10 @@ func (s *Session) sayNotes(p Policy, o Options) {
 		}
 	}
 	for _, n := range s.notes {
-		if !above && strings.HasPrefix(n, noTerminalNote) {
+		if !above && n.ifAbove {
 			continue
 		}
-		o.Logf("%s", n)
+		o.Logf("%s", n.text)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/internal/setting"
 	"github.com/b10x/harness/internal/termsafe"
 	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/session"
@@ -157,9 +158,10 @@ func (c *callCmd) Run(e *env) error {
 
 // options are a session's options for command: notes go to stderr, one
 // line each, made safe for a terminal. A model's session (run, mcp) keeps
-// a run sandbox started ahead; call's one call does not.
+// a run sandbox started ahead; call's one call does not. A note names a
+// setting by its flag.
 func (e *env) options(command string) session.Options {
-	return session.Options{Command: command, Version: version, Prestart: command == "run" || command == "mcp", Logf: func(format string, args ...any) {
+	return session.Options{Command: command, Version: version, Prestart: command == "run" || command == "mcp", Name: setting.Flag, Logf: func(format string, args ...any) {
 		fmt.Fprintln(e.stderr, "b10x-harness: "+termsafe.Message(fmt.Sprintf(format, args...)))
 	}}
 }

@@ -390,7 +390,7 @@ func TestRunConfigErrors(t *testing.T) {
 		{"unknown tool", nil, append(replay, "--agents-dir", unknown), []string{filepath.Join(unknown, "u.md") + ":6", `unknown tool "bash"`}},
 		{"duplicate agent", nil, append(replay, "--agents-dir", dup), []string{filepath.Join(dup, "two.md") + ":2", "already defined at " + filepath.Join(dup, "one.md") + ":2"}},
 		{"bad front matter", nil, append(replay, "--agents-dir", badFM), []string{filepath.Join(badFM, "b.md") + ":4", `unknown key "model"`}},
-		{"ceiling above the parent", nil, append(replay, "--agents-dir", good, "--agent", "alpha"), []string{"approve-up-to medium is above the run's --approve-up-to low"}},
+		{"ceiling above the parent", nil, append(replay, "--agents-dir", good, "--agent", "alpha"), []string{"--approve-up-to: agent \"alpha\"", "approve-up-to medium is above the parent's ceiling low"}},
 		{"no such agent", nil, append(replay, "--agents-dir", good, "--agent", "beta"), []string{"--agent beta: no such agent", "defined: alpha"}},
 		{"agent without definitions", nil, append(replay, "--agent", "alpha"), []string{"no agent definitions were given"}},
 		{"plugin without agents/", nil, append(replay, "--plugin", plugin), []string{"--plugin " + plugin + ": no agents/ directory"}},

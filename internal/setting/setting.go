@@ -22,6 +22,7 @@ const (
 	MaxCalls     = "max_calls"
 	WriteScope   = "write_scope"
 	Approve      = "approve"
+	ApproveUpTo  = "approve_up_to"
 	Provider     = "provider"
 	BaseURL      = "base_url"
 	Model        = "model"
