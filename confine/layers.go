@@ -100,7 +100,7 @@ func (r Report) layer(name string) Layer {
 			break
 		}
 		if name == LayerLandlockSelf {
-			l.Detail = fmt.Sprintf("Landlock ABI %d: the harness reads and writes only the workspace, /dev/null and /dev/tty, and with hooks a private temporary directory; it reads the system directories and hook programs only when hooks are declared, the resolver's files only for a network provider or --net proxy (rights handled: %s)",
+			l.Detail = fmt.Sprintf("Landlock ABI %d: the harness reads and writes only the workspace, /dev/null and /dev/tty, and with hooks a private temporary directory; it reads the system directories and hook programs only when hooks are declared, the resolver's files only for a network provider or net = proxy (rights handled: %s)",
 				ll.ABI, strings.Join(rightNames(selfRights(ll.ABI)), ","))
 		} else {
 			l.Detail = fmt.Sprintf("Landlock ABI %d for each run child: %s", ll.ABI, childLandlockNote(ll.LandlockInfo))

@@ -84,13 +84,13 @@ func maskedSummary() (string, []string) {
 	return strings.Join(paths, ", ") + " (the entries of /etc not every user may read, as each call's start finds them); " + scope, paths
 }
 
-// netModes says what each --net mode enforces; netns is whether run calls
+// NetModes says what each net mode enforces; netns is whether run calls
 // get a network namespace of their own here, runs whether a run call
 // (with the proxy's listener) starts.
 func NetModes(netns, runs bool) []NetModeReport {
 	return []NetModeReport{
 		{"none", netns && runs, "an empty network namespace of the call's own, loopback up: nothing outside the call is reachable (AF_PACKET and AF_VSOCK refused by seccomp; raw sockets need a capability the program lacks)"},
-		{"proxy", netns && runs, fmt.Sprintf("the same empty namespace, whose one way out is the harness's proxy listening inside it at 127.0.0.1:%d (HTTP CONNECT, absolute-URI HTTP, SOCKS5): a destination is admitted by name (--deny-domain first, then --allow-domain), an IP literal only by --allow-cidr, and only addresses it checked are dialled (a name resolving to a loopback, private or other non-global address is refused without a CIDR rule); every attempt is recorded; a program that ignores the proxy variables reaches nothing", egress.Port)},
+		{"proxy", netns && runs, fmt.Sprintf("the same empty namespace, whose one way out is the harness's proxy listening inside it at 127.0.0.1:%d (HTTP CONNECT, absolute-URI HTTP, SOCKS5): a destination is admitted by name (deny_domain first, then allow_domain), an IP literal only by allow_cidr, and only addresses it checked are dialled (a name resolving to a loopback, private or other non-global address is refused without a CIDR rule); every attempt is recorded; a program that ignores the proxy variables reaches nothing", egress.Port)},
 		{"host", runs, "the host's network, unfiltered"},
 	}
 }
@@ -98,10 +98,10 @@ func NetModes(netns, runs bool) []NetModeReport {
 // selfReadsSummary says what selfReadPaths and confine.RestrictSelf leave
 // the harness able to read.
 const selfReadsSummary = "Under landlock-self the harness (and every hook it starts) can read only the workspace, " +
-	"/dev/null and /dev/tty; with --hook also a private temporary directory, the system directories a run child sees " +
+	"/dev/null and /dev/tty; with hooks also a private temporary directory, the system directories a run child sees " +
 	"(/usr, /bin, /sbin, /lib*, /opt and the entries of /etc every user may read), each hook's program, the existing " +
 	"absolute paths among its arguments and the harness's own executable (and /proc for reading when the harness " +
-	"cannot give its hooks a PID namespace: not root, or root without CAP_SYS_ADMIN); with a network provider or --net proxy also /etc/resolv.conf, /etc/hosts, /etc/nsswitch.conf " +
+	"cannot give its hooks a PID namespace: not root, or root without CAP_SYS_ADMIN); with a network provider or net = proxy also /etc/resolv.conf, /etc/hosts, /etc/nsswitch.conf " +
 	"and /etc/services (the CA certificates are loaded before the domain holds). Not /proc, not /sys, not the home directory."
 
 // publication says which entries a plan lets the gate publish, assuming at
