@@ -62,7 +62,7 @@ func argsText(raw json.RawMessage, max int) string {
 	if json.Valid(raw) {
 		var v any
 		_ = json.Unmarshal(raw, &v)
-		_ = writeJSON(&b, v)
+		_ = termsafe.WriteJSON(&b, "", v)
 		return firstLine(strings.TrimSpace(b.String()), max)
 	}
 	return firstLine("(not JSON) "+termsafe.Line(string(raw)), max)

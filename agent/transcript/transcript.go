@@ -10,7 +10,6 @@
 package transcript
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -72,20 +71,7 @@ func New(w, errw io.Writer, opts Options) *Writer {
 }
 
 func (o *Writer) event(v any) {
-	_ = writeJSON(o.w, v)
-}
-
-// writeJSON writes v as one JSON value and a newline, with no HTML
-// escaping, made safe for a terminal by termsafe.JSON.
-func writeJSON(w io.Writer, v any) error {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	_, err := w.Write(termsafe.JSON(b.Bytes()))
-	return err
+	_ = termsafe.WriteJSON(o.w, "", v)
 }
 
 // Header writes what the run starts with: the provider, the surface, the

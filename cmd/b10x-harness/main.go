@@ -4,8 +4,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -250,19 +248,6 @@ func parseArgs(p *kong.Kong, args []string, exited *int) (kctx *kong.Context, er
 	return p.Parse(args)
 }
 
-// writeJSON writes v as one JSON value and a newline, indented by indent
-// when it is not empty, made safe for a terminal by termsafe.JSON (the same
-// value, with no raw DEL, C1 or bidi character in its strings).
-func writeJSON(w io.Writer, indent string, v any) error {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if indent != "" {
-		enc.SetIndent("", indent)
-	}
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	_, err := w.Write(termsafe.JSON(b.Bytes()))
-	return err
-}
+// writeJSON writes v as one JSON value and a newline, safe for a terminal
+// (termsafe.WriteJSON).
+func writeJSON(w io.Writer, indent string, v any) error { return termsafe.WriteJSON(w, indent, v) }

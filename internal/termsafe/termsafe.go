@@ -34,6 +34,9 @@
 package termsafe
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -216,4 +219,22 @@ func JSON(b []byte) []byte {
 func utf16Pair(r rune) (rune, rune) {
 	r -= 0x10000
 	return 0xd800 + (r>>10)&0x3ff, 0xdc00 + r&0x3ff
+}
+
+// WriteJSON writes v to w as one JSON value and a newline, indented by
+// indent when it is not empty, with no HTML escaping, made safe for a
+// terminal by JSON (the same value, with no raw DEL, C1 or bidi character
+// in its strings).
+func WriteJSON(w io.Writer, indent string, v any) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if indent != "" {
+		enc.SetIndent("", indent)
+	}
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(JSON(b.Bytes()))
+	return err
 }

@@ -177,3 +177,22 @@ func FuzzRender(f *testing.F) {
 		checkSafe(t, string(JSON([]byte(in))), true)
 	})
 }
+
+// TestWriteJSON: the value written is the value given, with no HTML
+// escaping and no raw bidi or C1 character, indented when asked.
+func TestWriteJSON(t *testing.T) {
+	var b strings.Builder
+	if err := WriteJSON(&b, "", map[string]string{"k": "<a&b>\u202e\u009b"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.String(), `{"k":"<a&b>\u202e\u009b"}`+"\n"; got != want {
+		t.Errorf("WriteJSON = %q, want %q", got, want)
+	}
+	b.Reset()
+	if err := WriteJSON(&b, "  ", []int{1}); err != nil || b.String() != "[\n  1\n]\n" {
+		t.Errorf("indented: %q %v", b.String(), err)
+	}
+	if err := WriteJSON(&b, "", func() {}); err == nil {
+		t.Error("a value JSON cannot hold was written")
+	}
+}
