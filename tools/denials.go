@@ -10,6 +10,11 @@ import (
 	"github.com/b10x/harness/record"
 )
 
+// NoRouteOp is the operation of a denial line of the netns layer: a
+// connection or datagram to an address with no route out of the call's
+// network namespace.
+const NoRouteOp = "net.no_route"
+
 // DefaultMaxDenials is how many kernel denials a run call lists and
 // records one by one when RunConfig.MaxDenials is 0.
 const DefaultMaxDenials = 32
@@ -24,6 +29,10 @@ const DefaultMaxDenials = 32
 //   - seccomp's: the system calls the child's filter refused, which the
 //     call's init was handed one by one (res.SeccompRefused, where
 //     res.SeccompAttributed; decision 0090).
+//   - the network namespace's: the connections and datagrams that found
+//     no route out of the call's own namespace (res.NoRoute, where
+//     res.NoRouteCounted), one line each, with no object: the kernel
+//     counts them and keeps no destination.
 //
 // It keeps at most max (0: DefaultMaxDenials) of them all, Landlock's
 // first, and returns them as record lines (Seq 0: the caller numbers its
@@ -37,7 +46,7 @@ func CollectDenials(r *audit.Reader, res spawn.Result, max int) (lines []record.
 	}
 	now := time.Now()
 	var shown []string
-	dropped := 0
+	dropped, summed := 0, 0
 	if r != nil && res.DomainName != "" {
 		attributed = true
 		ds, more := r.WatchName(res.DomainName, max).Stop()
@@ -60,6 +69,23 @@ func CollectDenials(r *audit.Reader, res spawn.Result, max int) (lines []record.
 		}
 		dropped += res.SeccompRefusedAll - listed
 	}
+	if res.NoRouteCounted {
+		attributed = true
+		n := res.NoRoute
+		for listed := 0; listed < n; listed++ {
+			if len(lines) >= max {
+				// Dropped from the record, not from the text: its one
+				// line counts them all.
+				dropped += n - listed
+				summed = n - listed
+				break
+			}
+			lines = append(lines, record.NewDenial(0, now, "netns", NoRouteOp, ""))
+		}
+		if n > 0 {
+			shown = append(shown, fmt.Sprintf("netns: %s ×%d (connections or datagrams to addresses outside the call's network namespace, which has only loopback: refused with ENETUNREACH; the kernel keeps no destination)", NoRouteOp, n))
+		}
+	}
 	if len(lines) > 0 {
 		lines[len(lines)-1].Dropped = dropped
 	}
@@ -72,8 +98,8 @@ func CollectDenials(r *audit.Reader, res spawn.Result, max int) (lines []record.
 	for _, s := range shown {
 		b.WriteString("\n  " + s)
 	}
-	if dropped > 0 {
-		fmt.Fprintf(&b, "\n  ... and %d more, counted, not listed", dropped)
+	if dropped > summed {
+		fmt.Fprintf(&b, "\n  ... and %d more, counted, not listed", dropped-summed)
 	}
 	return lines, b.String(), count, attributed
 }

@@ -44,3 +44,44 @@ func TestCollectSeccompDenials(t *testing.T) {
 		t.Error("nothing attributable, yet attributed")
 	}
 }
+
+// TestCollectNoRouteDenials: a call's no-route refusals become denial
+// lines of layer netns, one each, under the one cap shared with the other
+// layers, the last counting the rest; the text says them in one line with
+// their count, and does not count the unlisted ones again.
+func TestCollectNoRouteDenials(t *testing.T) {
+	res := spawn.Result{SeccompAttributed: true, SeccompRefused: []string{"mount"}, SeccompRefusedAll: 1, NoRouteCounted: true, NoRoute: 100000}
+	lines, text, count, ok := CollectDenials(nil, res, 3)
+	if !ok || count != 100001 || len(lines) != 3 {
+		t.Fatalf("%d lines, count %d, attributed %v", len(lines), count, ok)
+	}
+	if lines[0].Layer != "seccomp" || lines[1].Layer != "netns" || lines[1].Operation != NoRouteOp || lines[2].Operation != NoRouteOp || lines[2].Dropped != 99998 || lines[1].Object != "" {
+		t.Errorf("lines %+v", lines)
+	}
+	if !strings.Contains(text, "\n  netns: net.no_route ×100000 (") || strings.Contains(text, "more, counted, not listed") {
+		t.Errorf("text %q", text)
+	}
+	few, text, count, ok := CollectDenials(nil, spawn.Result{NoRouteCounted: true, NoRoute: 2}, 0)
+	if !ok || count != 2 || len(few) != 2 || few[1].Dropped != 0 || !strings.Contains(text, "×2") {
+		t.Errorf("two refused: %+v %q %d %v", few, text, count, ok)
+	}
+	if lines, text, count, ok := CollectDenials(nil, spawn.Result{NoRouteCounted: true}, 0); !ok || count != 0 || text != "" || lines != nil {
+		t.Errorf("none refused: %v %q %d %v", lines, text, count, ok)
+	}
+}
+
+// TestPartialDenialsNote names each layer whose denials a call could not
+// have, and only those.
+func TestPartialDenialsNote(t *testing.T) {
+	if got := partialDenialsNote(true, true, true); got != "" {
+		t.Errorf("every layer attributed: %q", got)
+	}
+	got := partialDenialsNote(true, true, false)
+	if !strings.HasPrefix(got, "the network namespace's no-route refusals are not counted") || strings.Contains(got, "Landlock") || strings.Contains(got, "seccomp") {
+		t.Errorf("netns missing: %q", got)
+	}
+	got = partialDenialsNote(false, false, true)
+	if !strings.Contains(got, "Landlock's denials are not attributable here") || !strings.Contains(got, "seccomp's refusals are not attributable here") || strings.Contains(got, "no-route") {
+		t.Errorf("Landlock and seccomp missing: %q", got)
+	}
+}

@@ -378,13 +378,17 @@ func (t *runTool) Description() string {
 // denialsText tells the model, where the calls' kernel denials are
 // attributed, that the result lists them.
 func (cfg RunConfig) denialsText() string {
+	text := ""
 	switch {
 	case cfg.Denials != nil:
-		return " What the sandbox refused the program (a file it may not read or write, say) is listed after the output, one line each."
+		text = " What the sandbox refused the program (a file it may not read or write, say) is listed after the output, one line each."
 	case spawn.ProbeSeccompDenials().Attributable:
-		return " The system calls the sandbox refused the program (mount, say) are listed after the output, one line each."
+		text = " The system calls the sandbox refused the program (mount, say) are listed after the output, one line each."
 	}
-	return ""
+	if !cfg.Net {
+		text += " Connections it tries to addresses outside the call's network (refused: no route, ENETUNREACH) are counted after the output."
+	}
+	return text
 }
 
 var runSpec = sync.OnceValue(func() *argSpec { return mustArgSpec(RunArgs{}) })
@@ -505,7 +509,7 @@ func (c *runCall) Execute(ctx context.Context, rep Report) (Result, error) {
 			}
 		}
 		meta["kernel_denials"], deniedByKernel = count, text
-		if note := partialDenialsNote(reader != nil, res.SeccompAttributed); note != "" {
+		if note := partialDenialsNote(reader != nil, res.SeccompAttributed, res.NoRouteCounted); note != "" {
 			meta["kernel_denials_note"] = note
 		}
 	} else {
@@ -668,26 +672,34 @@ func SeccompDenials() string {
 	return "attributed to each run call: the filter hands each call it refuses to the call's init (a seccomp user notification, answered EPERM), listed in the call's result and recorded as denial lines"
 }
 
-// partialDenialsNote says which layer's denials a call with some
-// attributed could not have: Landlock's (no reader, or no named domain)
-// or seccomp's; "" when both were.
-func partialDenialsNote(landlock, seccomp bool) string {
-	switch {
-	case !landlock:
+// partialDenialsNote says which layers' denials a call with some
+// attributed could not have: Landlock's (no reader, or no named domain),
+// seccomp's, the network namespace's (the host's network, or its counters
+// unread); "" when every layer's were.
+func partialDenialsNote(landlock, seccomp, netns bool) string {
+	var missing []string
+	if !landlock {
 		s := audit.Probe()
 		why := s.Why
 		if s.Attributable {
 			why = "this run tool was given no audit reader, or the sandbox's domain logs nothing"
 		}
-		return "Landlock's denials are not attributable here (" + why + "); the listed ones are seccomp's"
-	case !seccomp:
+		missing = append(missing, "Landlock's denials are not attributable here ("+why+")")
+	}
+	if !seccomp {
 		why := spawn.ProbeSeccompDenials().Why
 		if why == "" {
 			why = "the harness's own seccomp filter stack holds a listener already"
 		}
-		return "seccomp's refusals are not attributable here (" + why + "); the listed ones are Landlock's"
+		missing = append(missing, "seccomp's refusals are not attributable here ("+why+")")
 	}
-	return ""
+	if !netns {
+		missing = append(missing, "the network namespace's no-route refusals are not counted (the call has the host's network, or its network namespace's counters could not be read)")
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	return strings.Join(missing, "; ") + "; the other layers' are listed"
 }
 
 // kernelDenialsNote is what a run call without an audit reader says,

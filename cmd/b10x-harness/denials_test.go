@@ -168,3 +168,65 @@ func TestKernelDenialsOfSeccompAttributed(t *testing.T) {
 		t.Errorf("flood: the last line counts %v more, meta says %v in all", dropped, meta["kernel_denials"])
 	}
 }
+
+// TestKernelDenialsOfNetnsAttributed: a run call whose program connects
+// to an address outside its empty network namespace (busybox nc to
+// 192.0.2.1, a documentation address: nothing leaves the namespace) is
+// refused by the kernel with ENETUNREACH, and the refusal reaches the
+// call's result and the record as a denial line of layer netns tied to its
+// seq; under --net proxy a program that ignores the proxy and connects
+// directly is refused and recorded the same way (the proxy sees nothing of
+// it); exec says it on stderr; a flood leaves at most max_denials lines
+// and counts the rest. The namespace's own counters are read by the call's
+// init, so this holds on every shape and on this host.
+func TestKernelDenialsOfNetnsAttributed(t *testing.T) {
+	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	_, err := exec.LookPath("busybox")
+	testenv.Require(t, err == nil, "busybox (its nc makes the connections)", testenv.HostLacks(err != nil)...)
+	ws := t.TempDir()
+	connect := "busybox nc -w 1 192.0.2.1 443 </dev/null; echo done"
+	for _, net := range []string{"none", "proxy"} {
+		rec := filepath.Join(t.TempDir(), "rec.jsonl")
+		args := []string{"call", "--workspace", ws, "--record", rec, "--yes", "--allow-program", "sh", "--net", net}
+		if net == "proxy" {
+			args = append(args, "--allow-domain", "example.test")
+		}
+		r := harness(t, "", append(args, "run", `{"argv":["sh","-c","`+connect+`"]}`)...)
+		out := outcome(t, r)
+		result, _ := out["result"].(string)
+		if r.code != 0 || !strings.Contains(result, "Network is unreachable") || !strings.Contains(result, "\n  netns: net.no_route ×1 (") {
+			t.Fatalf("net %s: exit %d, result %q, stderr %s", net, r.code, result, r.stderr)
+		}
+		var netns []map[string]any
+		for _, d := range denialLines(t, rec) {
+			if d["layer"] == "netns" {
+				netns = append(netns, d)
+			}
+		}
+		if len(netns) != 1 || netns[0]["seq"] != float64(1) || netns[0]["operation"] != "net.no_route" {
+			t.Errorf("net %s: the record's netns denial lines %v, want one of call 1", net, netns)
+		}
+	}
+
+	erec := filepath.Join(t.TempDir(), "exec.jsonl")
+	r := harness(t, "", "exec", "--workspace", ws, "--record", erec, "--", "sh", "-c", connect)
+	if r.code != 0 || !strings.Contains(r.stderr, "netns: net.no_route ×1") {
+		t.Fatalf("exec: exit %d, stderr %s", r.code, r.stderr)
+	}
+
+	frec := filepath.Join(t.TempDir(), "flood.jsonl")
+	r = harness(t, "", "call", "--workspace", ws, "--record", frec, "--yes", "--allow-program", "sh", "--max-denials", "5",
+		"run", `{"argv":["sh","-c","i=0; while [ $i -lt 50 ]; do busybox nc -w 1 192.0.2.1 443 </dev/null 2>/dev/null; i=$((i+1)); done; echo done"]}`)
+	out := outcome(t, r)
+	result, _ := out["result"].(string)
+	ds := denialLines(t, frec)
+	if r.code != 0 || len(ds) != 5 || !strings.Contains(result, "netns: net.no_route ×50") {
+		t.Fatalf("flood: exit %d, %d denial lines, result %q", r.code, len(ds), result)
+	}
+	if dropped, _ := ds[4]["dropped"].(float64); dropped != 45 {
+		t.Errorf("flood: the last line counts %v more, want 45", dropped)
+	}
+	if meta, _ := out["meta"].(map[string]any); meta["kernel_denials"] != float64(50) {
+		t.Errorf("flood: meta kernel_denials %v, want 50", meta["kernel_denials"])
+	}
+}

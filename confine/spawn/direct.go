@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -359,6 +360,10 @@ type callStatus struct {
 	listening  bool
 	refusedAll int
 	refused    []helper.Refusal
+	// noRouteRead: the init read its namespace's counters (StatusNoRoute),
+	// noRoute what they said.
+	noRouteRead bool
+	noRoute     uint64
 }
 
 func (d *direct) start(ctx context.Context, s Spec, p *prepared, stdio Stdio) (Result, error) {
@@ -602,6 +607,9 @@ func callOutcome(res Result, p *prepared, st callStatus, ps *os.ProcessState, wa
 	if st.listening {
 		res.SeccompAttributed = true
 		res.SeccompRefused, res.SeccompRefusedAll = refusedOps(st.refused), st.refusedAll
+	}
+	if st.noRouteRead {
+		res.NoRouteCounted, res.NoRoute = true, int(min(st.noRoute, math.MaxInt32))
 	}
 	if ctxErr != nil {
 		return res, fmt.Errorf("spawn: call ended by its context: %w", ctxErr)
@@ -877,6 +885,8 @@ func readStatus(r io.Reader) callStatus {
 			st.sawReady = true
 		case helper.StatusRefused:
 			st.refusedAll, st.refused = helper.DecodeRefused(&dec)
+		case helper.StatusNoRoute:
+			st.noRoute, st.noRouteRead = dec.U64(), true
 		case helper.StatusExit:
 			ws := syscall.WaitStatus(dec.U32())
 			st.exit = &ws

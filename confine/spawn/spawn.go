@@ -270,6 +270,16 @@ type Result struct {
 	SeccompAttributed bool
 	SeccompRefused    []string
 	SeccompRefusedAll int
+	// NoRouteCounted is true when the call had a network namespace of its
+	// own and its init read the namespace's counters when the program
+	// ended: NoRoute is then how many connections and datagrams the
+	// program's tree tried to send to an address outside it, each
+	// refused with ENETUNREACH (the namespace has only loopback; with the
+	// proxy, a program that ignores the proxy variables). The kernel
+	// counts them and keeps no destination. False with the host's
+	// network, or where the counters could not be read.
+	NoRouteCounted bool
+	NoRoute        int
 	// Layers names the confinement layers actually applied to this child,
 	// with the names of package confine (confine.LayerLandlockChild, ...),
 	// in that package's report order.

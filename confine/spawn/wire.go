@@ -85,6 +85,8 @@ func encodeResult(e *helper.Encoder, r Result) {
 	e.Bool(r.SeccompAttributed)
 	e.Strs(r.SeccompRefused)
 	e.I64(int64(r.SeccompRefusedAll))
+	e.Bool(r.NoRouteCounted)
+	e.I64(int64(r.NoRoute))
 }
 
 func decodeResult(d *helper.Decoder) Result {
@@ -107,6 +109,8 @@ func decodeResult(d *helper.Decoder) Result {
 		r.SeccompRefused = ops
 	}
 	r.SeccompRefusedAll = int(d.I64())
+	r.NoRouteCounted = d.Bool()
+	r.NoRoute = int(d.I64())
 	return r
 }
 

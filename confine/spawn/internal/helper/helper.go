@@ -81,10 +81,12 @@ func Main() {
 	if err := sysSethostname(p.Hostname); err != nil {
 		fail("sethostname", err)
 	}
+	var noRoute *noRoutes
 	if p.Loopback {
 		if err := loopbackUp(); err != nil {
 			fail("loopback up", err)
 		}
+		noRoute = openNoRoutes()
 		if p.ProxyFD > 0 {
 			if err := proxyListener(p.ProxyFD, p.ProxyPort); err != nil {
 				fail("proxy listener", err)
@@ -100,7 +102,7 @@ func Main() {
 		refused = &refusals{}
 		go serveRefusals(notify, refused)
 	}
-	initLoop(pid, sigs, refused)
+	initLoop(pid, sigs, refused, noRoute)
 }
 
 // startStage begins either stage: it locks the thread (every step of a

@@ -53,6 +53,10 @@ const (
 	// (u32), then the first of them (u32 count, each u32 nr and six u64
 	// arguments), at most MaxRefused.
 	StatusRefused = 'D'
+	// StatusNoRoute comes just before StatusExit in a fresh network
+	// namespace whose counters the init could read: how many packets of
+	// the program's tree found no route out of it (u64; noRoutes).
+	StatusNoRoute = 'N'
 )
 
 // MaxRefused is how many of a call's seccomp refusals the init keeps one
