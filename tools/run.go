@@ -672,6 +672,13 @@ func SeccompDenials() string {
 	return "attributed to each run call: the filter hands each call it refuses to the call's init (a seccomp user notification, answered EPERM), listed in the call's result and recorded as denial lines"
 }
 
+// NoRouteDenials is what doctor says in one line about the connections
+// run children try to addresses outside their network namespace (decision
+// 0093).
+func NoRouteDenials() string {
+	return "counted for each run call with a network namespace of its own (net none or proxy): each connection or datagram to an address outside it is refused with ENETUNREACH and recorded as a denial line of layer netns (net.no_route), read from the namespace's own IP counters by the call's init (a call whose counters could not be read says so); the kernel keeps no destination"
+}
+
 // partialDenialsNote says which layers' denials a call with some
 // attributed could not have: Landlock's (no reader, or no named domain),
 // seccomp's, the network namespace's (the host's network, or its counters

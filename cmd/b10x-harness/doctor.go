@@ -86,6 +86,7 @@ func printHost(w io.Writer, d session.DoctorReport, workspace string) {
 	fmt.Fprintf(w, "read as empty by run children: %s\n", termsafe.Message(d.Masked))
 	fmt.Fprintf(w, "kernel denials of run children: %s\n", tools.KernelDenials())
 	fmt.Fprintf(w, "seccomp refusals of run children: %s\n", tools.SeccompDenials())
+	fmt.Fprintf(w, "no-route refusals of run children: %s\n", tools.NoRouteDenials())
 	for _, n := range d.Network {
 		avail := "yes"
 		if !n.Available {
