@@ -3,9 +3,11 @@ package record
 import "time"
 
 // Denial is one request the kernel refused inside a run call's child,
-// tied to the call by Seq: the layer that refused it (landlock), the
-// operation (the rights it lacked, fs.write_file, net.connect_tcp,
-// scope.signal) and the object (a path, a port, a process). Written
+// tied to the call by Seq: the layer that refused it (landlock, seccomp,
+// netns), the operation (the rights it lacked, fs.write_file,
+// net.connect_tcp, scope.signal; the system call, mount; net.no_route)
+// and the object (a path, a port, a process; none for netns, whose
+// counters keep no destination). Written
 // once the program has ended, before the call's line, at most the call's
 // cap of them (max_denials); Dropped on the last one counts those beyond
 // it.

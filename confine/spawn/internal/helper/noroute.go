@@ -66,28 +66,26 @@ func (n *noRoutes) count() (uint64, bool) {
 	return now - n.base, true
 }
 
+// read sums the counters of both files as they are now (IPv4's only when
+// snmp6 is not open).
 func (n *noRoutes) read() (uint64, bool) {
+	v4, ok := readCounter(n.v4, snmpOutNoRoutes)
+	if !ok || n.v6 < 0 {
+		return v4, ok
+	}
+	v6, ok := readCounter(n.v6, snmp6OutNoRoutes)
+	return v4 + v6, ok
+}
+
+// readCounter reads the file fd from its start and finds its counter with
+// parse.
+func readCounter(fd int, parse func([]byte) (uint64, bool)) (uint64, bool) {
 	var buf [16 << 10]byte
-	v4, ok := preadAll(n.v4, buf[:])
+	b, ok := preadAll(fd, buf[:])
 	if !ok {
 		return 0, false
 	}
-	total, ok := snmpOutNoRoutes(v4)
-	if !ok {
-		return 0, false
-	}
-	if n.v6 >= 0 {
-		v6, ok := preadAll(n.v6, buf[:])
-		if !ok {
-			return 0, false
-		}
-		c, ok := snmp6OutNoRoutes(v6)
-		if !ok {
-			return 0, false
-		}
-		total += c
-	}
-	return total, true
+	return parse(b)
 }
 
 // preadAll reads fd from offset 0 into buf, as much as it gives: false on
