@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -54,7 +53,11 @@ func (c *mcpCmd) Run(e *env) error {
 	if err != nil {
 		return usageError{err}
 	}
-	ln, token, err := c.listen()
+	ln, token, err := mcp.HTTPConfig{Listen: c.Listen, TokenFile: c.TokenFile, TLSCert: c.TLSCert, TLSKey: c.TLSKey,
+		SessionIdle: c.SessionIdle, MaxSessions: c.MaxSessions}.OpenHTTP()
+	if errors.Is(err, mcp.ErrNeedsTLS) {
+		return usagef("%s (--tls-cert FILE --tls-key FILE)", renderError(err, nil))
+	}
 	if err != nil {
 		return err
 	}
@@ -125,49 +128,4 @@ func (c *mcpCmd) Help() string {
 	return `A stdio session ends when the client ends it: SIGINT (Claude Code), SIGTERM (Codex, Gemini CLI) or the end of stdin. An HTTP server (--listen) ends on SIGINT or SIGTERM. Either way the calls still in flight are cancelled (a run call's program gets SIGTERM and --grace before its tree is killed), every answer computed is written to its client, and the record's run_end says how the session ended (ended_by, how, cancelled_calls). A call whose HTTP request goes away (the client's connection was reset) is cancelled too.
 
 Exit status: 0 when the session ended with no call in flight (run_end ended_by client_closed over stdio, stopped over HTTP); 130 when calls in flight were cut short by the end (ended_by cancelled); 1 when the session broke (its input could not be read, ended_by error) or the run record could not be written (a full disk: it says so on stderr, even if the session ended normally); 2 for a usage or policy error, before anything is served.`
-}
-
-// listen checks the HTTP flags, reads the token and opens the listener:
-// nil, nil without --listen. Every failure is a usage error (exit 2).
-func (c *mcpCmd) listen() (*mcp.Listener, []byte, error) {
-	if c.MaxSessions < 1 {
-		return nil, nil, usagef("mcp: --max-sessions %d: must be at least 1 (sessions are always bounded)", c.MaxSessions)
-	}
-	if c.SessionIdle < 0 {
-		return nil, nil, usagef("mcp: --session-idle %s: must not be negative (0: sessions never expire)", c.SessionIdle)
-	}
-	if c.Listen == "" {
-		for _, f := range []struct{ name, v string }{{"--token-file", c.TokenFile}, {"--tls-cert", c.TLSCert}, {"--tls-key", c.TLSKey}} {
-			if f.v != "" {
-				return nil, nil, usagef("mcp: %s is for --listen (the stdio transport needs no token)", f.name)
-			}
-		}
-		return nil, nil, nil
-	}
-	if c.TokenFile == "" {
-		return nil, nil, usagef("mcp: --listen %s needs --token-file FILE: every HTTP request must carry the bearer token the file holds", c.Listen)
-	}
-	if (c.TLSCert == "") != (c.TLSKey == "") {
-		return nil, nil, usagef("mcp: --tls-cert and --tls-key go together")
-	}
-	token, err := mcp.ReadToken(c.TokenFile)
-	if err != nil {
-		return nil, nil, usageError{fmt.Errorf("mcp: %w", err)}
-	}
-	var tlsConf *tls.Config
-	if c.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
-		if err != nil {
-			return nil, nil, usageError{fmt.Errorf("mcp: --tls-cert %s, --tls-key %s: %w", c.TLSCert, c.TLSKey, err)}
-		}
-		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
-	}
-	ln, err := mcp.Listen(c.Listen, tlsConf)
-	if err != nil {
-		if errors.Is(err, mcp.ErrNeedsTLS) {
-			return nil, nil, usageError{fmt.Errorf("mcp: --listen %w (--tls-cert FILE --tls-key FILE)", err)}
-		}
-		return nil, nil, usageError{fmt.Errorf("mcp: --listen %w", err)}
-	}
-	return ln, token, nil
 }

@@ -372,9 +372,10 @@ func TestMCPHTTPRefusals(t *testing.T) {
 		{"empty token file", []string{"--token-file", tokenFile(t, "\n", 0o600), "--listen", "127.0.0.1:0"}, "is empty"},
 		{"readable token file", []string{"--token-file", tokenFile(t, httpToken, 0o640), "--listen", "127.0.0.1:0"}, "accessible to group or others (mode 0640)"},
 		{"short token", []string{"--token-file", tokenFile(t, "short-secret-31-bytes-long-abcd", 0o600), "--listen", "127.0.0.1:0"}, "a token of 31 bytes; at least 32"},
-		{"no token file", []string{"--listen", "127.0.0.1:0"}, "needs --token-file FILE"},
-		{"token without listen", []string{"--token-file", good}, "--token-file is for --listen"},
-		{"tls cert alone", []string{"--token-file", good, "--listen", "127.0.0.1:0", "--tls-cert", good}, "--tls-cert and --tls-key go together"},
+		{"no token file", []string{"--listen", "127.0.0.1:0"}, "mcp: --token-file is needed to serve HTTP"},
+		{"token without listen", []string{"--token-file", good}, "mcp: --token-file is only for HTTP"},
+		{"tls key alone", []string{"--token-file", good, "--listen", "127.0.0.1:0", "--tls-key", good}, "mcp: --tls-cert is needed with the key"},
+		{"tls cert alone", []string{"--token-file", good, "--listen", "127.0.0.1:0", "--tls-cert", good}, "mcp: --tls-key is needed with the certificate"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
