@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -105,6 +106,42 @@ func ParseSpec(s string) (Spec, error) {
 		return Spec{Kind: "replay", File: f}, nil
 	}
 	return Spec{}, setting.Errorf(setting.Provider, s, "want anthropic, openai or replay:FILE")
+}
+
+// Check refuses what a run could not use, before anything is opened: a
+// negative MaxTokens or RequestTimeout; for anthropic and openai, no model,
+// or no key where the endpoint needs one (Anthropic's always, OpenAI's
+// public one; a server of one's own at BaseURL may take none); for
+// replay, a model or an endpoint, which a script does not use. Every error
+// is a usage *setting.Error naming the setting by key. It does not check
+// the base URL (Open does) or read the script.
+func (s Spec) Check(opt Options) error {
+	bad := func(key, value, format string, args ...any) error {
+		return &setting.Error{Key: key, Value: value, Err: fmt.Errorf(format, args...), Usage: true}
+	}
+	switch {
+	case opt.RequestTimeout < 0:
+		return bad(setting.RequestTimeout, opt.RequestTimeout.String(), "must not be negative")
+	case opt.MaxTokens < 0:
+		return bad(setting.MaxTokens, strconv.Itoa(opt.MaxTokens), "must not be negative")
+	}
+	switch s.Kind {
+	case "anthropic", "openai":
+		if strings.TrimSpace(opt.Model) == "" {
+			return bad(setting.Model, "", "none given; %s needs one", s.Kind)
+		}
+		if opt.APIKey == "" && (s.Kind == "anthropic" || opt.BaseURL == "") {
+			return bad(setting.Provider, s.Kind, "needs an API key in %s (keys are only ever read from the environment)", KeyEnv(s.Kind))
+		}
+	case "replay":
+		if opt.Model != "" {
+			return bad(setting.Model, setting.Quote(opt.Model), "a replay script has no model")
+		}
+		if opt.BaseURL != "" {
+			return bad(setting.BaseURL, setting.Quote(redactURL(opt.BaseURL)), "a replay script has no endpoint")
+		}
+	}
+	return nil
 }
 
 // KeyEnv is the environment variable holding the API key of a provider

@@ -682,3 +682,41 @@ func namesSetting(err error, key string) bool {
 	var se *setting.Error
 	return errors.As(err, &se) && se.Key == key
 }
+
+// TestSpecCheck: what a run cannot use is refused, keyed, before anything
+// is opened; what it can is not.
+func TestSpecCheck(t *testing.T) {
+	anthropic, openai, replay := Spec{Kind: "anthropic"}, Spec{Kind: "openai"}, Spec{Kind: "replay", File: "s.jsonl"}
+	for _, c := range []struct {
+		spec Spec
+		opt  Options
+		want string // "" for no error
+	}{
+		{anthropic, Options{Model: "m", APIKey: "k"}, ""},
+		{openai, Options{Model: "m", BaseURL: "http://127.0.0.1:8000/v1"}, ""}, // a server of one's own may take no key
+		{replay, Options{}, ""},
+		{anthropic, Options{Model: "m"}, "provider anthropic: needs an API key in ANTHROPIC_API_KEY"},
+		{anthropic, Options{Model: "m", BaseURL: "http://127.0.0.1:8000"}, "provider anthropic: needs an API key in ANTHROPIC_API_KEY"},
+		{openai, Options{Model: "m"}, "provider openai: needs an API key in OPENAI_API_KEY"},
+		{openai, Options{Model: " ", APIKey: "k"}, "model: none given; openai needs one"},
+		{anthropic, Options{Model: "m", APIKey: "k", MaxTokens: -1}, "max_tokens -1: must not be negative"},
+		{replay, Options{RequestTimeout: -time.Second}, "request_timeout -1s: must not be negative"},
+		{replay, Options{Model: "x"}, `model "x": a replay script has no model`},
+		{replay, Options{BaseURL: "https://user:secret@example.com/"}, "base_url"},
+	} {
+		err := c.spec.Check(c.opt)
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%v %+v: %v, want no error", c.spec, c.opt, err)
+			}
+			continue
+		}
+		var se *setting.Error
+		if !errors.As(err, &se) || !se.Usage || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%v %+v: %v, want a usage *setting.Error starting %q", c.spec, c.opt, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("%v: the URL's credentials reached the error: %v", c.spec, err)
+		}
+	}
+}

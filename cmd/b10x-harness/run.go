@@ -41,12 +41,6 @@ func (c *runCmd) Run(e *env) error {
 	if err != nil {
 		return usageError{err}
 	}
-	if c.RequestTimeout < 0 {
-		return usagef("--request-timeout %s: must not be negative", c.RequestTimeout)
-	}
-	if c.MaxTokens < 0 {
-		return usagef("--max-tokens %d: must not be negative", c.MaxTokens)
-	}
 	task := c.Task
 	if task == "-" {
 		b, err := readLimited(e.stdin, maxStdinTask, "the task read from stdin")
@@ -67,25 +61,16 @@ func (c *runCmd) Run(e *env) error {
 
 	// The provider is built before the session so that a bad script, a
 	// missing key or model is a usage error before anything is recorded.
-	opt := provider.Options{Model: c.Model, BaseURL: c.BaseURL, MaxTokens: c.MaxTokens, RequestTimeout: c.RequestTimeout}
-	switch spec.Kind {
-	case "anthropic", "openai":
+	opt := provider.Options{Model: c.Model, BaseURL: c.BaseURL, MaxTokens: c.MaxTokens, RequestTimeout: c.RequestTimeout,
+		APIKey: os.Getenv(provider.KeyEnv(spec.Kind))}
+	if err := spec.Check(opt); err != nil {
+		return err
+	}
+	if spec.Kind != "replay" {
 		if strings.TrimSpace(task) == "" {
 			return usagef("--provider %s needs a task: give it as the argument of run (or - to read it from stdin)", spec.Kind)
 		}
-		if c.Model == "" {
-			return usagef("--provider %s needs --model", spec.Kind)
-		}
-		env := provider.KeyEnv(spec.Kind)
-		opt.APIKey = os.Getenv(env)
-		if opt.APIKey == "" && (spec.Kind == "anthropic" || c.BaseURL == "") {
-			return usagef("--provider %s needs an API key in %s (keys are never taken from flags)", spec.Kind, env)
-		}
 		pol.ProviderNetwork = true
-	case "replay":
-		if c.Model != "" || c.BaseURL != "" {
-			return usagef("--model and --base-url do not apply to --provider replay")
-		}
 	}
 	prov, err := provider.Open(spec, opt)
 	if err != nil {

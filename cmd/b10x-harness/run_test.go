@@ -396,10 +396,10 @@ func TestRunConfigErrors(t *testing.T) {
 		{"bad provider", nil, []string{"run", "--workspace", ws, "--provider", "gemini"}, []string{`--provider "gemini": want anthropic, openai or replay:FILE`}},
 		{"missing script", nil, []string{"run", "--workspace", ws, "--provider", "replay:/nonexistent/s.jsonl"}, []string{"/nonexistent/s.jsonl"}},
 		{"anthropic without key", nil, []string{"run", "--workspace", ws, "--provider", "anthropic", "--model", "m", "task"}, []string{"needs an API key in ANTHROPIC_API_KEY"}},
-		{"anthropic without model", []string{"ANTHROPIC_API_KEY=" + rnKey}, []string{"run", "--workspace", ws, "--provider", "anthropic", "task"}, []string{"--provider anthropic needs --model"}},
+		{"anthropic without model", []string{"ANTHROPIC_API_KEY=" + rnKey}, []string{"run", "--workspace", ws, "--provider", "anthropic", "task"}, []string{"--model: none given; anthropic needs one"}},
 		{"openai without task", []string{"OPENAI_API_KEY=" + rnKey}, []string{"run", "--workspace", ws, "--provider", "openai", "--model", "m"}, []string{"needs a task"}},
 		{"openai remote http with key", []string{"OPENAI_API_KEY=" + rnKey}, []string{"run", "--workspace", ws, "--provider", "openai", "--model", "m", "--base-url", "http://example.com/v1", "t"}, []string{"in clear"}},
-		{"model with replay", nil, append(replay, "--model", "x"), []string{"do not apply to --provider replay"}},
+		{"model with replay", nil, append(replay, "--model", "x"), []string{`--model "x": a replay script has no model`}},
 		{"negative max turns", nil, append(replay, "--max-turns=-1"), []string{"--max-turns -1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -26,6 +26,9 @@ const (
 	Provider     = "provider"
 	BaseURL      = "base_url"
 	Model        = "model"
+	// Of the run command's provider only.
+	MaxTokens      = "max_tokens"
+	RequestTimeout = "request_timeout"
 )
 
 // Error is an error of one setting: a value refused (it is wrong, or
