@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"unicode/utf8"
 
 	"github.com/b10x/harness/gate"
@@ -36,42 +35,14 @@ func (c *toolsCmd) Run(e *env) error {
 		return err
 	}
 	defer s.End("completed")
-	kind := pol.Surface
-	defs := s.Surface().Definitions()
 	if c.JSON {
+		defs := s.Surface().Definitions()
 		if defs == nil {
 			defs = []surface.Def{}
 		}
 		return writeJSON(e.stdout, "  ", defs)
 	}
-	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "SURFACE %s — what the model sees:\n", kind)
-	for _, d := range defs {
-		first, rest, _ := strings.Cut(d.Description, "\n")
-		risk := ""
-		if en, ok := gate.Lookup(d.Name); ok {
-			risk = en.Operation + ", risk " + en.Risk.String()
-		}
-		fmt.Fprintf(w, "  %s\t%s\t%s\n", termsafe.Line(d.Name), risk, termsafe.Line(first))
-		// The rest (the write rules the model is told, for one) is shown
-		// too, a line each, beneath the first.
-		for _, l := range strings.Split(rest, "\n") {
-			if strings.TrimSpace(l) != "" {
-				fmt.Fprintf(w, "  \t\t%s\n", termsafe.Line(l))
-			}
-		}
-	}
-	w.Flush()
-	un := s.Gate().Unpublished()
-	if len(un) > 0 {
-		fmt.Fprintln(e.stdout, "\nNot published:")
-		for _, en := range gate.Catalogue {
-			if why, ok := un[en.Name]; ok {
-				fmt.Fprintf(e.stdout, "  %s: %s\n", termsafe.Line(en.Name), termsafe.Line(why))
-			}
-		}
-	}
-	return nil
+	return s.Surface().WriteText(e.stdout)
 }
 
 type callCmd struct {
