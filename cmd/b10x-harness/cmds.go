@@ -64,20 +64,9 @@ func readLimited(r io.Reader, limit int64, what string) ([]byte, error) {
 		return nil, usagef("reading %s: %v", what, err)
 	}
 	if int64(len(b)) > limit {
-		return nil, usagef("%s are more than %d bytes (%s), the limit; nothing was done", what, limit, sizeText(limit))
+		return nil, usagef("%s are more than %d bytes (%s), the limit; nothing was done", what, limit, policy.FormatSize(limit))
 	}
 	return b, nil
-}
-
-// sizeText renders n bytes in binary units when it is a whole number of them.
-func sizeText(n int64) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d bytes", n)
 }
 
 func (c *callCmd) Run(e *env) error {

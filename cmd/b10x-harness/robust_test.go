@@ -56,13 +56,13 @@ func TestStdinTooLargeIsRefused(t *testing.T) {
 		t.Fatalf("a task of exactly the limit: exit %d: %s", r.code, r.stderr)
 	}
 	r := harness(t, strings.Repeat("t", maxStdinTask+1), run...)
-	if r.code != 2 || !strings.Contains(r.stderr, "the task read from stdin are more than 1048576 bytes (1 MiB), the limit") {
+	if r.code != 2 || !strings.Contains(r.stderr, "the task read from stdin are more than 1048576 bytes (1MiB), the limit") {
 		t.Fatalf("a task above the limit: exit %d, stderr %q", r.code, r.stderr)
 	}
 
 	rec := filepath.Join(t.TempDir(), "rec.jsonl")
 	r = harnessStdin(t, jsonWithString(`{"path":"hello.txt","x":"`, maxStdinArgs), "call", "--workspace", ws, "--confine", "off", "--record", rec, "file_read", "-")
-	if r.code != 2 || !strings.Contains(r.stderr, "more than 67108864 bytes (64 MiB), the limit") {
+	if r.code != 2 || !strings.Contains(r.stderr, "more than 67108864 bytes (64MiB), the limit") {
 		t.Fatalf("arguments above the stdin limit: exit %d, stderr %q", r.code, r.stderr)
 	}
 	// Below it, the gate's own cap names the real size.
