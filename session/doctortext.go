@@ -16,7 +16,7 @@ import (
 // WriteText writes d for a person: the table of its layers, what it says
 // of this host and of workspace's run children, how to get each missing
 // layer, and what each confine mode does here. name words a policy key as
-// the reader sets it (cmd gives its flag: --confine); nil, the key itself.
+// the reader sets it (cmd gives each key's flag); nil, the key itself.
 // Every text that can hold a name of the workspace or a file's text is
 // written terminal-safe (termsafe). The error is the first write's.
 func (d DoctorReport) WriteText(w io.Writer, workspace string, name func(key string) string) error {
