@@ -103,6 +103,56 @@ func (lf *LoadedFile) Inside(dir string) (bool, error) {
 	}
 }
 
+// NoUserDefaults names, for a namer (Options.Name), the choice not to
+// read the user defaults file at all: cmd words it as its flag.
+const NoUserDefaults = "no_user_defaults"
+
+// UseUserDefaults makes ud (nil: none) the user defaults file p's values
+// came from too: p.UserDefaults names it. It refuses ud, with a usage
+// *Error at its path, when it lies inside p.Workspace, where a model could
+// write it and so choose the next session's policy: its real path as read
+// is judged by the directories' identity (LoadedFile.Inside), whichever
+// way the workspace was given; an error that keeps the question from
+// being answered refuses it too. Open judges it again against the
+// workspace it opens. name words NoUserDefaults in the refusal as the
+// reader gives it (cmd: its flag); nil, the key itself.
+func (p *Policy) UseUserDefaults(ud *LoadedFile, name func(key string) string) error {
+	if ud == nil {
+		p.UserDefaults, p.userDefaults = nil, nil
+		return nil
+	}
+	if err := checkUserDefaults(ud, p.Workspace, name); err != nil {
+		return err
+	}
+	ref := ud.Ref
+	p.UserDefaults, p.userDefaults = &ref, ud
+	return nil
+}
+
+// checkUserDefaults refuses the user defaults file ud (nil: none) when it
+// lies inside workspace (UseUserDefaults).
+func checkUserDefaults(ud *LoadedFile, workspace string, name func(key string) string) error {
+	if ud == nil {
+		return nil
+	}
+	if name == nil {
+		name = func(key string) string { return key }
+	}
+	at := policy.UserDefaultsOrigin + " " + ud.Ref.Path
+	in, err := ud.Inside(workspace)
+	if err != nil {
+		return &Error{Pos: at, Err: fmt.Errorf("cannot tell whether it lies inside the workspace %s: %w", workspace, err), Usage: true}
+	}
+	if !in {
+		return nil
+	}
+	as := ""
+	if real, _ := ud.RealPath(); real != ud.Ref.Path {
+		as = " (its real path is " + real + ")"
+	}
+	return &Error{Pos: at, Usage: true, Err: fmt.Errorf("refused: it lies inside the workspace %s%s, where a model could write it and so choose the next session's policy; move it out of the workspace, or give %s", workspace, as, name(NoUserDefaults))}
+}
+
 // cause is err without the operation and path a *fs.PathError adds.
 func cause(err error) error {
 	var pe *fs.PathError

@@ -55,6 +55,10 @@ type Policy struct {
 	// network: the harness's own domain then lets it read the resolver's
 	// files, and CA certificates are loaded before the domain holds.
 	ProviderNetwork bool
+
+	// userDefaults is the user defaults file UseUserDefaults took, which
+	// Open judges against the workspace again (nil: none).
+	userDefaults *LoadedFile
 }
 
 // RunPolicy is what bounds each run call (and exec's command).

@@ -81,16 +81,20 @@ func (c *cleanup) run() {
 	*c = nil
 }
 
-// Open makes p real: it validates p, opens the workspace, probes the
-// host, confines the harness's own writes and reads (after which nothing
-// beyond the workspace is readable or writable by this process), builds
-// the tools the host can confine, the gate and the surface, and writes the
-// record's run_start. An error is an *Error when the policy cannot be used
-// as given (nothing was started); any other error is a failure of the
-// host. The process stays confined after Close: open one session per
-// process.
+// Open makes p real: it validates p (and refuses a user defaults file
+// inside the workspace, as UseUserDefaults does), opens the workspace,
+// probes the host, confines the harness's own writes and reads (after
+// which nothing beyond the workspace is readable or writable by this
+// process), builds the tools the host can confine, the gate and the
+// surface, and writes the record's run_start. An error is an *Error when
+// the policy cannot be used as given (nothing was started); any other
+// error is a failure of the host. The process stays confined after Close:
+// open one session per process.
 func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkUserDefaults(p.userDefaults, p.Workspace, o.name); err != nil {
 		return nil, err
 	}
 	// host is read before anything confines the harness: its own

@@ -219,11 +219,9 @@ func (p *PolicyFlags) policy(e *env) (session.Policy, error) {
 		if p.NoUserDefaults {
 			return pol, errors.New("bug: --no-user-defaults was given, and the user defaults file was read")
 		}
-		if err := checkUserDefaults(ud, pol.Workspace); err != nil {
+		if err := pol.UseUserDefaults(ud, keyFlag); err != nil {
 			return pol, err
 		}
-		ref := ud.Ref
-		pol.UserDefaults = &ref
 	}
 	if err := pol.Validate(); err != nil {
 		return pol, err

@@ -18,7 +18,6 @@ import (
 
 	"github.com/b10x/harness/internal/reexec"
 	"github.com/b10x/harness/internal/termsafe"
-	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/session"
 )
 
@@ -230,9 +229,6 @@ func cliFor(args []string) any {
 	bindFlags(model) // each command's flags of the policy table
 	return model.Interface()
 }
-
-// tmpSizeDefault is --tmp-size's default, as --help shows it.
-var tmpSizeDefault = func() string { s, _ := policy.Lookup("tmp_size"); return s.Default }()
 
 // parseArgs runs kong's parser, turning its exit hook (help, version) into a
 // return instead of a process exit.

@@ -62,7 +62,7 @@ const noUserDefaultsEnv = "B10X_HARNESS_NO_USER_DEFAULTS"
 // the same on a laptop and a runner), for --help, or when args give
 // --no-user-defaults (up to a "--") or the environment
 // B10X_HARNESS_NO_USER_DEFAULTS=1. Whether it lies inside the workspace is
-// checked once the workspace is known (checkUserDefaults).
+// judged once the workspace is known (session.Policy.UseUserDefaults).
 func loadUserDefaults(args []string, getenv func(string) string) (*session.LoadedFile, error) {
 	c := commandOf(args)
 	if c == 0 || c == policy.Exec {
@@ -118,30 +118,6 @@ func boolWord(v string) (b, ok bool) {
 		return false, true
 	}
 	return false, false
-}
-
-// checkUserDefaults refuses the user defaults file ud (nil: none) when it
-// lies inside the workspace, where a model could write it and so choose
-// the next session's policy: its real path is judged, by the directories'
-// identity (session.LoadedFile.Inside), whichever way the workspace was
-// given (a flag, a policy file's key, the default).
-func checkUserDefaults(ud *session.LoadedFile, workspace string) error {
-	if ud == nil {
-		return nil
-	}
-	name := policy.UserDefaultsOrigin + " " + ud.Ref.Path
-	in, err := ud.Inside(workspace)
-	if err != nil {
-		return usagef("%s: cannot tell whether it lies inside the workspace %s: %v", name, workspace, err)
-	}
-	if !in {
-		return nil
-	}
-	as := ""
-	if real, _ := ud.RealPath(); real != ud.Ref.Path {
-		as = " (its real path is " + real + ")"
-	}
-	return usagef("%s: refused: it lies inside the workspace %s%s, where a model could write it and so choose the next session's policy; move it out of the workspace, or give --no-user-defaults", name, workspace, as)
 }
 
 // commandOf is the command args name that takes settings ("call", "policy
