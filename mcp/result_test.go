@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/b10x/harness/gate"
+	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/surface"
 	"github.com/b10x/harness/tools"
 )
@@ -126,5 +127,18 @@ func TestWaitForPreviousIgnored(t *testing.T) {
 		if recs[1].Steps[0].Step == "client" {
 			t.Errorf("%s: a refused non-boolean is recorded as ignored: %+v", kind, recs[1])
 		}
+	}
+}
+
+// TestDefaultMaxResultIsTheTables: the policy table's default of
+// max_result under mcp, which the command applies, is DefaultMaxResult.
+func TestDefaultMaxResultIsTheTables(t *testing.T) {
+	s, ok := policy.Lookup("max_result")
+	if !ok {
+		t.Fatal("no max_result in the policy table")
+	}
+	n, err := policy.ParseSize(s.DefaultFor(policy.MCP))
+	if err != nil || n != DefaultMaxResult {
+		t.Errorf("the table's max_result under mcp is %q (%d, %v), DefaultMaxResult %d", s.DefaultFor(policy.MCP), n, err, DefaultMaxResult)
 	}
 }

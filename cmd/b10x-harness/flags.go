@@ -47,7 +47,8 @@ type PolicyFlags struct {
 	NoUserDefaults bool   `help:"Do not read the user defaults file ($XDG_CONFIG_HOME/b10x-harness/policy.toml, else ~/.config/b10x-harness/policy.toml), as B10X_HARNESS_NO_USER_DEFAULTS=1 does. exec never reads it."`
 	kong.Plugins
 
-	fields []settingFlag
+	command policy.Command
+	fields  []settingFlag
 	vals   reflect.Value // *struct, the one in Plugins
 }
 
@@ -85,7 +86,7 @@ func bindFlags(v reflect.Value) {
 
 // bind builds the flags of command c.
 func (p *PolicyFlags) bind(c policy.Command) {
-	p.fields = nil
+	p.command, p.fields = c, nil
 	var fields []reflect.StructField
 	for _, s := range policy.Settings() {
 		if s.Commands&c == 0 {
@@ -190,8 +191,9 @@ func (p *PolicyFlags) policy(e *env) (session.Policy, error) {
 	}
 	for _, f := range p.fields {
 		s := f.s
-		// A path's default too: kong made it absolute, as a given one.
-		if _, given := src[s.Key]; given || s.Path {
+		// A path's default too: kong made it absolute, as a given one;
+		// and a default of the command's own (mcp's max_result).
+		if _, given := src[s.Key]; given || s.Path || (s.DefaultFor(p.command) != s.Default && s.HostDefault == nil) {
 			if err := s.Set(&pol.Policy, p.value(f.index)); err != nil {
 				return pol, usageError{fmt.Errorf("%s: %w", keyFlag(s.Key), err)}
 			}

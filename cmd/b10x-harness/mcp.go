@@ -41,11 +41,6 @@ func (c *mcpCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	if _, given := e.sources["max_result"]; !given {
-		// The MCP default: a result each tested client passes its model
-		// whole (decision 0078); --max-result or the file's key wins.
-		pol.MaxResult = mcp.DefaultMaxResult
-	}
 	if _, err := session.LoadAgents(&pol); err != nil {
 		return err
 	}
