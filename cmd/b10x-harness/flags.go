@@ -49,7 +49,7 @@ type PolicyFlags struct {
 
 	command policy.Command
 	fields  []settingFlag
-	vals   reflect.Value // *struct, the one in Plugins
+	vals    reflect.Value // *struct, the one in Plugins
 }
 
 // settingFlag is one setting's flag in a PolicyFlags struct.
