@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/b10x/harness/internal/setting"
 	"github.com/b10x/harness/policy"
 )
 
@@ -45,6 +46,45 @@ func LoadUserDefaults(path string) (*LoadedFile, error) {
 		return nil, &Error{Pos: policy.UserDefaultsOrigin + " " + path, Err: fmt.Errorf("resolving its links: %w", cause(err)), Usage: true}
 	}
 	return &LoadedFile{File: f, real: real}, nil
+}
+
+// NoUserDefaultsEnv, set to 1 in the environment, skips the user defaults
+// file; 0 or empty reads it (UserDefaultsFor).
+const NoUserDefaultsEnv = "B10X_HARNESS_NO_USER_DEFAULTS"
+
+// UserDefaultsFor reads the user defaults file (policy.UserDefaultsPath, by
+// getenv) for command c and refuses the keys c does not take
+// (LoadedFile.For): nil when there is none, when c takes no settings (0),
+// when c is exec (decision 0082: a CI step is the same on a laptop and a
+// runner), or when getenv gives NoUserDefaultsEnv a true word
+// (setting.BoolWord); any other word is a usage error. Whether the file
+// lies inside the workspace is judged once the workspace is known
+// (Policy.UseUserDefaults). Nothing is started.
+func UserDefaultsFor(c policy.Command, getenv func(string) string) (*LoadedFile, error) {
+	if c == 0 || c == policy.Exec {
+		return nil, nil
+	}
+	if v := getenv(NoUserDefaultsEnv); v != "" {
+		skip, ok := setting.BoolWord(v)
+		if !ok {
+			return nil, &Error{Err: fmt.Errorf("%s=%q: want 1 (skip the user defaults file) or 0", NoUserDefaultsEnv, v), Usage: true}
+		}
+		if skip {
+			return nil, nil
+		}
+	}
+	path := policy.UserDefaultsPath(getenv)
+	if path == "" {
+		return nil, nil
+	}
+	lf, err := LoadUserDefaults(path)
+	if err != nil || lf == nil {
+		return nil, err
+	}
+	if err := lf.For(c); err != nil {
+		return nil, err
+	}
+	return lf, nil
 }
 
 func loaded(f *policy.File, err error) (*LoadedFile, error) {

@@ -2,6 +2,8 @@ package session
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -169,4 +171,44 @@ func FuzzParseFile(f *testing.F) {
 			t.Fatalf("parsed, then Apply failed: %v", err)
 		}
 	})
+}
+
+// TestUserDefaultsFor: the file is read for a command that takes settings,
+// with the keys it does not take refused; never for exec or a command
+// without settings; the environment's word skips it, and a word that is
+// not a boolean is a usage error.
+func TestUserDefaultsFor(t *testing.T) {
+	xdg := t.TempDir()
+	dir := filepath.Join(xdg, "b10x-harness")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "policy.toml"), []byte("max_calls = 7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"XDG_CONFIG_HOME": xdg}
+	getenv := func(k string) string { return env[k] }
+	lf, err := UserDefaultsFor(policy.Run, getenv)
+	if err != nil || lf == nil {
+		t.Fatalf("run: %v, %v; want the file", lf, err)
+	}
+	if v, ok := lf.Value("max_calls"); !ok || fmt.Sprint(v) != "7" {
+		t.Errorf("run: max_calls %v %v, want 7", v, ok)
+	}
+	for _, c := range []policy.Command{0, policy.Exec} {
+		if lf, err := UserDefaultsFor(c, getenv); lf != nil || err != nil {
+			t.Errorf("command %v: %v, %v; want no file read", c, lf, err)
+		}
+	}
+	for word, skip := range map[string]bool{"1": true, "TRUE": true, "yes": true, "0": false, "no": false} {
+		env[NoUserDefaultsEnv] = word
+		lf, err := UserDefaultsFor(policy.Run, getenv)
+		if err != nil || (lf == nil) != skip {
+			t.Errorf("%s=%s: %v, %v; want skipped %v", NoUserDefaultsEnv, word, lf, err, skip)
+		}
+	}
+	env[NoUserDefaultsEnv] = "maybe"
+	if _, err := UserDefaultsFor(policy.Run, getenv); !IsUsage(err) || !strings.Contains(err.Error(), `B10X_HARNESS_NO_USER_DEFAULTS="maybe": want 1`) {
+		t.Errorf("a word that is not a boolean: %v, want a usage error naming it", err)
+	}
 }

@@ -51,32 +51,10 @@ func loadPolicyFile(args []string) (*session.LoadedFile, error) {
 	return lf, nil
 }
 
-// noUserDefaultsEnv, set to 1, skips the user defaults file as
-// --no-user-defaults does; 0 or empty reads it.
-const noUserDefaultsEnv = "B10X_HARNESS_NO_USER_DEFAULTS"
-
-// loadUserDefaults reads the user defaults file
-// (policy.UserDefaultsPath, by getenv) for the command args name, as
-// loadPolicyFile reads --policy's: nil when there is none, when the
-// command takes no settings, when it is exec (decision 0082: a CI step is
-// the same on a laptop and a runner), for --help, or when args give
-// --no-user-defaults (up to a "--") or the environment
-// B10X_HARNESS_NO_USER_DEFAULTS=1. Whether it lies inside the workspace is
-// judged once the workspace is known (session.Policy.UseUserDefaults).
+// loadUserDefaults reads the user defaults file for the command args name
+// (session.UserDefaultsFor), as loadPolicyFile reads --policy's: nil for
+// --help, or when args give --no-user-defaults (up to a "--").
 func loadUserDefaults(args []string, getenv func(string) string) (*session.LoadedFile, error) {
-	c := commandOf(args)
-	if c == 0 || c == policy.Exec {
-		return nil, nil
-	}
-	if v := getenv(noUserDefaultsEnv); v != "" {
-		skip, ok := boolWord(v)
-		if !ok {
-			return nil, usagef("%s=%q: want 1 (skip the user defaults file) or 0", noUserDefaultsEnv, v)
-		}
-		if skip {
-			return nil, nil
-		}
-	}
 	for _, a := range args {
 		if a == "--" {
 			break
@@ -89,35 +67,12 @@ func loadUserDefaults(args []string, getenv func(string) string) (*session.Loade
 		if v, ok := strings.CutPrefix(a, "--no-user-defaults="); ok {
 			// A word kong does not take skips the file too: kong then
 			// refuses the flag, and that is the error to see.
-			if skip, ok := boolWord(v); skip || !ok {
+			if skip, ok := setting.BoolWord(v); skip || !ok {
 				return nil, nil
 			}
 		}
 	}
-	path := policy.UserDefaultsPath(getenv)
-	if path == "" {
-		return nil, nil
-	}
-	lf, err := session.LoadUserDefaults(path)
-	if err != nil || lf == nil {
-		return nil, err
-	}
-	if err := lf.For(c); err != nil {
-		return nil, err
-	}
-	return lf, nil
-}
-
-// boolWord reads a boolean as kong reads a flag's: true, 1, yes; false,
-// 0, no; in any case.
-func boolWord(v string) (b, ok bool) {
-	switch strings.ToLower(v) {
-	case "true", "1", "yes":
-		return true, true
-	case "false", "0", "no":
-		return false, true
-	}
-	return false, false
+	return session.UserDefaultsFor(commandOf(args), getenv)
 }
 
 // commandOf is the command args name that takes settings ("call", "policy

@@ -21,8 +21,8 @@ import (
 // variable is set already (a harness this binary runs as, or a test of
 // this file, which sets it empty and HOME and XDG_CONFIG_HOME to its own).
 func init() {
-	if _, set := os.LookupEnv(noUserDefaultsEnv); !set {
-		os.Setenv(noUserDefaultsEnv, "1")
+	if _, set := os.LookupEnv(session.NoUserDefaultsEnv); !set {
+		os.Setenv(session.NoUserDefaultsEnv, "1")
 	}
 }
 
@@ -39,7 +39,7 @@ func newUserHome(t *testing.T, content string) userHome {
 	t.Helper()
 	home := t.TempDir()
 	u := userHome{home: home, file: filepath.Join(home, ".config", "b10x-harness", "policy.toml"),
-		env: []string{"HOME=" + home, "XDG_CONFIG_HOME=", noUserDefaultsEnv + "="}}
+		env: []string{"HOME=" + home, "XDG_CONFIG_HOME=", session.NoUserDefaultsEnv + "="}}
 	if content != "" {
 		u.write(t, content)
 	}
@@ -174,9 +174,9 @@ func TestUserDefaultsMissing(t *testing.T) {
 	ws := t.TempDir()
 	for name, env := range map[string][]string{
 		"no file":      newUserHome(t, "").env,
-		"no .config":   {"HOME=" + t.TempDir(), "XDG_CONFIG_HOME=", noUserDefaultsEnv + "="},
-		"no HOME":      {"HOME=", "XDG_CONFIG_HOME=", noUserDefaultsEnv + "="},
-		"relative XDG": {"HOME=", "XDG_CONFIG_HOME=cfg", noUserDefaultsEnv + "="},
+		"no .config":   {"HOME=" + t.TempDir(), "XDG_CONFIG_HOME=", session.NoUserDefaultsEnv + "="},
+		"no HOME":      {"HOME=", "XDG_CONFIG_HOME=", session.NoUserDefaultsEnv + "="},
+		"relative XDG": {"HOME=", "XDG_CONFIG_HOME=cfg", session.NoUserDefaultsEnv + "="},
 	} {
 		s, got := showPolicy(t, env, "--workspace", ws)
 		if s.UserDefaults != nil || got["max_calls"].Source != "default" {
@@ -290,7 +290,7 @@ func TestUserDefaultsInsideWorkspace(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(selfXDG, "b10x-harness", "policy.toml"), []byte("workspace = \""+ws+"\"\n"), 0o644))
 
 	env := func(xdg, home string) []string {
-		return []string{"XDG_CONFIG_HOME=" + xdg, "HOME=" + home, noUserDefaultsEnv + "="}
+		return []string{"XDG_CONFIG_HOME=" + xdg, "HOME=" + home, session.NoUserDefaultsEnv + "="}
 	}
 	must(t, os.Symlink(ws, filepath.Join(outside, "ws-link")))
 	call := []string{"--record", rec, "--confine", "off", "dir_list", `{"path":"."}`}
@@ -353,12 +353,12 @@ func TestUserDefaultsOptOut(t *testing.T) {
 		{"--no-user-defaults", nil, []string{"--no-user-defaults"}, 0, ""},
 		{"--no-user-defaults=true", nil, []string{"--no-user-defaults=true"}, 0, ""},
 		{"--no-user-defaults=false", nil, []string{"--no-user-defaults=false"}, exitUsage, refused},
-		{"the variable 1", []string{noUserDefaultsEnv + "=1"}, nil, 0, ""},
-		{"the variable true", []string{noUserDefaultsEnv + "=true"}, nil, 0, ""},
-		{"the variable 0", []string{noUserDefaultsEnv + "=0"}, nil, exitUsage, refused},
-		{"the variable empty", []string{noUserDefaultsEnv + "="}, nil, exitUsage, refused},
-		{"the variable, another word", []string{noUserDefaultsEnv + "=maybe"}, nil, exitUsage, noUserDefaultsEnv + `="maybe": want 1`},
-		{"the variable 0, the flag", []string{noUserDefaultsEnv + "=0"}, []string{"--no-user-defaults"}, 0, ""},
+		{"the variable 1", []string{session.NoUserDefaultsEnv + "=1"}, nil, 0, ""},
+		{"the variable true", []string{session.NoUserDefaultsEnv + "=true"}, nil, 0, ""},
+		{"the variable 0", []string{session.NoUserDefaultsEnv + "=0"}, nil, exitUsage, refused},
+		{"the variable empty", []string{session.NoUserDefaultsEnv + "="}, nil, exitUsage, refused},
+		{"the variable, another word", []string{session.NoUserDefaultsEnv + "=maybe"}, nil, exitUsage, session.NoUserDefaultsEnv + `="maybe": want 1`},
+		{"the variable 0, the flag", []string{session.NoUserDefaultsEnv + "=0"}, []string{"--no-user-defaults"}, 0, ""},
 	} {
 		for _, cmd := range [][]string{{"policy", "show"}, {"call"}, {"tools"}} {
 			args := append(append(append([]string{}, cmd...), c.flags...), "--workspace", ws)
@@ -483,7 +483,7 @@ func TestUserDefaultsProtected(t *testing.T) {
 	home, _ := sampleWorkspace(t)
 	must(t, os.MkdirAll(filepath.Join(home, ".config"), 0o755))
 	file := filepath.Join(home, ".config", "b10x-harness", "policy.toml")
-	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=", noUserDefaultsEnv + "="}
+	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=", session.NoUserDefaultsEnv + "="}
 	base := []string{"call", "--workspace", home, "--yes", "--allow-program", "sh"}
 	for _, skip := range [][]string{nil, {"--no-user-defaults"}} {
 		write := append(append(append([]string{}, base...), skip...), "file_write", `{"path":".config/b10x-harness/policy.toml","content":"approve = \"all\"\n"}`)

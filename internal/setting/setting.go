@@ -142,3 +142,16 @@ type flagged struct {
 
 func (f *flagged) Error() string { return f.msg }
 func (f *flagged) Unwrap() error { return f.err }
+
+// BoolWord reads a boolean as a command line's flag or the environment
+// gives it: true, 1, yes; false, 0, no; in any case. ok is false for any
+// other word.
+func BoolWord(v string) (b, ok bool) {
+	switch strings.ToLower(v) {
+	case "true", "1", "yes":
+		return true, true
+	case "false", "0", "no":
+		return false, true
+	}
+	return false, false
+}
