@@ -31,6 +31,16 @@ func chooseApprover(p Policy, name func(key string) string) (gate.Approver, stri
 	return gate.NewTTYApprover(tty, tty), "", nil
 }
 
+// MayPrompt reports whether a run call of the session may stop to ask on
+// the terminal: its approver asks there (approve auto or prompt, with a
+// terminal) and run's risk is above the ceiling.
+func (s *Session) MayPrompt() bool {
+	cfg := s.gate.Config()
+	_, tty := cfg.Approver.(*gate.TTYApprover)
+	run, _ := gate.Lookup("run")
+	return tty && run.Risk > cfg.ApproveUpTo
+}
+
 // openTTY opens the controlling terminal. It fails when the process has none
 // (ENXIO), even when stdin and stdout are terminals of another session.
 func openTTY() (*os.File, error) {

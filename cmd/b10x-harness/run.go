@@ -11,7 +11,6 @@ import (
 	"github.com/b10x/harness/agent"
 	"github.com/b10x/harness/agent/provider"
 	"github.com/b10x/harness/agent/transcript"
-	"github.com/b10x/harness/gate"
 	"github.com/b10x/harness/session"
 	"github.com/b10x/harness/surface"
 )
@@ -82,7 +81,7 @@ func (c *runCmd) Run(e *env) error {
 	sum, err := session.RunAgent(ctx, pol, e.options("run"), session.AgentOptions{Provider: prov, Agent: def, Task: task,
 		Observer: func(s *session.Session) agent.Observer {
 			out = transcript.New(e.stdout, e.stderr, transcript.Options{JSON: c.JSON, Quiet: pol.Quiet,
-				Surface: surface.Kind(pol.Surface), MayPrompt: mayPrompt(pol, s.Gate())})
+				Surface: surface.Kind(pol.Surface), MayPrompt: s.MayPrompt()})
 			out.Header(c.Provider, def, s.Gate())
 			return out
 		}})
@@ -103,12 +102,4 @@ func (c *runCmd) Run(e *env) error {
 		return sum.Err
 	}
 	return exitError{exitFailed}
-}
-
-// mayPrompt reports whether an approver may ask on the terminal during a
-// run call: the approve mode asks there and run is above approve-up-to.
-func mayPrompt(pol session.Policy, g *gate.Gate) bool {
-	runEntry, _ := gate.Lookup("run")
-	interactive := pol.Approve == session.ApprovePrompt || pol.Approve == session.ApproveAuto
-	return interactive && runEntry.Risk > g.Config().ApproveUpTo
 }
