@@ -23,7 +23,7 @@ import (
 // terminal it is read on. WriteText returns the first write error, and
 // writes nothing after it.
 func (s *Summary) WriteText(w io.Writer) error {
-	ew := &errWriter{w: w}
+	ew := termsafe.NewWriter(w)
 	fmt.Fprintf(ew, "%d run(s), %d call(s)", s.Runs, s.Calls)
 	if !s.Complete {
 		fmt.Fprint(ew, " — a run has no run_end (the harness stopped mid-run)")
@@ -82,7 +82,7 @@ func (s *Summary) WriteText(w io.Writer) error {
 				termsafe.Line(r.Status), termsafe.Line(r.Reason), termsafe.Line(r.Step), termsafe.Line(r.Message))
 		}
 	}
-	return ew.err
+	return ew.Err()
 }
 
 // countsText is "name ×count" for each of m, names made safe for a
@@ -94,22 +94,4 @@ func countsText(m map[string]int) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ", ")
-}
-
-// errWriter keeps the first error of w and writes nothing after it.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) Write(p []byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
-	}
-	n, err := e.w.Write(p)
-	if err == nil && n < len(p) {
-		err = io.ErrShortWrite
-	}
-	e.err = err
-	return n, err
 }

@@ -23,30 +23,14 @@ func (d DoctorReport) WriteText(w io.Writer, workspace string, name func(key str
 	if name == nil {
 		name = func(key string) string { return key }
 	}
-	ew := &errWriter{w: w}
+	ew := termsafe.NewWriter(w)
 	d.writeLayers(ew)
 	d.writeHost(ew, workspace, name)
 	d.writeRemedies(ew)
 	for _, m := range d.Modes {
 		m.writeText(ew, name)
 	}
-	return ew.err
-}
-
-// errWriter is a writer that keeps the first error of w and writes
-// nothing after it.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) Write(p []byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
-	}
-	n, err := e.w.Write(p)
-	e.err = err
-	return n, err
+	return ew.Err()
 }
 
 // writeLayers writes the table of d's layers: each available or not, and

@@ -24,7 +24,7 @@ func (s *Surface) WriteText(w io.Writer) error {
 // writeText is WriteText of a surface of kind presenting defs over a gate
 // whose unpublished entries are unpublished (entry → why).
 func writeText(w io.Writer, kind Kind, defs []Def, unpublished map[string]string) error {
-	ew := &errWriter{w: w}
+	ew := termsafe.NewWriter(w)
 	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "SURFACE %s — what the model sees:\n", kind)
 	for _, d := range defs {
@@ -51,23 +51,5 @@ func writeText(w io.Writer, kind Kind, defs []Def, unpublished map[string]string
 			}
 		}
 	}
-	return ew.err
-}
-
-// errWriter keeps the first error of w and writes nothing after it.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) Write(p []byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
-	}
-	n, err := e.w.Write(p)
-	if err == nil && n < len(p) {
-		err = io.ErrShortWrite
-	}
-	e.err = err
-	return n, err
+	return ew.Err()
 }
