@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/b10x/harness/internal/mountinfo"
 )
 
 // mountEntry is one line of /proc/<pid>/mountinfo (proc(5)), with the
@@ -46,11 +48,11 @@ func parseMountInfo(data []byte) ([]mountEntry, error) {
 		e := mountEntry{
 			ID:         id,
 			Parent:     parent,
-			Root:       unescapeOctal(fields[3]),
-			MountPoint: unescapeOctal(fields[4]),
+			Root:       mountinfo.Unescape(fields[3]),
+			MountPoint: mountinfo.Unescape(fields[4]),
 			Options:    fields[5],
 			FSType:     fields[sep+1],
-			Source:     unescapeOctal(fields[sep+2]),
+			Source:     mountinfo.Unescape(fields[sep+2]),
 		}
 		if len(fields) > sep+3 {
 			e.SuperOptions = strings.Join(fields[sep+3:], " ")
@@ -69,28 +71,6 @@ func parseMountInfo(data []byte) ([]mountEntry, error) {
 	}
 	return out, nil
 }
-
-// unescapeOctal undoes the kernel's mangling of space, tab, newline and
-// backslash as \040, \011, \012 and \134 (any three-digit octal escape is
-// accepted). A backslash not followed by three octal digits stays as it is.
-func unescapeOctal(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
-			v := (s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0')
-			b.WriteByte(v)
-			i += 3
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 // parseProcCgroup returns the cgroup v2 path from the text of
 // /proc/<pid>/cgroup: the path of the "0::" line. ok is false when there is

@@ -135,23 +135,6 @@ func TestParseMountInfoRejects(t *testing.T) {
 	}
 }
 
-func TestUnescapeOctal(t *testing.T) {
-	for in, want := range map[string]string{
-		`plain`:         "plain",
-		`a\040b`:        "a b",
-		`\134`:          `\`,
-		`\011\012`:      "\t\n",
-		`trail\04`:      `trail\04`,
-		`bad\999`:       `bad\999`,
-		`\`:             `\`,
-		`x\040\040y\\z`: `x  y\\z`,
-	} {
-		if got := unescapeOctal(in); got != want {
-			t.Errorf("unescapeOctal(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestResolveLocation(t *testing.T) {
 	mounts := func(s string) []mountEntry {
 		m, err := parseMountInfo([]byte(s))
@@ -467,7 +450,6 @@ func FuzzParseStat(f *testing.F) {
 		_, _ = parseStartTime([]byte(s))
 		_, _ = parsePids([]byte(s))
 		_, _ = parseSingleInt([]byte(s))
-		_ = unescapeOctal(s)
 	})
 }
 

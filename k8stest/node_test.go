@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/b10x/harness/internal/mountinfo"
 )
 
 // Where make k8stest's payload puts things in the guest
@@ -167,29 +169,10 @@ func mountTargets() ([]string, error) {
 	var out []string
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		if f := strings.Fields(line); len(f) > 4 {
-			out = append(out, unescapeMount(f[4]))
+			out = append(out, mountinfo.Unescape(f[4]))
 		}
 	}
 	return out, nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 func (n *node) stopProcs() {

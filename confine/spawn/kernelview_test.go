@@ -17,6 +17,7 @@ import (
 
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn/internal/seccomp"
+	"github.com/b10x/harness/internal/mountinfo"
 	"github.com/b10x/harness/internal/testenv"
 	"github.com/b10x/harness/internal/testenv/ia32"
 )
@@ -66,25 +67,6 @@ func statusFields(s string) map[string]string {
 	return m
 }
 
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
 func parseMountinfo(t *testing.T, s string) []mountEntry {
 	t.Helper()
 	var out []mountEntry
@@ -94,7 +76,7 @@ func parseMountinfo(t *testing.T, s string) []mountEntry {
 		if sep < 6 || sep+1 >= len(f) {
 			t.Fatalf("mountinfo line %q", l)
 		}
-		out = append(out, mountEntry{point: unescapeMount(f[4]), root: unescapeMount(f[3]), fstype: f[sep+1], opts: strings.Split(f[5], ","), optional: f[6:sep]})
+		out = append(out, mountEntry{point: mountinfo.Unescape(f[4]), root: mountinfo.Unescape(f[3]), fstype: f[sep+1], opts: strings.Split(f[5], ","), optional: f[6:sep]})
 	}
 	return out
 }

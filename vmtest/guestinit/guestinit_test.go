@@ -23,14 +23,6 @@ func TestNewItems(t *testing.T) {
 	}
 }
 
-func TestUnescapeOctal(t *testing.T) {
-	for in, want := range map[string]string{`/a\040b`: "/a b", `/tab\011x`: "/tab\tx", `/plain`: "/plain", `/bad\04`: `/bad\04`, `/x\134y`: `/x\y`} {
-		if got := unescapeOctal(in); got != want {
-			t.Errorf("unescapeOctal(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestReadMountinfo(t *testing.T) {
 	ms, err := readMountinfo()
 	if err != nil {

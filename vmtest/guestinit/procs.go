@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/b10x/harness/internal/mountinfo"
 )
 
 // mountEntry is one line of /proc/self/mountinfo, the fields vmtest uses.
@@ -33,31 +35,12 @@ func readMountinfo() ([]mountEntry, error) {
 		if !ok || len(fs) < 5 || len(ps) < 3 {
 			return nil, fmt.Errorf("malformed mountinfo line %q", sc.Text())
 		}
-		out = append(out, mountEntry{target: unescapeOctal(fs[4]), fstype: ps[0], super: ps[2]})
+		out = append(out, mountEntry{target: mountinfo.Unescape(fs[4]), fstype: ps[0], super: ps[2]})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("read /proc/self/mountinfo: %w", err)
 	}
 	return out, nil
-}
-
-// unescapeOctal undoes mountinfo's \NNN escapes of spaces and the like.
-func unescapeOctal(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // proc is a user-space process other than this init.
