@@ -11,6 +11,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/b10x/harness/internal/setting"
 	"github.com/b10x/harness/policy"
 	"github.com/b10x/harness/session"
 )
@@ -195,7 +196,7 @@ func (p *PolicyFlags) policy(e *env) (session.Policy, error) {
 		// and a default of the command's own (mcp's max_result).
 		if _, given := src[s.Key]; given || s.Path || (s.DefaultFor(p.command) != s.Default && s.HostDefault == nil) {
 			if err := s.Set(&pol.Policy, p.value(f.index)); err != nil {
-				return pol, usageError{fmt.Errorf("%s: %w", keyFlag(s.Key), err)}
+				return pol, usageError{fmt.Errorf("%s: %w", setting.Flag(s.Key), err)}
 			}
 		}
 		if f.alias < 0 || !p.vals.Elem().Field(f.alias).Bool() {
@@ -205,7 +206,7 @@ func (p *PolicyFlags) policy(e *env) (session.Policy, error) {
 		// contradicts (the default does not).
 		a, cur := s.Alias, fmt.Sprint(s.Get(&pol.Policy))
 		if cur != a.Value && cur != s.Default {
-			return pol, usagef("--%s means %s %s; it contradicts %s %s", a.Flag, keyFlag(s.Key), a.Value, keyFlag(s.Key), cur)
+			return pol, usagef("--%s means %s %s; it contradicts %s %s", a.Flag, setting.Flag(s.Key), a.Value, setting.Flag(s.Key), cur)
 		}
 		if err := s.Set(&pol.Policy, a.Value); err != nil {
 			return pol, usageError{err}
@@ -221,7 +222,7 @@ func (p *PolicyFlags) policy(e *env) (session.Policy, error) {
 		if p.NoUserDefaults {
 			return pol, errors.New("bug: --no-user-defaults was given, and the user defaults file was read")
 		}
-		if err := pol.UseUserDefaults(ud, keyFlag); err != nil {
+		if err := pol.UseUserDefaults(ud, setting.Flag); err != nil {
 			return pol, err
 		}
 	}

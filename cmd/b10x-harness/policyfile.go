@@ -125,9 +125,6 @@ func (r fileResolver) Resolve(_ *kong.Context, _ *kong.Path, f *kong.Flag) (any,
 // flagKey is a flag's policy-file key: allow-program → allow_program.
 func flagKey(flag string) string { return strings.ReplaceAll(flag, "-", "_") }
 
-// keyFlag is a policy key's flag: allow_program → --allow-program.
-func keyFlag(key string) string { return "--" + strings.ReplaceAll(key, "_", "-") }
-
 // sourcesOf says where each policy key's value came from: "flag --x" for a
 // flag on the command line, the position in the first of files (in
 // fileResolver's order) that sets a key no flag overrode ("ci.toml:3:1",
@@ -151,7 +148,7 @@ func sourcesOf(kctx *kong.Context, files ...*session.LoadedFile) map[string]stri
 			}
 			continue
 		}
-		src[key] = "flag " + keyFlag(key)
+		src[key] = "flag " + setting.Flag(key)
 	}
 	return src
 }
@@ -177,5 +174,5 @@ func renderError(err error, sources map[string]string) string {
 	if src := sources[he.Key]; src != "" && !strings.HasPrefix(src, "flag ") {
 		return he.Render(src + ": " + he.Key)
 	}
-	return he.Render(keyFlag(he.Key))
+	return he.Render(setting.Flag(he.Key))
 }
