@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/internal/reexec"
 )
 
@@ -70,8 +71,10 @@ func initMain() {
 	argv := os.Args[1:]
 	inNS := os.Getpid() == 1
 	if !inNS {
-		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-			fmt.Fprintf(os.Stderr, "hook init: prctl(PR_SET_CHILD_SUBREAPER): %v\n", err)
+		// Checked by reading it back: an init that is not the subreaper
+		// would let the hook's orphans outlive it.
+		if err := cgroup.SetChildSubreaper(); err != nil {
+			fmt.Fprintf(os.Stderr, "hook init: %v\n", err)
 			os.Exit(127)
 		}
 	}
