@@ -92,11 +92,25 @@ func TestAttackProgramSwapMCP(t *testing.T) {
 	if !host {
 		perClient = 3
 	}
+	// On the host the race must be seen run: a call finds the pinned file
+	// in place only in a short part of each swap, so a client goes on
+	// past its ten calls (up to a hundred) until one has.
+	ran := func() int {
+		return counts["pinned"] + counts["own script"] + counts["interpreter found a link"] + counts["swapped before exec by name"]
+	}
+	more := func(i int) bool {
+		if i < perClient {
+			return true
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return host && i < 10*perClient && (ran() == 0 || counts["refused"]+counts["refused in the sandbox"] == 0)
+	}
 	for g := 0; g < 4; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < perClient; i++ {
+			for i := 0; more(i); i++ {
 				args, _ := json.Marshal(map[string]any{"argv": []string{f.tool}})
 				r, err := s.cs.CallTool(ctx, &sdk.CallToolParams{Name: "run", Arguments: json.RawMessage(args)})
 				if err != nil {
@@ -157,8 +171,7 @@ func TestAttackProgramSwapMCP(t *testing.T) {
 	// The race was run: some calls got past the check while the swapper
 	// worked (the pinned file ran, or the window decision 0071 accepts
 	// for a script was hit) and some were refused.
-	ran := counts["pinned"] + counts["own script"] + counts["interpreter found a link"] + counts["swapped before exec by name"]
-	if host && (ran == 0 || counts["refused"]+counts["refused in the sandbox"] == 0) {
+	if host && (ran() == 0 || counts["refused"]+counts["refused in the sandbox"] == 0) {
 		t.Errorf("outcomes %v: the swap and the calls did not overlap", counts)
 	}
 }
