@@ -85,6 +85,7 @@ func main() {
 	// Burst.
 	var mFirst, mLater, mAll, bFirst, bLater, bAll []time.Duration
 	var infos []callInfo
+	byOrder := make([][]time.Duration, *n) // each call's time, by the order of its answer
 	for i := 0; i < *warmup+*bursts; i++ {
 		time.Sleep(*pause)
 		lat, inf, err := burst(*n, call)
@@ -104,6 +105,9 @@ func main() {
 		f, l = split(blat)
 		bFirst, bLater, bAll = append(bFirst, f), append(bLater, l), append(bAll, blat[len(blat)-1])
 		infos = append(infos, inf...)
+		for j, d := range lat {
+			byOrder[j] = append(byOrder[j], d)
+		}
 		fmt.Fprintf(os.Stderr, "burst %d: run calls %s, bwrap %s\n", i+1-*warmup, list(lat), list(blat))
 	}
 
@@ -141,6 +145,12 @@ func main() {
 	row("second and later calls, each", mLater, bLater)
 	row("the whole burst (the last answer)", mAll, bAll)
 	fmt.Printf("\n%s\n", describe(infos))
+	fmt.Printf("\n| run call answered | median | took a pre-started sandbox | waited for a slot |\n|---|---|---|---|\n")
+	for j, v := range byOrder {
+		fmt.Printf("| %d. | %s | %d of %d | %d of %d |\n", j+1, ms(pct(v, 50)),
+			count(infos, j, *n, func(c callInfo) bool { return c.prestarted }), len(v),
+			count(infos, j, *n, func(c callInfo) bool { return c.queued }), len(v))
+	}
 
 	fmt.Printf("\npaused: %d calls one at a time, each after %s\n\n", *calls, *pause)
 	fmt.Printf("| | p50 | p90 |\n|---|---|---|\n")
@@ -263,6 +273,17 @@ func describe(infos []callInfo) string {
 	n := time.Duration(len(infos))
 	return fmt.Sprintf("of %d run calls: %d took a pre-started sandbox, %d waited for a slot (max_parallel); their outcomes' mean slot_wait_ms %s, duration_ms %s",
 		len(infos), pre, q, ms(wait/n), ms(spawn/n))
+}
+
+// count counts the calls answered j-th in their burst of n for which f holds.
+func count(infos []callInfo, j, n int, f func(callInfo) bool) int {
+	c := 0
+	for i := j; i < len(infos); i += n {
+		if f(infos[i]) {
+			c++
+		}
+	}
+	return c
 }
 
 func pct(v []time.Duration, p int) time.Duration {
