@@ -7,10 +7,16 @@
 # (@anthropic-ai/sandbox-runtime, which needs ripgrep and socat) with npm into
 # a cache directory, both optional: a peer that does not install or run is
 # left out and the output says why. Figures go in docs/BENCHMARKS.md
-# ("Start-up against the peers").
+# ("Start-up against the peers"). Then run calls through one MCP session
+# (`b10x-harness mcp`, bench/mcprun) beside bubblewrap started from the
+# same client process (issue 34): a burst of BURST calls sent at once, and
+# calls one at a time with PAUSE between them (the model's turn); figures
+# in docs/BENCHMARKS.md ("MCP: a burst of run calls and calls with a pause,
+# against bubblewrap").
 #
 #   bench/peers.sh                       # 30 runs each, 3 warm-ups
 #   RUNS=50 OUT=/tmp/peers.md bench/peers.sh
+#   BURST=4 BURSTS=20 PAUSED_CALLS=40 PAUSE=100ms bench/peers.sh   # the MCP cases' defaults
 #   BIN=/tmp/old/bin/b10x-harness bench/peers.sh   # another binary beside this one
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -111,6 +117,16 @@ with_calls = next(v for k, v in r.items() if k.endswith("calls"))
 without = next(v for k, v in r.items() if k.endswith("no call"))
 print(f"run call in a session, back to back (replay of {n} minus none): {(with_calls - without) / n * 1000:.1f} ms per call")
 PY
+
+# Run calls through one MCP session, each case beside bubblewrap from the
+# same client process: a burst sent at once (the first answer, and the
+# second and later calls each), and calls with a pause between them (p50,
+# p90). mcprun fails if any call is an error or exits other than 0.
+go build -o "$ws.mcprun" ./bench/mcprun
+trap 'rm -rf "$ws" "$ws.calls.jsonl" "$ws.none.jsonl" "$ws.json" "$ws.mcprun" "$ws.mcprun.err"' EXIT
+"$ws.mcprun" -n "${BURST:-4}" -bursts "${BURSTS:-20}" -calls "${PAUSED_CALLS:-40}" -pause "${PAUSE:-100ms}" -- \
+	"$bin" mcp --workspace "$ws" --allow-program true --approve-up-to high 2>"$ws.mcprun.err" ||
+	{ cat "$ws.mcprun.err" >&2; exit 1; }
 
 # With the model's turn between calls, side by side with bubblewrap: the
 # spawn alone, then the whole session's call (surface, gate, run tool,
