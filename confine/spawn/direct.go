@@ -440,7 +440,7 @@ func (d *direct) launch(p *prepared, stdio Stdio, extra []*os.File) (*launched, 
 		t := early.take(w, p.hostUID)
 		if t == nil {
 			var err error
-			if t, err = idmappedTree(w, p.hostUID, w == p.workspace, d.helperExe()); err != nil {
+			if t, err = idmappedTree(w, p.hostUID, w == p.workspace); err != nil {
 				return fail(&SetupError{Step: "identity", Err: err})
 			}
 		}

@@ -117,7 +117,7 @@ func ProbeIdentity(ws string) (Identity, error) {
 	case !d.root:
 		id.Why = "the harness's own"
 	case idmap:
-		tree, err := idmappedTree(pinned, idmapUID, true, d.helperExe())
+		tree, err := idmappedTree(pinned, idmapUID, true)
 		if err != nil {
 			return Identity{}, err
 		}

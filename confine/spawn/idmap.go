@@ -5,15 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
-	"syscall"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/b10x/harness/confine/spawn/internal/helper"
 )
 
 // A workspace owned by root, with the harness running as root (the usual
@@ -48,29 +43,16 @@ var idmapNS struct {
 }
 
 // idmapUserns returns the user namespace of the idmapping of root onto
-// uid (created once per process and id, by a short-lived child that waits
-// in it). The child is the helper image h when h uses one (a start of the
-// 1.6 MB image rather than of this whole binary: about 1 ms against 6 ms,
-// decision 0066), this binary when h does not or the image fails to start;
-// what runs in the namespace only waits for its standard input to end.
-func idmapUserns(uid int, h *helperExe) (*os.File, error) {
+// uid (created once per process and id, by holdUserns: a clone of this
+// process that waits in the new namespace while its maps are written and
+// the namespace is opened, and runs no program).
+func idmapUserns(uid int) (*os.File, error) {
 	idmapNS.Lock()
 	defer idmapNS.Unlock()
 	if f := idmapNS.f[uid]; f != nil {
 		return f, nil
 	}
-	var image *os.File
-	if h != nil && h.use() {
-		image = h.file
-	}
-	f, err := holdUserns(uid, image)
-	if err != nil && image != nil && !cloneOnly(err) {
-		imageErr := err
-		if f, err = holdUserns(uid, nil); err == nil {
-			why := imageErr.Error()
-			h.failed.CompareAndSwap(nil, &why)
-		}
-	}
+	f, err := holdUserns(uid)
 	if err != nil {
 		return nil, err
 	}
@@ -81,52 +63,14 @@ func idmapUserns(uid int, h *helperExe) (*os.File, error) {
 	return f, nil
 }
 
-// holdUserns starts a child in a new user namespace mapping 0 to uid,
-// from the image (nil: this binary), opens its namespace and ends it.
-func holdUserns(uid int, image *os.File) (*os.File, error) {
-	cmd := exec.Command("/proc/self/exe")
-	if image != nil {
-		cmd = exec.Command(imagePath)
-		cmd.ExtraFiles = []*os.File{nil, nil, image} // imageFD
-	}
-	cmd.Args = []string{helper.Argv0Userns}
-	cmd.Env = helperEnv
-	cmd.Dir = "/"
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	idmap := []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}}
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:  unix.CLONE_NEWUSER,
-		UidMappings: idmap, GidMappings: idmap,
-		Pdeathsig: syscall.SIGKILL,
-	}
-	if err := cmd.Start(); err != nil {
-		in.Close()
-		return nil, fmt.Errorf("start a user namespace for the idmapping: %w", err)
-	}
-	f, err := os.Open("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/ns/user")
-	in.Close()
-	werr := cmd.Wait()
-	if err != nil {
-		return nil, fmt.Errorf("open the idmapping's user namespace: %w", err)
-	}
-	if werr != nil {
-		f.Close()
-		return nil, fmt.Errorf("the idmapping's user namespace holder: %w", werr)
-	}
-	return f, nil
-}
-
 // idmappedTree returns a detached copy of the mount tree of the pinned
 // path ws (cloned from the checked descriptor, never by name), idmapped so
 // that root on disk is uid, nosuid and nodev: ready for the helper to
 // attach. The caller closes it. workspace says which path it is, for the
-// error; h is the helper the namespace's holder may run from.
-func idmappedTree(ws Pinned, uid int, workspace bool, h *helperExe) (*os.File, error) {
+// error.
+func idmappedTree(ws Pinned, uid int, workspace bool) (*os.File, error) {
 	dir := ws.Path
-	ns, err := idmapUserns(uid, h)
+	ns, err := idmapUserns(uid)
 	if err != nil {
 		return nil, notIdmapped(dir, workspace, err.Error())
 	}
@@ -227,8 +171,9 @@ func checkNoPrivilegedFiles(p Pinned, workspace bool) error {
 }
 
 // earlyTree is a workspace's idmapped tree made on another goroutine while
-// its call is planned (the holder process, the set-id scan and the clone
-// take milliseconds, the planning as long). A nil *earlyTree holds none.
+// its call is planned (the namespace's holder, the set-id scan and the
+// tree's clone take up to milliseconds, the planning as long). A nil
+// *earlyTree holds none.
 type earlyTree struct {
 	ws   Pinned
 	uid  int
@@ -250,7 +195,7 @@ func (d *direct) startEarlyTree(s Spec) *earlyTree {
 	}
 	e := &earlyTree{ws: s.Workspace, uid: uid, done: make(chan struct{})}
 	go func() {
-		e.tree, e.err = idmappedTree(e.ws, e.uid, true, d.helperExe())
+		e.tree, e.err = idmappedTree(e.ws, e.uid, true)
 		close(e.done)
 	}()
 	return e
