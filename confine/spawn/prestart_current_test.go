@@ -138,7 +138,7 @@ func pinOf(t *testing.T, s Spec, path string) Pinned {
 // The next call must run correctly, cold: a dead sandbox handed the call
 // would end it with the stage's SIGKILL and no output.
 func TestPrestartedSandboxDied(t *testing.T) {
-	for name, victim := range map[string]string{"init": helper.Argv0, "stage": helper.Argv0Program} {
+	for name, victim := range map[string]string{"init": helper.Argv0, "stage": stageLabel} {
 		t.Run(name, func(t *testing.T) {
 			d := prestarting(t)
 			ws := workspace(t)
@@ -155,7 +155,7 @@ func TestPrestartedSandboxDied(t *testing.T) {
 			if !ok || initPid != w.l.cmd.Process.Pid {
 				t.Fatalf("the pre-started sandbox's processes under this one: %v, want its init %d and its waiting stage", procs, w.l.cmd.Process.Pid)
 			}
-			pid := map[string]int{helper.Argv0: initPid, helper.Argv0Program: stage}[victim]
+			pid := map[string]int{helper.Argv0: initPid, stageLabel: stage}[victim]
 			if err := unix.Kill(pid, unix.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
@@ -180,28 +180,50 @@ func TestPrestartedSandboxDied(t *testing.T) {
 	}
 }
 
-// sandboxProcesses finds, through /proc, the helpers (namespace inits and
-// program stages) descending from pid, by argv[0]. A stage the helper is
-// forking shows the helper's argv[0] until it executes: two "inits" may
-// be one init and its stage being born.
+// stageLabel is sandboxProcesses' key for the program stages: forked from
+// their init without executing anything, they show its argv[0] until they
+// execute the program, and are told apart by their parent, an init.
+const stageLabel = "program stage"
+
+// sandboxProcesses finds, through /proc, the helpers descending from pid:
+// the namespace inits under helper.Argv0, and under stageLabel the
+// program stages not yet executed (a helper whose parent is a helper).
 func sandboxProcesses(pid int) map[string][]int {
 	out := map[string][]int{}
 	for _, p := range processesWhere(func(p int, argv []string) bool {
-		return (argv[0] == helper.Argv0 || argv[0] == helper.Argv0Program) && ancestor(p, pid)
+		return argv[0] == helper.Argv0 && ancestor(p, pid)
 	}) {
-		argv0 := procArgv0(p)
-		out[argv0] = append(out[argv0], p)
+		label := helper.Argv0
+		if ancestor(p, pid) && procArgv0(ppidOf(p)) == helper.Argv0 {
+			label = stageLabel
+		}
+		out[label] = append(out[label], p)
 	}
 	return out
+}
+
+// ppidOf returns pid's parent, 0 when pid is gone.
+func ppidOf(pid int) int {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
 }
 
 // oneSandbox returns the init and the stage of the one sandbox procs
 // shows, or false when it shows anything else.
 func oneSandbox(procs map[string][]int) (initPid, stage int, ok bool) {
-	if len(procs) != 2 || len(procs[helper.Argv0]) != 1 || len(procs[helper.Argv0Program]) != 1 {
+	if len(procs) != 2 || len(procs[helper.Argv0]) != 1 || len(procs[stageLabel]) != 1 {
 		return 0, 0, false
 	}
-	return procs[helper.Argv0][0], procs[helper.Argv0Program][0], true
+	return procs[helper.Argv0][0], procs[stageLabel][0], true
 }
 
 func procArgv0(pid int) string {

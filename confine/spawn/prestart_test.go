@@ -543,7 +543,7 @@ func TestPrestartPoolBurst(t *testing.T) {
 		t.Fatalf("first call: %v %+v\n%s", err, res, out)
 	}
 	pool := waitPool(t, d, 3)
-	if procs := sandboxProcesses(os.Getpid()); len(procs[helper.Argv0]) != 3 || len(procs[helper.Argv0Program]) != 3 {
+	if procs := sandboxProcesses(os.Getpid()); len(procs[helper.Argv0]) != 3 || len(procs[stageLabel]) != 3 {
 		t.Fatalf("the pool's processes: %v, want three inits and three waiting stages", procs)
 	}
 	res, outs := burst(t, d, s, 5)
@@ -712,7 +712,7 @@ func TestBrokerPrestartPool(t *testing.T) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		confined := 0
-		for _, stage := range sandboxProcesses(bpid)[helper.Argv0Program] {
+		for _, stage := range sandboxProcesses(bpid)[stageLabel] {
 			if status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(stage), "status")); err == nil && strings.Contains(string(status), "\nSeccomp:\t2\n") {
 				confined++
 			}

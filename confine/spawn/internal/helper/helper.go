@@ -11,25 +11,11 @@ import (
 )
 
 // init runs the helper as soon as this package is initialised, when the
-// process was started as the helper (or as its program stage): the rest of
-// the binary never initialises. In any other process it does nothing.
+// process was started as the helper: the rest of the binary never
+// initialises. In any other process it does nothing.
 func init() {
-	if len(os.Args) == 0 {
-		return
-	}
-	switch os.Args[0] {
-	case Argv0:
+	if len(os.Args) > 0 && os.Args[0] == Argv0 {
 		Main()
-	case Argv0Program:
-		programMain()
-	case Argv0Userns:
-		// Hold the namespace until the parent has opened it.
-		var b [1]byte
-		for {
-			if n, err := sysRead(0, b[:]); n == 0 || err != nil {
-				os.Exit(0)
-			}
-		}
 	}
 }
 
@@ -57,13 +43,14 @@ func opErr(op, operand string, err error) error {
 
 // Main runs in the new namespaces as their PID 1, in two stages.
 //
-// This first stage builds the view, then starts the second (programMain)
-// from this same executable: in a user and mount namespace nested in its
-// own when it has a user namespace (so every mount of the view is locked:
-// it was made in a more privileged namespace than the program's), as an
-// unprivileged id otherwise. The second stage confines itself and executes
-// the program, which is then never PID 1: this stage stays as the
-// namespace's init (see initLoop) and exits with the program's status.
+// This first stage builds the view, then forks the second, the program's
+// stage (startProgram), which runs no Go of its own (stage_unsafe.go): in
+// a user and mount namespace nested in this one's when there is a user
+// namespace (so every mount of the view is locked: it was made in a more
+// privileged namespace than the program's), as an unprivileged id
+// otherwise. The stage confines itself and executes the program, which is
+// then never PID 1: this stage stays as the namespace's init (see
+// initLoop) and exits with the program's status.
 //
 // Every failure before the program's execve is reported on the status
 // pipe and ends the helper, and with it the namespace.
@@ -71,7 +58,8 @@ func Main() {
 	sigs := catchSignals()
 	p := startStage()
 	// Nothing this stage holds (the helper image, the runtime's own
-	// descriptors) reaches the second stage but what it is given.
+	// descriptors) reaches the program: the stage inherits all of it and
+	// marks it close-on-exec again, with what it made since.
 	if _, _, e := syscall.RawSyscall(sysCloseRangeNr, StatusFD+1, ^uintptr(0), closeRangeCloexec); e != 0 {
 		fail("close descriptors", opErr("close_range", "CLOEXEC", e))
 	}
@@ -93,23 +81,27 @@ func Main() {
 			}
 		}
 	}
-	pid, notify, err := startProgram(p)
+	st, err := startProgram(p)
 	if err != nil {
+		var se *stepError
+		if errors.As(err, &se) {
+			fail(se.step, se.err)
+		}
 		fail("start the program's stage", err)
 	}
 	var refused *refusals
-	if notify >= 0 {
+	if st.notify >= 0 {
 		refused = &refusals{}
-		go serveRefusals(notify, refused)
+		go serveRefusals(st.notify, refused)
 	}
-	initLoop(pid, sigs, refused, noRoute)
+	st.wait(p)
+	initLoop(st.pid, sigs, refused, noRoute)
 }
 
-// startStage begins either stage: it locks the thread (every step of a
-// stage must run on one thread: the mount, capability, no_new_privs,
-// seccomp and Landlock state are per thread, and the second stage's clone
-// copies this thread's), marks the status pipe close-on-exec and reads the
-// plan.
+// startStage begins the first stage: it locks the thread (every step
+// must run on one thread: the mount and capability state are per thread,
+// and the program's stage is a copy of this thread), marks the status pipe
+// close-on-exec and reads the plan.
 func startStage() *Plan {
 	runtime.LockOSThread()
 	if _, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, StatusFD, syscall.F_SETFD, syscall.FD_CLOEXEC); e != 0 {
@@ -432,19 +424,6 @@ func loopbackUp() error {
 	return nil
 }
 
-// loadSeccomp installs the raw program on this thread (no_new_privs must be
-// set).
-func loadSeccomp(raw []byte) error {
-	prog, err := sockFilters(raw)
-	if err != nil {
-		return err
-	}
-	if e := sysSeccompFilter(prog); e != 0 {
-		return opErr("seccomp", "SET_MODE_FILTER", e)
-	}
-	return nil
-}
-
 // sockFilters reads a raw program's instructions.
 func sockFilters(raw []byte) ([]syscall.SockFilter, error) {
 	n := len(raw) / 8
@@ -457,37 +436,6 @@ func sockFilters(raw []byte) ([]syscall.SockFilter, error) {
 		prog[i] = syscall.SockFilter{Code: binary.LittleEndian.Uint16(b), Jt: b[2], Jf: b[3], K: binary.LittleEndian.Uint32(b[4:])}
 	}
 	return prog, nil
-}
-
-// landlock creates the child's ruleset, adds the rules and enforces it on
-// this thread (no_new_privs is set; execve is next, which discards the
-// other threads).
-func landlock(p *Plan) error {
-	rs, err := sysLandlockCreate(p.LandlockFS, p.LandlockScoped)
-	if err != nil {
-		return opErr("landlock_create_ruleset", "", err)
-	}
-	defer sysClose(rs)
-	for _, r := range p.Rules {
-		fd, err := sysOpen(r.Path, oPath|syscall.O_CLOEXEC, 0)
-		if err != nil {
-			return opErr("open O_PATH", r.Path, err)
-		}
-		err = sysLandlockAddPath(rs, fd, r.Access)
-		sysClose(fd)
-		if err != nil {
-			return opErr("landlock_add_rule", r.Path, err)
-		}
-	}
-	if p.DomainName != "" {
-		if err := setName(p.DomainName); err != nil {
-			return err
-		}
-	}
-	if err := sysLandlockRestrict(rs, p.LandlockFlags); err != nil {
-		return opErr("landlock_restrict_self", "", err)
-	}
-	return nil
 }
 
 // proxyListener opens a TCP listener at 127.0.0.1:port in the call's fresh

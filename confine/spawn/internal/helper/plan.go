@@ -23,16 +23,6 @@ import (
 // reexec.Command.
 const Argv0 = "b10x-reexec:spawn-helper"
 
-// Argv0Program is the argv[0] of the helper's second stage: the process
-// that becomes the program, started by the first (which stays as the
-// namespace's init). Only the helper starts it.
-const Argv0Program = "b10x-reexec:spawn-program"
-
-// Argv0Userns is the argv[0] of a process that only waits, in a user
-// namespace its parent made, until its standard input ends: it holds the
-// namespace while the parent opens it (for an idmapped mount).
-const Argv0Userns = "b10x-reexec:spawn-userns"
-
 // Descriptors of the helper, as the parent arranges them (ExtraFiles).
 const (
 	StatusFD = 3 // write end of the status pipe
@@ -184,7 +174,7 @@ type Plan struct {
 	// and fails otherwise; the program gets its own name at execve.
 	DomainName string
 	Rules      []Rule
-	// Probe stops the second stage after every step before execve has
+	// Probe stops the program's stage after every step before execve has
 	// succeeded and its StatusReady is written: it exits 0 and Path is
 	// never executed. It proves a call would get that far.
 	Probe bool
@@ -196,19 +186,19 @@ type Plan struct {
 	ProxyPort uint16
 	// GoFD, when not 0, is the helper's end of a Unix stream socket and
 	// makes the sandbox a pre-started one: Path, Argv, Env and Dir are
-	// empty here, and the second stage, once confined, writes GoReady on
-	// it and waits for the call (see Go). A pre-started sandbox serves one
-	// call, never a second.
+	// empty here, and once the program's stage is confined the helper
+	// writes GoReady on it and waits for the call (see Go), which it hands
+	// to the stage. A pre-started sandbox serves one call, never a second.
 	GoFD int
 	// NProc, when not 0, is the program's RLIMIT_NPROC, soft and hard:
 	// its processes and threads, counted by the kernel per user
 	// namespace, for calls without a cgroup leaf (limits_from enclosing).
-	// The second stage proves the kernel enforces it (limitProcs).
+	// The program's stage proves the kernel enforces it (limitProcs).
 	NProc uint64
 }
 
-// GoReady is the byte a pre-started sandbox's second stage writes on
-// Plan.GoFD once every step before execve has succeeded.
+// GoReady is the byte a pre-started sandbox's helper writes on Plan.GoFD
+// once its program's stage has taken every step it can before the call.
 const GoReady = 'r'
 
 // Go is the call a pre-started sandbox runs: what Plan.Path, Argv, Env and

@@ -12,7 +12,7 @@ import (
 //
 // The program's stage loads the filter with every EPERM turned into
 // SECCOMP_RET_USER_NOTIF and a listener (SECCOMP_FILTER_FLAG_NEW_LISTENER),
-// sends the listener to the init on StageNotifyFD and closes it, so the
+// sends the listener to the init on a socket pair and closes it, so the
 // program never holds it. The init answers each notification with EPERM,
 // as the plain filter would have, and keeps the first MaxRefused of them
 // and a count. Allowed calls never reach the init: the filter returns
@@ -25,10 +25,6 @@ import (
 // Fail closed: if the init stops answering (its listener closed, or the
 // init gone, which ends the namespace), the kernel fails every pending
 // and later refused call with ENOSYS; a refused call is never let through.
-
-// StageNotifyFD is the second stage's end of the socket on which it sends
-// the listener to the init.
-const StageNotifyFD = 6
 
 // notifying returns a copy of a raw program with every "return EPERM"
 // made "return SECCOMP_RET_USER_NOTIF": the filter's EPERMs are exactly
@@ -45,42 +41,6 @@ func notifying(raw []byte) []byte {
 	return out
 }
 
-// loadNotifying installs the notifying form of raw on this thread and
-// sends its listener to the init. listening is false, with no error, when
-// this thread's filter stack already has a listener (EBUSY: the harness
-// runs under one, and a stack takes only one): then raw is installed as
-// it is, and the refusals are EPERM and not told.
-func loadNotifying(raw []byte) (listening bool, err error) {
-	defer sysClose(StageNotifyFD)
-	prog, err := sockFilters(notifying(raw))
-	if err != nil {
-		return false, err
-	}
-	// Once the init has received a notification, only a fatal signal
-	// may end the caller's wait (WAIT_KILLABLE_RECV): a signal that ended
-	// it would make the kernel restart the call, which the init would then
-	// count twice. Before Linux 5.19 the flag is refused (EINVAL), and the
-	// count may then run over by the calls a signal interrupted just as
-	// they were answered.
-	lfd, e := sysSeccompListener(prog, seccompFilterFlagNewListener|seccompFilterFlagWaitKillable)
-	if e == syscall.EINVAL {
-		lfd, e = sysSeccompListener(prog, seccompFilterFlagNewListener)
-	}
-	if e == syscall.EBUSY {
-		return false, loadSeccomp(raw)
-	}
-	if e != 0 {
-		return false, opErr("seccomp", "SET_MODE_FILTER NEW_LISTENER", e)
-	}
-	defer sysClose(lfd)
-	if err := syscall.Sendmsg(StageNotifyFD, []byte{'N'}, syscall.UnixRights(lfd), nil, 0); err != nil {
-		// The filter is in place and answers ENOSYS without a listener:
-		// still refused, but this call cannot go on untold.
-		return false, opErr("sendmsg", "the seccomp listener", err)
-	}
-	return true, nil
-}
-
 // refusals is what the init keeps of the filter's refusals.
 type refusals struct {
 	mu    sync.Mutex
@@ -89,7 +49,7 @@ type refusals struct {
 }
 
 // serveRefusals receives the listener on sock (the init's end of the
-// stage's StageNotifyFD) and answers every notification with EPERM,
+// stage's socket) and answers every notification with EPERM,
 // keeping what was refused in r. It returns when the stage closes the
 // socket without a listener, or when the listener fails; the init's exit
 // ends it otherwise.

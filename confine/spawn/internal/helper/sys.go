@@ -1,7 +1,6 @@
 package helper
 
 import (
-	"errors"
 	"syscall"
 )
 
@@ -44,36 +43,9 @@ func sysPrctl(option, a2, a3, a4, a5 uintptr) error {
 // Landlock (struct landlock_ruleset_attr and landlock_path_beneath_attr).
 const landlockRulePathBeneath = 1
 
-func sysLandlockRestrict(ruleset int, flags uint32) error {
-	_, _, e := syscall.RawSyscall(sysLandlockRestrictSelfNr, uintptr(ruleset), uintptr(flags), 0)
-	return errnoErr(e)
-}
-
 // atFDCWD is AT_FDCWD (-100) as a system call argument.
 var atFDCWD = func() uintptr { fd := atFDCWDInt; return uintptr(fd) }()
 
 // maxDomainName is the longest name a thread keeps (TASK_COMM_LEN less
 // its NUL).
 const maxDomainName = 15
-
-// setName names this thread name (PR_SET_NAME) and reads the name back:
-// the kernel's audit record of the Landlock domain this thread creates
-// next carries it, so it must be exactly what was asked.
-func setName(name string) error {
-	if name == "" || len(name) > maxDomainName {
-		return opErr("prctl PR_SET_NAME", name, syscall.EINVAL)
-	}
-	var buf [16]byte
-	copy(buf[:], name)
-	if err := sysPrctlName(prSetName, &buf); err != nil {
-		return opErr("prctl PR_SET_NAME", name, err)
-	}
-	var got [16]byte
-	if err := sysPrctlName(prGetName, &got); err != nil {
-		return opErr("prctl PR_GET_NAME", name, err)
-	}
-	if string(got[:len(name)]) != name || got[len(name)] != 0 {
-		return opErr("prctl PR_GET_NAME", name, errors.New("the name read back differs"))
-	}
-	return nil
-}

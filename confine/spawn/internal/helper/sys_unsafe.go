@@ -1,7 +1,6 @@
 package helper
 
 import (
-	"runtime"
 	"syscall"
 	"unsafe"
 )
@@ -200,19 +199,6 @@ func sysLandlockAddPath(ruleset, parent int, access uint64) error {
 	return errnoErr(e)
 }
 
-// sysOpenat opens name relative to the directory descriptor dir.
-func sysOpenat(dir int, name string, flags int) (int, error) {
-	p, err := ptr(name)
-	if err != nil {
-		return -1, err
-	}
-	fd, _, e := syscall.RawSyscall6(syscall.SYS_OPENAT, uintptr(dir), uintptr(unsafe.Pointer(p)), uintptr(flags), 0, 0, 0)
-	if e != 0 {
-		return -1, e
-	}
-	return int(fd), nil
-}
-
 // sysOpenat2 is openat2(2), retried on EINTR and EAGAIN.
 func sysOpenat2(dirfd int, path string, flags int, resolve uint64) (int, error) {
 	p, err := ptr(path)
@@ -261,35 +247,6 @@ func sysMoveMountFD(tree, onto int) syscall.Errno {
 	return e
 }
 
-// sysExecveatFD is execveat(fd, "", argv, envv, AT_EMPTY_PATH), with argv
-// and envv NULL-terminated (syscall.SlicePtrFromStrings). It returns only
-// on failure.
-func sysExecveatFD(fd int, argv, envv []*byte) syscall.Errno {
-	empty, _ := ptr("")
-	_, _, e := syscall.RawSyscall6(sysExecveat, uintptr(fd), uintptr(unsafe.Pointer(empty)),
-		uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])), atEmptyPath, 0)
-	return e
-}
-
-// sysGetres is getresuid(2) or getresgid(2), by the number nr: the real,
-// effective and saved id.
-func sysGetres(nr uintptr) (r, e, s uint32, errno syscall.Errno) {
-	_, _, errno = syscall.RawSyscall(nr, uintptr(unsafe.Pointer(&r)), uintptr(unsafe.Pointer(&e)), uintptr(unsafe.Pointer(&s)))
-	return r, e, s, errno
-}
-
-// sysCapset is capset(2) of this thread's sets.
-func sysCapset(hdr *capUserHeader, data *[2]capUserData) error {
-	_, _, e := syscall.RawSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
-	return errnoErr(e)
-}
-
-// sysCapget is capget(2) of this thread's sets.
-func sysCapget(hdr *capUserHeader, data *[2]capUserData) error {
-	_, _, e := syscall.RawSyscall(syscall.SYS_CAPGET, uintptr(unsafe.Pointer(hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
-	return errnoErr(e)
-}
-
 // ifreq is struct ifreq: the interface's name (16 bytes), then the union
 // (its flags, a short, first).
 type ifreq [40]byte
@@ -299,26 +256,6 @@ type ifreq [40]byte
 func sysIoctlIfreq(fd int, req uintptr, ifr *ifreq) syscall.Errno {
 	_, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, uintptr(fd), req, uintptr(unsafe.Pointer(&ifr[0])))
 	return e
-}
-
-// sysSeccompFilter is seccomp(SECCOMP_SET_MODE_FILTER, 0, prog): it
-// installs prog on this thread.
-func sysSeccompFilter(prog []syscall.SockFilter) syscall.Errno {
-	fprog := syscall.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	_, _, e := syscall.RawSyscall(sysSeccomp, seccompSetModeFilter, 0, uintptr(unsafe.Pointer(&fprog)))
-	runtime.KeepAlive(prog)
-	return e
-}
-
-// sysSeccompListener is seccomp(SECCOMP_SET_MODE_FILTER, flags, prog)
-// with SECCOMP_FILTER_FLAG_NEW_LISTENER among flags: it installs prog on
-// this thread and returns the filter's notification listener
-// (close-on-exec).
-func sysSeccompListener(prog []syscall.SockFilter, flags uintptr) (int, syscall.Errno) {
-	fprog := syscall.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	fd, _, e := syscall.RawSyscall(sysSeccomp, seccompSetModeFilter, flags, uintptr(unsafe.Pointer(&fprog)))
-	runtime.KeepAlive(prog)
-	return int(fd), e
 }
 
 // sysNotifRecv waits for the next notification on a listener
@@ -342,11 +279,4 @@ func sysPollIn(fd int) (int16, syscall.Errno) {
 func sysNotifSend(fd int, r *seccompNotifResp) syscall.Errno {
 	_, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, uintptr(fd), seccompIoctlNotifSend, uintptr(unsafe.Pointer(r)))
 	return e
-}
-
-// sysPrctlName is prctl(op, buf): PR_SET_NAME or PR_GET_NAME with the
-// thread's name in buf (16 bytes, NUL-terminated).
-func sysPrctlName(op uintptr, buf *[16]byte) error {
-	_, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, op, uintptr(unsafe.Pointer(buf)), 0)
-	return errnoErr(e)
 }

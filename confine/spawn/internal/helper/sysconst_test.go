@@ -79,9 +79,6 @@ func TestSysconstMatchesUnix(t *testing.T) {
 		{"SECCOMP_IOCTL_NOTIF_SEND", seccompIoctlNotifSend, unix.SECCOMP_IOCTL_NOTIF_SEND},
 		{"_LINUX_CAPABILITY_VERSION_3", linuxCapabilityVersion3, unix.LINUX_CAPABILITY_VERSION_3},
 		{"LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON", RestrictSelfLogNewExecOn, unix.LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON},
-
-		// program.go.
-		{"CAP_SETPCAP", capSetPCap, unix.CAP_SETPCAP},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s is %d (%#x) in the helper, %d (%#x) in x/sys/unix", c.name, c.got, c.got, c.want, c.want)
