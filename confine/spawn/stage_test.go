@@ -69,3 +69,34 @@ func procStatus(t *testing.T, pid int) map[string]string {
 	}
 	return out
 }
+
+// TestProgramStartsFresh: whether its stage was forked for the call or
+// waited for it pre-started, the program starts as a freshly executed
+// process would: no signal blocked (the fork blocked them all in the
+// stage, which restores the mask), and no descriptor but its standard
+// streams (ls's own, 3, is the directory it lists).
+func TestProgramStartsFresh(t *testing.T) {
+	ws := workspace(t)
+	// The program itself reads its status, not a shell's child: a shell
+	// may clear its mask at its start (dash does).
+	sigs := Spec{Program: pin(t, lookPath(t, "grep")), Argv: []string{"grep", "-E", "^SigBlk:", "/proc/self/status"}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: ws, Workspace: pin(t, ws)}
+	fds := Spec{Program: pin(t, lookPath(t, "ls")), Argv: []string{"ls", "/proc/self/fd"}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: ws, Workspace: pin(t, ws)}
+	for _, c := range []struct {
+		s    Spec
+		want string
+	}{{sigs, "SigBlk: 0000000000000000"}, {fds, "0 1 2 3"}} {
+		d := prestarting(t) // the first call runs cold, the second in the sandbox started behind it
+		for _, warm := range []bool{false, true} {
+			if warm {
+				waitWarm(t, d)
+			}
+			res, out, err := run(t, d, c.s)
+			if err != nil || res.ExitCode != 0 || res.Prestarted != warm {
+				t.Fatalf("%s (pre-started %v): %v %+v\n%s", c.s.Argv[0], warm, err, res, out)
+			}
+			if got := strings.Join(strings.Fields(string(out.stdout.Bytes())), " "); got != c.want {
+				t.Errorf("%s (pre-started %v): %q, want %q: no signal blocked, no descriptor but the standard streams (and ls's own 3)", c.s.Argv[0], warm, got, c.want)
+			}
+		}
+	}
+}
