@@ -26,7 +26,7 @@ import (
 // for a CI step): the runner and the spec it will run. It holds the
 // workspace and the cgroup parent until Close.
 type Execution struct {
-	host   *record.RunsOn // run_start's, read at start
+	host   *record.RunsOn // run_start's, read at start when there is a record
 	Runner spawn.Runner
 	Spec   spawn.Spec
 	// Egress is the proxy's policy when the command's network is the
@@ -60,6 +60,14 @@ type Execution struct {
 	cleanup    cleanup
 }
 
+// WarmExec begins loading the run helper's image on another goroutine
+// (spawn.WarmHelper): every Execution's command starts from it, whatever
+// its policy. exec calls it as soon as its command line names it, before
+// parsing the rest, so that the load runs beside the parsing and Prepare
+// rather than after them. It returns at once; a command line that turns
+// out not to run anything costs the load and nothing else.
+func WarmExec() { spawn.WarmHelper() }
+
 // Prepare readies argv to run under p's confinement: the workspace and the
 // extra paths pinned, the program resolved (a name through PATH, an
 // absolute path, or a path with a slash from the working directory that
@@ -72,6 +80,10 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	if p.mode() == confine.Off {
 		return nil, policyErr("confine", "off", "exec never runs a command unconfined: use strict or auto")
 	}
+	// The command starts from the helper image whatever the policy says:
+	// its load runs beside the preparing (begun already when exec called
+	// WarmExec).
+	spawn.WarmHelper()
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -82,9 +94,13 @@ func Prepare(p Policy, argv []string) (*Execution, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Read before anything confines the harness: its own Landlock domain
-	// hides /proc/self from it.
-	x := &Execution{limits: lim, Grace: p.Run.Grace, Quiet: p.Quiet, record: p.Record, effective: p.EffectiveFor(policy.Exec), file: p.File, host: hostFacts()}
+	x := &Execution{limits: lim, Grace: p.Run.Grace, Quiet: p.Quiet, record: p.Record, effective: p.EffectiveFor(policy.Exec), file: p.File}
+	if p.Record != "" {
+		// run_start's runs_on, read only for a record. Read before
+		// anything confines the harness: its own Landlock domain hides
+		// /proc/self from it.
+		x.host = hostFacts()
+	}
 	ok := false
 	defer func() {
 		if !ok {

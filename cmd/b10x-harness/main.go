@@ -100,6 +100,11 @@ func realMain(args []string, e env) (code int) {
 			os.Setenv("TMPDIR", abs)
 		}
 	}
+	if len(args) > 0 && args[0] == "exec" {
+		// exec's command will start from the helper image: its load runs
+		// beside the parsing (session.WarmExec).
+		session.WarmExec()
+	}
 	ud, err := loadUserDefaults(args, os.Getenv)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "b10x-harness: %s\n", termsafe.Message(renderError(err, nil)))

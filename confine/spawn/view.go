@@ -429,6 +429,13 @@ const watchMask = unix.IN_ATTRIB | unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOV
 // directory is opened once (never through a link) and its entries are
 // examined relative to that descriptor: one fstatat per entry that is not
 // a symbolic link, nothing more.
+//
+// No cheaper proof stands in for the walk. What it finds depends on every
+// directory's entries and on the mode of every entry beneath root, and a
+// chmod of one file changes only that file's ctime: no mtime, inode or
+// ctime of root or of any directory would tell a cached result from a
+// stale one (nor would they see a mount over a directory), so a cache
+// would be checked with one stat per entry, which is most of the walk.
 func scanMasks(root string, fd int) ([]string, error) {
 	var st unix.Stat_t
 	if err := unix.Lstat(root, &st); err != nil {
@@ -444,50 +451,69 @@ func scanMasks(root string, fd int) ([]string, error) {
 		return []string{root + "/"}, nil
 	}
 	// Directories are read side by side, one per processor (at most
-	// four): on a host where a system call is slow (a VM) the scan is most
-	// of a one-shot spawn's planning, and nothing else runs meanwhile.
-	workers := min(max(runtime.GOMAXPROCS(0), 1), 4)
-	bufs := make(chan []byte, workers)
-	for range workers {
-		bufs <- make([]byte, 32<<10)
+	// four), by as many workers taking the next directory from one list:
+	// on a host where a system call is slow (a VM) the scan is most of a
+	// one-shot spawn's planning. A worker per directory would cost a
+	// goroutine, its stack and their page faults for each of /etc's
+	// hundred-odd directories.
+	sc := &maskScan{fd: fd, todo: []string{root}}
+	sc.wake.L = &sc.mu
+	var wg sync.WaitGroup
+	for range min(max(runtime.GOMAXPROCS(0), 1), 4) - 1 {
+		wg.Go(sc.work)
 	}
-	var (
-		mu    sync.Mutex
-		masks []string
-		first error
-		wg    sync.WaitGroup
-	)
-	add := func(ms []string, err error) {
-		mu.Lock()
-		masks = append(masks, ms...)
-		if first == nil {
-			first = err
+	sc.work()
+	wg.Wait()
+	if sc.err != nil {
+		return nil, sc.err
+	}
+	slices.Sort(sc.masks)
+	return sc.masks, nil
+}
+
+// maskScan is one scanMasks walk shared by its workers.
+type maskScan struct {
+	fd   int // inotify descriptor, -1 when none
+	mu   sync.Mutex
+	wake sync.Cond // a directory was listed, or the walk ended
+	// todo are the directories still to read; busy counts those being
+	// read (each may add more).
+	todo  []string
+	busy  int
+	masks []string
+	err   error // the first error; the walk stops at it
+}
+
+// work reads directories from the list until none is left and none is
+// being read, or one failed.
+func (sc *maskScan) work() {
+	buf := make([]byte, 32<<10)
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for {
+		for len(sc.todo) == 0 && sc.busy > 0 && sc.err == nil {
+			sc.wake.Wait()
 		}
-		mu.Unlock()
-	}
-	var walk func(dir string)
-	walk = func(dir string) {
-		defer wg.Done()
-		buf := <-bufs
-		subdirs, ms, err := scanDir(dir, fd, buf)
-		bufs <- buf
-		add(ms, err)
-		if err != nil {
+		if len(sc.todo) == 0 || sc.err != nil {
+			sc.wake.Broadcast()
 			return
 		}
-		for _, d := range subdirs {
-			wg.Add(1)
-			go walk(d)
+		dir := sc.todo[len(sc.todo)-1]
+		sc.todo = sc.todo[:len(sc.todo)-1]
+		sc.busy++
+		sc.mu.Unlock()
+		subdirs, masks, err := scanDir(dir, sc.fd, buf)
+		sc.mu.Lock()
+		sc.busy--
+		sc.masks = append(sc.masks, masks...)
+		sc.todo = append(sc.todo, subdirs...)
+		if err != nil && sc.err == nil {
+			sc.err = err
+		}
+		if len(subdirs) > 1 || sc.busy == 0 || sc.err != nil {
+			sc.wake.Broadcast()
 		}
 	}
-	wg.Add(1)
-	walk(root)
-	wg.Wait()
-	if first != nil {
-		return nil, first
-	}
-	slices.Sort(masks)
-	return masks, nil
 }
 
 // scanDir examines one directory of the scan (see scanMasks): its masked
@@ -505,37 +531,41 @@ func scanDir(dir string, fd int, buf []byte) (subdirs, masks []string, err error
 		return nil, []string{dir + "/"}, nil
 	}
 	defer unix.Close(dfd)
-	ents, err := dirent.Read(dfd, buf)
-	if err != nil {
-		return nil, []string{dir + "/"}, nil
-	}
 	var st unix.Stat_t
-	for _, e := range ents {
-		if e.Type == unix.DT_LNK {
+	var statErr error
+	readErr := dirent.Each(dfd, buf, func(b []byte, typ uint8) {
+		if statErr != nil || typ == unix.DT_LNK {
 			// A link is resolved in the view, where its target is masked
 			// or absent.
-			continue
+			return
 		}
-		p := dir + "/" + e.Name
-		if err := unix.Fstatat(dfd, e.Name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			if errors.Is(err, unix.ENOENT) {
-				continue
+		name := string(b)
+		if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if !errors.Is(err, unix.ENOENT) {
+				statErr = fmt.Errorf("spawn: scan %s: %w", dir+"/"+name, err)
 			}
-			return nil, nil, fmt.Errorf("spawn: scan %s: %w", p, err)
+			return
 		}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFLNK:
 		case unix.S_IFDIR:
 			if st.Mode&0o005 != 0o005 {
-				masks = append(masks, p+"/")
-				continue
+				masks = append(masks, dir+"/"+name+"/")
+				return
 			}
-			subdirs = append(subdirs, p)
+			subdirs = append(subdirs, dir+"/"+name)
 		default:
 			if st.Mode&0o004 == 0 {
-				masks = append(masks, p)
+				masks = append(masks, dir+"/"+name)
 			}
 		}
+	})
+	switch {
+	case readErr != nil:
+		// Not listed whole: hide it.
+		return nil, []string{dir + "/"}, nil
+	case statErr != nil:
+		return nil, nil, statErr
 	}
 	return subdirs, masks, nil
 }

@@ -26,25 +26,45 @@ var ErrMalformed = errors.New("getdents: malformed record")
 // read buffer. It retries on EINTR; any other error is returned as is.
 func Read(fd int, buf []byte) ([]Entry, error) {
 	var out []Entry
+	err := Each(fd, buf, func(name []byte, typ uint8) {
+		out = append(out, Entry{Name: string(name), Type: typ})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Each calls fn for every entry but "." and ".." of the directory open
+// (not O_PATH) at fd, in the order the kernel returns them, reading
+// through buf. name is the entry's name without its terminating NUL, a
+// slice of buf valid only until fn returns; typ is the type the kernel
+// reported (unix.DT_UNKNOWN on file systems that do not say). Unlike Read
+// it copies no name: a caller keeps only the names it needs (the spawn
+// view's scan of /etc skips its many links without a copy of theirs). It
+// retries on EINTR; any other error, or a record that does not parse
+// (ErrMalformed), is returned as is, after fn has seen the entries read
+// before it.
+func Each(fd int, buf []byte, fn func(name []byte, typ uint8)) error {
 	for {
 		n, err := unix.Getdents(fd, buf)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if n <= 0 {
-			return out, nil
+			return nil
 		}
 		// struct linux_dirent64 { u64 ino; s64 off; u16 reclen; u8 type; char name[]; }
 		for off := 0; off < n; {
 			if off+19 > n {
-				return nil, ErrMalformed
+				return ErrMalformed
 			}
 			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
 			if reclen < 19 || off+reclen > n {
-				return nil, ErrMalformed
+				return ErrMalformed
 			}
 			name := buf[off+19 : off+reclen]
 			if i := slices.Index(name, 0); i >= 0 {
@@ -52,9 +72,14 @@ func Read(fd int, buf []byte) ([]Entry, error) {
 			}
 			typ := buf[off+18]
 			off += reclen
-			if s := string(name); s != "." && s != ".." {
-				out = append(out, Entry{Name: s, Type: typ})
+			if !isDots(name) {
+				fn(name, typ)
 			}
 		}
 	}
+}
+
+// isDots reports whether name is "." or "..".
+func isDots(name []byte) bool {
+	return len(name) == 1 && name[0] == '.' || len(name) == 2 && name[0] == '.' && name[1] == '.'
 }

@@ -1,6 +1,7 @@
 package dirent
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -65,6 +66,47 @@ func TestRead(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("read %d names, want %d", len(got), len(want))
+	}
+}
+
+// TestEach sees what Read returns, in the same order, through a buffer
+// that needs several getdents calls, each name only while it is read.
+func TestEach(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 200 {
+		if err := os.WriteFile(filepath.Join(dir, strings.Repeat("e", i%30+1)+itoa(i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func(f func(fd int) []Entry) []Entry {
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		return f(fd)
+	}
+	want := list(func(fd int) []Entry {
+		ents, err := Read(fd, make([]byte, 512))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ents
+	})
+	got := list(func(fd int) []Entry {
+		var ents []Entry
+		if err := Each(fd, make([]byte, 512), func(name []byte, typ uint8) {
+			ents = append(ents, Entry{Name: string(name), Type: typ})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return ents
+	})
+	if len(want) != 200 || !slices.Equal(got, want) {
+		t.Fatalf("Each saw %d entries, Read %d, or not the same", len(got), len(want))
+	}
+	if err := Each(-1, make([]byte, 512), func([]byte, uint8) { t.Fatal("an entry of no directory") }); !errors.Is(err, unix.EBADF) {
+		t.Fatalf("a bad descriptor: %v", err)
 	}
 }
 
