@@ -88,7 +88,8 @@
 //
 // A Broker started with BrokerOptions.Prestart builds the sandbox of the
 // next call when a call ends: the helper above, up to the program stage
-// confined and waiting (it writes helper.GoReady and blocks). The next
+// confined and waiting (the helper writes helper.GoReady and waits for the
+// call, which it hands to the stage). The next
 // call whose plan is byte for byte the one it was built from, and whose
 // pinned and held paths are still the files they were, only hands it the
 // program, argv, environment, directory and streams; any other call
