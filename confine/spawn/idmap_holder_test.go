@@ -18,7 +18,8 @@ import (
 // TestHoldUserns: the holder's namespace is a user namespace other than
 // this process's, owned by this process's user, that maps root and only
 // root onto the id asked for, uids and gids alike: a tmpfs idmapped with it
-// shows root's file as that id's and another id's file as the overflow id.
+// shows root's file as that id's and another id's file as the overflow id
+// (from Linux 6.3, which idmaps tmpfs).
 // When a map cannot be written, the error names it. Either way the holder
 // is reaped before holdUserns returns, and no descriptor is left open but
 // the namespace's. In the no-userns shape the clone is refused, and the
@@ -61,7 +62,11 @@ func TestHoldUserns(t *testing.T) {
 	if owner, err := unix.IoctlGetUint32(int(ns.Fd()), unix.NS_GET_OWNER_UID); err != nil || owner != 0 {
 		t.Errorf("NS_GET_OWNER_UID: %d, %v; want 0, this process's euid", owner, err)
 	}
-	checkIdmap(t, ns, uid)
+	// tmpfs takes idmapped mounts from Linux 6.3: the map itself is
+	// checked on the host and in the shapes on 6.12 and 6.18.
+	if kernelAtLeast(t, 6, 3) {
+		checkIdmap(t, ns, uid)
+	}
 	ns.Close()
 	checkNothingLeft(t, before)
 
