@@ -20,7 +20,8 @@ import (
 // naming the rule); dir_list and find name a denied path, marked, without
 // its size; search skips it, saying so; a run call's child sees each denied
 // file that exists when the call starts as an empty file (the view binds
-// /dev/null over it, locked like the rest of the view).
+// an empty file of the call's own over it, locked like the rest of the
+// view), and the call's result lists each one its program read.
 //
 // What it does not protect against: a second name of the same file (a
 // hard link that already exists under a name no rule denies), a file that

@@ -17,4 +17,15 @@ func TestDenialLine(t *testing.T) {
 	if b.String() != want {
 		t.Errorf("got  %s\nwant %s", b.String(), want)
 	}
+	// A masked file opened: the rule says what refused it.
+	b.Reset()
+	d := NewDenial(2, at, "view", "fs.read_file", "/etc/shadow")
+	d.Rule = "masked: reads as empty"
+	if err := r.Write(d); err != nil {
+		t.Fatal(err)
+	}
+	want = `{"event":"denial","seq":2,"time":"2026-12-01T23:30:00Z","layer":"view","operation":"fs.read_file","object":"/etc/shadow","rule":"masked: reads as empty"}` + "\n"
+	if b.String() != want {
+		t.Errorf("got  %s\nwant %s", b.String(), want)
+	}
 }

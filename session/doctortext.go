@@ -75,6 +75,7 @@ func (d DoctorReport) writeHost(w io.Writer, workspace string, name func(string)
 	fmt.Fprintf(w, "kernel denials of run children: %s\n", tools.KernelDenials())
 	fmt.Fprintf(w, "seccomp refusals of run children: %s\n", tools.SeccompDenials())
 	fmt.Fprintf(w, "no-route refusals of run children: %s\n", tools.NoRouteDenials())
+	fmt.Fprintf(w, "masked files read by run children: %s\n", tools.MaskedOpens())
 	for _, n := range d.Network {
 		avail := "yes"
 		if !n.Available {

@@ -75,6 +75,7 @@ read as empty by run children: /etc/shadow; ` + esc + `/.env
 kernel denials of run children: ` + tools.KernelDenials() + `
 seccomp refusals of run children: ` + tools.SeccompDenials() + `
 no-route refusals of run children: ` + tools.NoRouteDenials() + `
+masked files read by run children: ` + tools.MaskedOpens() + `
 network of run calls, --net none: yes: an empty namespace
 network of run calls, --net host: NO: the host's network
 
@@ -144,6 +145,7 @@ read as empty by run children:
 kernel denials of run children: ` + tools.KernelDenials() + `
 seccomp refusals of run children: ` + tools.SeccompDenials() + `
 no-route refusals of run children: ` + tools.NoRouteDenials() + `
+masked files read by run children: ` + tools.MaskedOpens() + `
 network of run calls, --net none: yes: empty
 `
 	b.Reset()

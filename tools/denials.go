@@ -15,6 +15,13 @@ import (
 // network namespace.
 const NoRouteOp = "net.no_route"
 
+// MaskedOp is the operation of a denial line of the view layer: a masked
+// file read (as empty), and MaskedRule what that line's rule says.
+const (
+	MaskedOp   = "fs.read_file"
+	MaskedRule = "masked: reads as empty"
+)
+
 // DefaultMaxDenials is how many kernel denials a run call lists and
 // records one by one when RunConfig.MaxDenials is 0.
 const DefaultMaxDenials = 32
@@ -29,13 +36,16 @@ const DefaultMaxDenials = 32
 //   - seccomp's: the system calls the child's filter refused, which the
 //     call's init was handed one by one (res.SeccompRefused, where
 //     res.SeccompAttributed; decision 0090).
+//   - the view's: the masked files the program's tree read, as empty
+//     (res.MaskedOpened, where res.MaskedWatched; decision 0095), one line
+//     each, however often it was read, with the rule MaskedRule.
 //   - the network namespace's: the connections and datagrams that found
 //     no route out of the call's own namespace (res.NoRoute, where
 //     res.NoRouteCounted), one line each, with no object: the kernel
 //     counts them and keeps no destination.
 //
-// It keeps at most max (0: DefaultMaxDenials) of them all, Landlock's
-// first, and returns them as record lines (Seq 0: the caller numbers its
+// It keeps at most max (0: DefaultMaxDenials) of them all, in that order,
+// and returns them as record lines (Seq 0: the caller numbers its
 // calls; the last carries how many were dropped beyond the cap), as the
 // text a result lists after the output ("" for none; it begins with a
 // newline), how many there were in all, and whether any layer's denials
@@ -68,6 +78,19 @@ func CollectDenials(r *audit.Reader, res spawn.Result, max int) (lines []record.
 			listed++
 		}
 		dropped += res.SeccompRefusedAll - listed
+	}
+	if res.MaskedWatched {
+		attributed = true
+		for i, p := range res.MaskedOpened {
+			if len(lines) >= max {
+				dropped += len(res.MaskedOpened) - i
+				break
+			}
+			d := record.NewDenial(0, now, "view", MaskedOp, p)
+			d.Rule = MaskedRule
+			lines = append(lines, d)
+			shown = append(shown, "view: "+MaskedOp+" "+p+" ("+MaskedRule+")")
+		}
 	}
 	if res.NoRouteCounted {
 		attributed = true

@@ -73,15 +73,53 @@ func TestCollectNoRouteDenials(t *testing.T) {
 // TestPartialDenialsNote names each layer whose denials a call could not
 // have, and only those.
 func TestPartialDenialsNote(t *testing.T) {
-	if got := partialDenialsNote(true, true, true); got != "" {
+	if got := partialDenialsNote(true, true, true, true); got != "" {
 		t.Errorf("every layer attributed: %q", got)
 	}
-	got := partialDenialsNote(true, true, false)
+	got := partialDenialsNote(true, true, false, true)
 	if !strings.HasPrefix(got, "the network namespace's no-route refusals are not counted") || strings.Contains(got, "Landlock") || strings.Contains(got, "seccomp") {
 		t.Errorf("netns missing: %q", got)
 	}
-	got = partialDenialsNote(false, false, true)
+	got = partialDenialsNote(false, false, true, true)
 	if !strings.Contains(got, "Landlock's denials are not attributable here") || !strings.Contains(got, "seccomp's refusals are not attributable here") || strings.Contains(got, "no-route") {
 		t.Errorf("Landlock and seccomp missing: %q", got)
+	}
+}
+
+// TestCollectMaskedDenials: the masked files a call's program read become
+// denial lines of layer view (fs.read_file, the path, the rule), one each,
+// between seccomp's and the network namespace's under the one cap; a call
+// whose masks were examined and not read is attributed with none.
+func TestCollectMaskedDenials(t *testing.T) {
+	res := spawn.Result{SeccompAttributed: true, SeccompRefused: []string{"mount"}, SeccompRefusedAll: 1,
+		MaskedWatched: true, MaskedOpened: []string{"/etc/shadow", "/w/.env"}, NoRouteCounted: true, NoRoute: 2}
+	lines, text, count, ok := CollectDenials(nil, res, 0)
+	if !ok || count != 5 || len(lines) != 5 {
+		t.Fatalf("%d lines, count %d, attributed %v", len(lines), count, ok)
+	}
+	for i, want := range []string{"/etc/shadow", "/w/.env"} {
+		l := lines[1+i]
+		if l.Layer != "view" || l.Operation != MaskedOp || l.Object != want || l.Rule != MaskedRule {
+			t.Errorf("line %d: %+v, want view %s %s (%s)", 1+i, l, MaskedOp, want, MaskedRule)
+		}
+	}
+	if lines[0].Layer != "seccomp" || lines[3].Layer != "netns" {
+		t.Errorf("order: %+v", lines)
+	}
+	for _, want := range []string{"\n  view: fs.read_file /etc/shadow (masked: reads as empty)", "\n  view: fs.read_file /w/.env (masked: reads as empty)", "kernel: 5 request(s)"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text %q lacks %q", text, want)
+		}
+	}
+	// Under a cap of two: seccomp's and the first mask, the rest counted.
+	lines, text, count, _ = CollectDenials(nil, res, 2)
+	if count != 5 || len(lines) != 2 || lines[1].Object != "/etc/shadow" || lines[1].Dropped != 3 || strings.Contains(text, "/w/.env") {
+		t.Errorf("capped: %d lines %+v, count %d, text %q", len(lines), lines, count, text)
+	}
+	if lines, text, count, ok := CollectDenials(nil, spawn.Result{MaskedWatched: true}, 0); !ok || count != 0 || text != "" || lines != nil {
+		t.Errorf("none read: %v %q %d %v", lines, text, count, ok)
+	}
+	if got := partialDenialsNote(true, true, true, false); !strings.HasPrefix(got, "the masked files the program read are not known") {
+		t.Errorf("view not examined: %q", got)
 	}
 }

@@ -385,6 +385,7 @@ func (cfg RunConfig) denialsText() string {
 	case spawn.ProbeSeccompDenials().Attributable:
 		text = " The system calls the sandbox refused the program (mount, say) are listed after the output, one line each."
 	}
+	text += " The masked files it reads (secrets of /etc and the files the read scope denies, which read as empty) are listed after the output, once each."
 	if !cfg.Net {
 		text += " Connections it tries to addresses outside the call's network (refused: no route, ENETUNREACH) are counted after the output."
 	}
@@ -509,7 +510,7 @@ func (c *runCall) Execute(ctx context.Context, rep Report) (Result, error) {
 			}
 		}
 		meta["kernel_denials"], deniedByKernel = count, text
-		if note := partialDenialsNote(reader != nil, res.SeccompAttributed, res.NoRouteCounted); note != "" {
+		if note := partialDenialsNote(reader != nil, res.SeccompAttributed, res.NoRouteCounted, res.MaskedWatched); note != "" {
 			meta["kernel_denials_note"] = note
 		}
 	} else {
@@ -652,11 +653,13 @@ func formatRun(res spawn.Result, out, errOut *spawn.Capture) string {
 }
 
 // KernelDenials is what doctor says in one line about Landlock's
-// denials inside run children here: attributed to each call, or why not.
+// denials inside run children here: attributed to each call, or why not
+// (the other layers' have lines of their own: SeccompDenials,
+// NoRouteDenials, MaskedOpens).
 func KernelDenials() string {
 	s := audit.Probe()
 	if !s.Attributable {
-		return s.Note()
+		return "Landlock's are not attributable here (" + s.Why + "); the other layers' are said below"
 	}
 	return "attributed to each run call: Landlock's audit records are read from the audit netlink's read-only group (CAP_AUDIT_READ), listed in the call's result and recorded as denial lines"
 }
@@ -679,11 +682,18 @@ func NoRouteDenials() string {
 	return "counted for each run call with a network namespace of its own (net none or proxy): each connection or datagram to an address outside it is refused with ENETUNREACH and recorded as a denial line of layer netns (net.no_route), read from the namespace's own IP counters by the call's init (a call whose counters could not be read says so); the kernel keeps no destination"
 }
 
+// MaskedOpens is what doctor says in one line about the masked files run
+// children open (decision 0095).
+func MaskedOpens() string {
+	return "attributed to each run call: each masked file (read as empty) is an empty file of the call's own, whose access time the call's init reads when the program ends; each one the program reads is listed in the call's result once and recorded as a denial line of layer view (fs.read_file, the path); an open without a read is not, nor a masked directory's listing, and where the harness is not root the program owns those files and could hide a read"
+}
+
 // partialDenialsNote says which layers' denials a call with some
 // attributed could not have: Landlock's (no reader, or no named domain),
 // seccomp's, the network namespace's (the host's network, or its counters
-// unread); "" when every layer's were.
-func partialDenialsNote(landlock, seccomp, netns bool) string {
+// unread), the view's (its masked files not examined); "" when
+// every layer's were.
+func partialDenialsNote(landlock, seccomp, netns, view bool) string {
 	var missing []string
 	if !landlock {
 		s := audit.Probe()
@@ -702,6 +712,9 @@ func partialDenialsNote(landlock, seccomp, netns bool) string {
 	}
 	if !netns {
 		missing = append(missing, "the network namespace's no-route refusals are not counted (the call has the host's network, or its network namespace's counters could not be read)")
+	}
+	if !view {
+		missing = append(missing, "the masked files the program read are not known (the call's init could not examine them)")
 	}
 	if len(missing) == 0 {
 		return ""

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -228,5 +230,87 @@ func TestKernelDenialsOfNetnsAttributed(t *testing.T) {
 	}
 	if meta, _ := out["meta"].(map[string]any); meta["kernel_denials"] != float64(50) {
 		t.Errorf("flood: meta kernel_denials %v, want 50", meta["kernel_denials"])
+	}
+}
+
+// TestKernelDenialsOfViewAttributed: a run call whose program opens masked
+// files (/etc/shadow, masked because not every user may read it, and the
+// workspace's .env, which the read scope denies: both read as empty) gets
+// each in its result as a view line and as a denial line of layer view
+// tied to its seq, once each; exec (which has no read scope: .env is not
+// masked there) says /etc/shadow on stderr after the command. The call's
+// init watches each mask's own file with inotify, so this holds on every
+// shape and on this host (decision 0095).
+func TestKernelDenialsOfViewAttributed(t *testing.T) {
+	testenv.Require(t, execution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	if _, err := os.Lstat("/etc/shadow"); errors.Is(err, os.ErrNotExist) && testenv.InVM() {
+		// A guest's /etc has none: make one, root's alone to read (the VM
+		// is ours).
+		if err := os.WriteFile("/etc/shadow", []byte("root:$6$fakehash$abcdefabcdef:19000:0:99999:7:::\n"), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	masks, err := spawn.MaskedSystemPaths()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(masks, "/etc/shadow") {
+		t.Fatalf("/etc/shadow is not masked here (%v): the test needs a file of /etc not every user may read", masks)
+	}
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := filepath.Join(ws, ".env")
+	if err := os.WriteFile(env, []byte("API_KEY=sk-live-95\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec := filepath.Join(t.TempDir(), "rec.jsonl")
+	r := harness(t, "", "call", "--workspace", ws, "--record", rec, "--yes", "--allow-program", "sh",
+		"run", `{"argv":["sh","-c","cat /etc/shadow; cat .env; cat .env; echo done"]}`)
+	out := outcome(t, r)
+	result, _ := out["result"].(string)
+	if r.code != 0 || !strings.Contains(result, "done") || strings.Contains(result, "sk-live") || strings.Contains(result, "root:") {
+		t.Fatalf("exit %d, result %q, stderr %s", r.code, result, r.stderr)
+	}
+	for _, p := range []string{"/etc/shadow", env} {
+		if want := "\n  view: fs.read_file " + p + " (masked: reads as empty)"; strings.Count(result, want) != 1 {
+			t.Errorf("result lists %q %d times, want once: %q", want, strings.Count(result, want), result)
+		}
+	}
+	var view []map[string]any
+	for _, d := range denialLines(t, rec) {
+		if d["layer"] == "view" {
+			view = append(view, d)
+		}
+	}
+	if len(view) != 2 {
+		t.Fatalf("the record's view denial lines %v, want two", view)
+	}
+	for i, p := range []string{"/etc/shadow", env} {
+		if d := view[i]; d["seq"] != float64(1) || d["operation"] != "fs.read_file" || d["object"] != p || d["rule"] != "masked: reads as empty" {
+			t.Errorf("view denial line %d: %v, want fs.read_file %s of call 1", i, d, p)
+		}
+	}
+	if meta, _ := out["meta"].(map[string]any); meta["kernel_denials"] != float64(len(denialLines(t, rec))) {
+		t.Errorf("meta kernel_denials %v, want %d", meta["kernel_denials"], len(denialLines(t, rec)))
+	}
+
+	erec := filepath.Join(t.TempDir(), "exec.jsonl")
+	r = harness(t, "", "exec", "--workspace", ws, "--record", erec, "--", "sh", "-c", "cat /etc/shadow; echo done")
+	if r.code != 0 || !strings.Contains(r.stdout, "done") {
+		t.Fatalf("exec: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+	if i := strings.Index(r.stderr, "view: fs.read_file /etc/shadow (masked: reads as empty)"); i < 0 {
+		t.Errorf("exec's stderr does not say the masked file: %s", r.stderr)
+	}
+	found := false
+	for _, d := range denialLines(t, erec) {
+		if d["layer"] == "view" {
+			found = d["seq"] == float64(1) && d["object"] == "/etc/shadow"
+		}
+	}
+	if !found {
+		t.Errorf("exec's denial lines %v", denialLines(t, erec))
 	}
 }

@@ -364,6 +364,11 @@ type callStatus struct {
 	// noRoute what they said.
 	noRouteRead bool
 	noRoute     uint64
+	// masksRead: the init examined the view's masked files
+	// (StatusMasked); masksOpened are the indexes in the plan's mounts of
+	// those the program read.
+	masksRead   bool
+	masksOpened []int
 }
 
 func (d *direct) start(ctx context.Context, s Spec, p *prepared, stdio Stdio) (Result, error) {
@@ -611,10 +616,33 @@ func callOutcome(res Result, p *prepared, st callStatus, ps *os.ProcessState, wa
 	if st.noRouteRead {
 		res.NoRouteCounted, res.NoRoute = true, int(min(st.noRoute, math.MaxInt32))
 	}
+	if st.masksRead {
+		if opened, ok := maskedPaths(p.plan.Mounts, st.masksOpened); ok {
+			res.MaskedWatched, res.MaskedOpened = true, opened
+		}
+	}
 	if ctxErr != nil {
 		return res, fmt.Errorf("spawn: call ended by its context: %w", ctxErr)
 	}
 	return res, nil
+}
+
+// maskedPaths names the masks the init reported read (StatusMasked) by
+// their paths in the view: idx are indexes in mounts, increasing, each a
+// mask of a file. Anything else is not a report of this plan: false, and
+// the call claims nothing of its masks.
+func maskedPaths(mounts []helper.Mount, idx []int) ([]string, bool) {
+	var out []string
+	for n, i := range idx {
+		if i < 0 || i >= len(mounts) || n > 0 && i <= idx[n-1] {
+			return nil, false
+		}
+		if k := mounts[i].Kind; k != helper.MaskFile && k != helper.MaskBeneath {
+			return nil, false
+		}
+		out = append(out, mounts[i].Dst)
+	}
+	return out, true
 }
 
 func describeWait(ws syscall.WaitStatus) string {
@@ -887,6 +915,9 @@ func readStatus(r io.Reader) callStatus {
 			st.refusedAll, st.refused = helper.DecodeRefused(&dec)
 		case helper.StatusNoRoute:
 			st.noRoute, st.noRouteRead = dec.U64(), true
+		case helper.StatusMasked:
+			st.masksOpened = helper.DecodeMasked(&dec)
+			st.masksRead = true
 		case helper.StatusExit:
 			ws := syscall.WaitStatus(dec.U32())
 			st.exit = &ws

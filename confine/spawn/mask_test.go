@@ -10,9 +10,11 @@ import (
 
 // TestMaskedFiles: a file of Spec.Masked reads as empty in the child, and
 // the child cannot get at its content: not by rename, unlink, a hard link,
-// a copy, truncation, umount or a write through it; outside, the file is
-// untouched. A masked path that is now a link fails the call before the
-// program runs.
+// a copy, truncation, umount or a write through it (refused: the mask is
+// an empty file of the call's own that is not the program's to write,
+// decision 0095; a write to the null device that masked it before was
+// discarded); outside, the file is untouched. A
+// masked path that is now a link fails the call before the program runs.
 func TestMaskedFiles(t *testing.T) {
 	for name, r := range runners(t) {
 		ws := workspace(t)
@@ -32,7 +34,8 @@ ln .env hard 2>/dev/null && echo "hard:[$(cat hard)]" || echo "hard:refused"
 mv .env moved 2>/dev/null && echo "mv:[$(cat moved)]" || echo "mv:refused"
 rm -f .env 2>/dev/null; [ -e .env ] && echo "rm:refused" || echo "rm:done"
 umount .env 2>/dev/null && echo "umount:[$(cat .env)]" || echo "umount:refused"
-echo x > .env 2>/dev/null; echo "write:[$(cat .env)]"
+echo x > .env 2>/dev/null && echo "write:done" || echo "write:refused"; echo "after:[$(cat .env)]"
+[ -f .env ] && [ ! -s .env ] && echo "kind:empty file"
 echo done`
 		s := shSpec(t, ws, script)
 		s.Masked = []string{secret}
@@ -44,7 +47,7 @@ echo done`
 		if strings.Contains(o, "sk-live") {
 			t.Errorf("%s: the masked content reached the child:\n%s", name, o)
 		}
-		for _, want := range []string{"cat:[]", "hard:refused", "mv:refused", "rm:refused", "umount:refused"} {
+		for _, want := range []string{"cat:[]", "hard:refused", "mv:refused", "rm:refused", "umount:refused", "write:refused", "after:[]", "kind:empty file"} {
 			if !strings.Contains(o, want) {
 				t.Errorf("%s: want %q in\n%s", name, want, o)
 			}

@@ -94,10 +94,11 @@ type Spec struct {
 	// ReadOnly paths must; the step is "hold in place <path>".
 	Anchored []string
 	// Masked are regular files strictly beneath Workspace.Path, canonical
-	// absolute paths, that the child sees as empty: /dev/null is bound
-	// over each, read-only, and (as every mount of the view) locked, so
-	// it cannot be unmounted, renamed or removed, nor linked elsewhere
-	// (EXDEV). Each must exist as a regular file reached from the
+	// absolute paths, that the child sees as empty: an empty file of the
+	// call's own is bound over each (a write to it fails), and (as every
+	// mount of the view) locked, so it cannot be unmounted, renamed or
+	// removed, nor linked elsewhere (EXDEV); the ones the program reads
+	// are told in Result.MaskedOpened. Each must exist as a regular file reached from the
 	// workspace without any symbolic link when the call starts; otherwise
 	// the call fails at its "mask <path>" step and the program never runs.
 	// At most MaxHeld paths. (The caller's read scope: what the model must
@@ -280,6 +281,19 @@ type Result struct {
 	// network, or where the counters could not be read.
 	NoRouteCounted bool
 	NoRoute        int
+	// MaskedWatched is true when the call's init examined every file the
+	// view masks (the entries of /etc not every user may read, and
+	// Spec.Masked): each mask is an empty file of its own whose access
+	// time the init reads when the program ends (decision 0095).
+	// MaskedOpened then lists, in the view's order, each masked path the
+	// program's tree read (as empty: no layer refuses such a read), once
+	// however often; an open without a read, an O_PATH open, a stat and an
+	// open the kernel refused (a write) are not listed. Where the harness
+	// is not root the program owns the masks' files and could hide a read
+	// (see the decision). False when the program never ran. A masked
+	// directory (an empty tmpfs) is not told.
+	MaskedWatched bool
+	MaskedOpened  []string
 	// Layers names the confinement layers actually applied to this child,
 	// with the names of package confine (confine.LayerLandlockChild, ...),
 	// in that package's report order.

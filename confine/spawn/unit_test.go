@@ -29,7 +29,7 @@ func TestWireRoundTrip(t *testing.T) {
 	if gs := decodeSpec(&d); d.End() != nil || !reflect.DeepEqual(gs, s) {
 		t.Fatalf("spec round trip: %+v, %v", gs, d.Err)
 	}
-	r := Result{ExitCode: -1, Signal: "SIGKILL", TimedOut: true, OOMKilled: true, Duration: time.Second, MemoryPeak: 7, PidsPeak: -1, Layers: []string{"a", "b"}, HostUID: 1000, HostGID: 65534, LockedView: true, DomainName: "b10x0123456789a", SeccompAttributed: true, SeccompRefused: []string{"mount", "socket(AF_PACKET)"}, SeccompRefusedAll: 3, NoRouteCounted: true, NoRoute: 100002}
+	r := Result{ExitCode: -1, Signal: "SIGKILL", TimedOut: true, OOMKilled: true, Duration: time.Second, MemoryPeak: 7, PidsPeak: -1, Layers: []string{"a", "b"}, HostUID: 1000, HostGID: 65534, LockedView: true, DomainName: "b10x0123456789a", SeccompAttributed: true, SeccompRefused: []string{"mount", "socket(AF_PACKET)"}, SeccompRefusedAll: 3, NoRouteCounted: true, NoRoute: 100002, MaskedWatched: true, MaskedOpened: []string{"/etc/shadow", "/w/.env"}}
 	e = helper.Encoder{}
 	encodeResult(&e, r)
 	d = helper.Decoder{B: e.B}

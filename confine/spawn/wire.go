@@ -87,6 +87,8 @@ func encodeResult(e *helper.Encoder, r Result) {
 	e.I64(int64(r.SeccompRefusedAll))
 	e.Bool(r.NoRouteCounted)
 	e.I64(int64(r.NoRoute))
+	e.Bool(r.MaskedWatched)
+	e.Strs(r.MaskedOpened)
 }
 
 func decodeResult(d *helper.Decoder) Result {
@@ -111,6 +113,10 @@ func decodeResult(d *helper.Decoder) Result {
 	r.SeccompRefusedAll = int(d.I64())
 	r.NoRouteCounted = d.Bool()
 	r.NoRoute = int(d.I64())
+	r.MaskedWatched = d.Bool()
+	if paths := d.Strs(); len(paths) > 0 {
+		r.MaskedOpened = paths
+	}
 	return r
 }
 

@@ -63,7 +63,8 @@ func Main() {
 	if _, _, e := syscall.RawSyscall(sysCloseRangeNr, StatusFD+1, ^uintptr(0), closeRangeCloexec); e != 0 {
 		fail("close descriptors", opErr("close_range", "CLOEXEC", e))
 	}
-	if step, err := buildRoot(p); err != nil {
+	masks, step, err := buildRoot(p)
+	if err != nil {
 		fail(step, err)
 	}
 	if err := sysSethostname(p.Hostname); err != nil {
@@ -95,7 +96,7 @@ func Main() {
 		go serveRefusals(st.notify, refused)
 	}
 	st.wait(p)
-	initLoop(st.pid, sigs, refused, noRoute)
+	initLoop(st.pid, sigs, refused, noRoute, masks)
 }
 
 // startStage begins the first stage: it locks the thread (every step
@@ -151,28 +152,40 @@ func readPlan() (*Plan, error) {
 }
 
 // buildRoot assembles the view on a tmpfs at newRootBase and makes it the
-// root. It returns the failed step's name with the error.
-func buildRoot(p *Plan) (string, error) {
+// root. It returns the masked files' descriptors (makeMasks), or the
+// failed step's name with the error.
+func buildRoot(p *Plan) (*maskFiles, string, error) {
 	if err := sysMount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
 		if errors.Is(err, syscall.EPERM) {
 			err = opErr("mount", "/, MS_REC|MS_PRIVATE", &hintError{err, "the spawning process may not mount: it is Landlock-restricted or lacks CAP_SYS_ADMIN; start a Broker before restricting the harness"})
 		}
-		return "make mounts private", err
+		return nil, "make mounts private", err
 	}
 	// Detach every bind source first, while the host tree is intact.
 	trees, step, err := detachBindSources(p.Mounts)
 	defer closeTrees(trees)
 	if err != nil {
-		return step, err
+		return nil, step, err
 	}
 	base := newRootBase
-	if err := mountNewRoot(base); err != nil {
-		return "new root", err
+	// The masks' files first, on a tmpfs the new root then covers.
+	masks, step, err := makeMasks(base, p.Mounts, trees)
+	if err != nil {
+		return nil, step, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			masks.close()
+		}
+	}()
+	if err := mountTmpfs(base, syscall.MS_NOSUID|syscall.MS_NODEV, "mode=0755"); err != nil {
+		return nil, "new root", err
 	}
 	var roMounts []string
 	for i, m := range p.Mounts {
 		if err := placeMount(base, m, trees[i]); err != nil {
-			return mountStep(m), err
+			return nil, mountStep(m), err
 		}
 		if m.Kind == Tmpfs && m.RO {
 			roMounts = append(roMounts, base+m.Dst)
@@ -181,13 +194,14 @@ func buildRoot(p *Plan) (string, error) {
 	roMounts = append(roMounts, base)
 	for i := len(roMounts) - 1; i >= 0; i-- {
 		if err := sysMountSetattr(atFDCWDInt, roMounts[i], 0, mountAttrRdonly); err != nil {
-			return "read-only " + strings.TrimPrefix(roMounts[i], base), opErr("mount_setattr", roMounts[i], err)
+			return nil, "read-only " + strings.TrimPrefix(roMounts[i], base), opErr("mount_setattr", roMounts[i], err)
 		}
 	}
 	if err := pivotInto(base); err != nil {
-		return "pivot_root", err
+		return nil, "pivot_root", err
 	}
-	return "", nil
+	ok = true
+	return masks, "", nil
 }
 
 // detachBindSources returns, for each of mounts, the detached tree (a
@@ -237,9 +251,10 @@ func closeTrees(trees []int) {
 	}
 }
 
-// mountNewRoot mounts the tmpfs the view is assembled on at base.
-func mountNewRoot(base string) error {
-	err := sysMount("tmpfs", base, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=0755")
+// mountTmpfs mounts a tmpfs at base (the new root's, or the masks' files'
+// beneath it) with flags and data.
+func mountTmpfs(base string, flags uintptr, data string) error {
+	err := sysMount("tmpfs", base, "tmpfs", flags, data)
 	if errors.Is(err, syscall.ENOENT) {
 		// A minimal container image without /tmp: the mount point is made
 		// (an empty directory, the usual one); the tmpfs on it is this
@@ -247,14 +262,15 @@ func mountNewRoot(base string) error {
 		if merr := sysMkdir(base, 0o1777); merr != nil && !errors.Is(merr, syscall.EEXIST) {
 			return opErr("mkdir", base, &hintError{merr, "the root filesystem has no " + base + " and none can be made: add an empty " + base + " to the image"})
 		}
-		err = sysMount("tmpfs", base, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=0755")
+		err = sysMount("tmpfs", base, "tmpfs", flags, data)
 	}
 	return opErr("mount tmpfs", base, err)
 }
 
 // placeMount makes m in the view at base; tree is m's detached tree when m
-// is a Bind (detachBindSources). A read-only Tmpfs is left writable: the
-// caller makes it read-only once everything beneath it is in place.
+// is a Bind (detachBindSources) or a mask of a file (makeMasks). A
+// read-only Tmpfs is left writable: the caller makes it read-only once
+// everything beneath it is in place.
 func placeMount(base string, m Mount, tree int) error {
 	dst := base + m.Dst
 	switch m.Kind {
@@ -295,9 +311,9 @@ func placeMount(base string, m Mount, tree int) error {
 	case Rebind:
 		return rebind(base, m)
 	case MaskBeneath:
-		return maskBeneath(base, m)
+		return maskBeneath(base, m, tree)
 	case MaskFile:
-		return opErr("bind /dev/null", m.Dst, sysMount("/dev/null", dst, "", syscall.MS_BIND, ""))
+		return opErr("move_mount", m.Dst, sysMoveMount(tree, dst))
 	case MaskDir:
 		flags := uintptr(syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_NOEXEC)
 		if m.RO {

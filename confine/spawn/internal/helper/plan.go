@@ -47,6 +47,11 @@ const (
 	// namespace whose counters the init could read: how many packets of
 	// the program's tree found no route out of it (u64; noRoutes).
 	StatusNoRoute = 'N'
+	// StatusMasked comes just before StatusExit when the init could
+	// examine the view's masked files (masks.go): how many of them the
+	// program's tree read (u32) and the index of each in Plan.Mounts
+	// (u32), in that order, each once however often it was read.
+	StatusMasked = 'M'
 )
 
 // MaxRefused is how many of a call's seccomp refusals the init keeps one
@@ -76,7 +81,7 @@ const (
 	Symlink                       // a symlink at Dst whose target is Src
 	Tmpfs                         // a fresh tmpfs at Dst with options Data
 	Proc                          // a fresh proc at Dst for the new PID namespace
-	MaskFile                      // hide the file at Dst behind /dev/null
+	MaskFile                      // hide the file at Dst behind an empty file of the call's own (masks.go)
 	MaskDir                       // hide the directory at Dst behind an empty tmpfs
 	// Rebind binds Dst over itself (read-only with RO), Dst resolved
 	// beneath Src, the destination of an earlier bind, without following
@@ -84,7 +89,8 @@ const (
 	// See rebind.go.
 	Rebind
 	// MaskBeneath hides the regular file Dst, resolved beneath Src as a
-	// Rebind's is, behind /dev/null, read-only. See rebind.go.
+	// Rebind's is, behind an empty file of the call's own. See rebind.go
+	// and masks.go.
 	MaskBeneath
 	mountKindEnd
 )

@@ -25,11 +25,11 @@ func catchSignals() chan os.Signal {
 // initLoop is the first stage's life once the program runs: PID 1 of the
 // namespace. It forwards the signals it is sent to the program, reaps
 // every orphan, and when the program ends reports its wait status on the
-// status pipe (after what the filter refused and the packets that found
-// no route out of a fresh network namespace) and exits (with the program's exit status, or 128 plus its
-// signal's number); the kernel then kills whatever is left in the
-// namespace.
-func initLoop(pid int, sigs chan os.Signal, refused *refusals, noRoute *noRoutes) {
+// status pipe (after what the filter refused, the packets that found no
+// route out of a fresh network namespace and the masked files read) and
+// exits (with the program's exit status, or 128 plus its signal's number);
+// the kernel then kills whatever is left in the namespace.
+func initLoop(pid int, sigs chan os.Signal, refused *refusals, noRoute *noRoutes, masks *maskFiles) {
 	// Signals a shell would not forward must not end the init (and with
 	// it the call) or make its runtime print a trace on the program's
 	// stderr, where a program can send them (below Landlock ABI 6, which
@@ -79,6 +79,9 @@ func initLoop(pid int, sigs chan os.Signal, refused *refusals, noRoute *noRoutes
 		}
 		if noRoute != nil {
 			noRoute.encode(&e)
+		}
+		if masks != nil {
+			masks.encode(&e)
 		}
 		e.U8(StatusExit)
 		e.U32(uint32(ws))

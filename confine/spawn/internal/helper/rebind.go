@@ -46,11 +46,13 @@ func beneathSrc(base string, m Mount, what, gone string) (int, syscall.Stat_t, e
 	return fd, st, nil
 }
 
-// maskBeneath binds /dev/null, read-only, over the regular file m.Dst of
-// the view at base, resolved as a rebind's path is (beneathSrc): the child
-// reads it as empty. Its mount, like every other of the view, is locked in
-// the program's namespace: it cannot be unmounted, renamed or removed.
-func maskBeneath(base string, m Mount) error {
+// maskBeneath attaches tree, the bind of the mask's own empty file
+// (makeMasks), over the regular file m.Dst of the view at base,
+// resolved as a rebind's path is (beneathSrc): the child reads it as
+// empty, and a write to it fails. Its mount, like every other of the view,
+// is locked in the program's namespace: it cannot be unmounted, renamed or
+// removed.
+func maskBeneath(base string, m Mount, tree int) error {
 	fd, st, err := beneathSrc(base, m, "mask", "the path to mask was removed before the call started")
 	if err != nil {
 		return err
@@ -58,14 +60,6 @@ func maskBeneath(base string, m Mount) error {
 	defer sysClose(fd)
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return opErr("mask", m.Dst, &hintError{syscall.EINVAL, "only a regular file is masked; it was replaced before the call started"})
-	}
-	tree, err := sysOpenTree("/dev/null", openTreeClone|openTreeCloexec)
-	if err != nil {
-		return opErr("open_tree", "/dev/null", err)
-	}
-	defer sysClose(tree)
-	if err := sysMountSetattr(tree, "", atEmptyPath, mountAttrRdonly|mountAttrNosuid|mountAttrNoexec); err != nil {
-		return opErr("mount_setattr", m.Dst, err)
 	}
 	if e := sysMoveMountFD(tree, fd); e != 0 {
 		return opErr("move_mount", m.Dst, e)
