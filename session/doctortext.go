@@ -76,6 +76,7 @@ func (d DoctorReport) writeHost(w io.Writer, workspace string, name func(string)
 	fmt.Fprintf(w, "seccomp refusals of run children: %s\n", tools.SeccompDenials())
 	fmt.Fprintf(w, "no-route refusals of run children: %s\n", tools.NoRouteDenials())
 	fmt.Fprintf(w, "masked files read by run children: %s\n", tools.MaskedOpens())
+	fmt.Fprintf(w, "writes of run children outside their write paths: %s\n", tools.ViewWrites())
 	for _, n := range d.Network {
 		avail := "yes"
 		if !n.Available {

@@ -76,6 +76,7 @@ kernel denials of run children: ` + tools.KernelDenials() + `
 seccomp refusals of run children: ` + tools.SeccompDenials() + `
 no-route refusals of run children: ` + tools.NoRouteDenials() + `
 masked files read by run children: ` + tools.MaskedOpens() + `
+writes of run children outside their write paths: ` + tools.ViewWrites() + `
 network of run calls, --net none: yes: an empty namespace
 network of run calls, --net host: NO: the host's network
 
@@ -146,6 +147,7 @@ kernel denials of run children: ` + tools.KernelDenials() + `
 seccomp refusals of run children: ` + tools.SeccompDenials() + `
 no-route refusals of run children: ` + tools.NoRouteDenials() + `
 masked files read by run children: ` + tools.MaskedOpens() + `
+writes of run children outside their write paths: ` + tools.ViewWrites() + `
 network of run calls, --net none: yes: empty
 `
 	b.Reset()

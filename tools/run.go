@@ -385,7 +385,7 @@ func (cfg RunConfig) denialsText() string {
 	case spawn.ProbeSeccompDenials().Attributable:
 		text = " The system calls the sandbox refused the program (mount, say) are listed after the output, one line each."
 	}
-	text += " The masked files it reads (secrets of /etc and the files the read scope denies, which read as empty) are listed after the output, once each."
+	text += " The masked files it reads (secrets of /etc and the files the read scope denies, which read as empty) are listed after the output, once each; a write to a file it may not write fails (EROFS or EACCES) and is not listed."
 	if !cfg.Net {
 		text += " Connections it tries to addresses outside the call's network (refused: no route, ENETUNREACH) are counted after the output."
 	}
@@ -680,6 +680,13 @@ func SeccompDenials() string {
 // 0093).
 func NoRouteDenials() string {
 	return "counted for each run call with a network namespace of its own (net none or proxy): each connection or datagram to an address outside it is refused with ENETUNREACH and recorded as a denial line of layer netns (net.no_route), read from the namespace's own IP counters by the call's init (a call whose counters could not be read says so); the kernel keeps no destination"
+}
+
+// ViewWrites is what doctor says in one line about a run child's writes
+// outside the paths it may write: refused where no layer that reports
+// sees them.
+func ViewWrites() string {
+	return "refused before any layer that reports sees them, by the view's read-only binds (EROFS) or the files' owners (EACCES); not listed per call, here or anywhere"
 }
 
 // MaskedOpens is what doctor says in one line about the masked files run
