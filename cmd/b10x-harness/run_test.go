@@ -872,7 +872,8 @@ func TestRunPrestartsTheNextCall(t *testing.T) {
 	}
 }
 
-// helperProcesses lists the run helpers (first or second stage) whose
+// helperProcesses lists the run helpers (the namespace's init, and the
+// program's stage until it executes, which shows the init's argv) whose
 // view binds the workspace ws: this test's, not those of other tests
 // running beside it.
 func helperProcesses(ws string) []int {
@@ -880,7 +881,7 @@ func helperProcesses(ws string) []int {
 	for _, p := range atkProcs("b10x-reexec:spawn-") {
 		f := strings.Fields(p)
 		pid, _ := strconv.Atoi(f[0])
-		if len(f) < 2 || (f[1] != "b10x-reexec:spawn-helper" && f[1] != "b10x-reexec:spawn-program") {
+		if len(f) < 2 || f[1] != "b10x-reexec:spawn-helper" {
 			continue
 		}
 		mounts, _ := os.ReadFile(filepath.Join("/proc", f[0], "mountinfo"))

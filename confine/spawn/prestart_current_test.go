@@ -141,20 +141,8 @@ func TestPrestartedSandboxDied(t *testing.T) {
 	for name, victim := range map[string]string{"init": helper.Argv0, "stage": stageLabel} {
 		t.Run(name, func(t *testing.T) {
 			d := prestarting(t)
-			ws := workspace(t)
-			s := shSpec(t, ws, "echo ran")
-			if res, out, err := run(t, d, s); err != nil || res.ExitCode != 0 {
-				t.Fatalf("first call (cold): %v %+v\n%s", err, res, out)
-			}
-			w := waitWarm(t, d)
-			if !w.said {
-				t.Fatal("the sandbox pre-started behind the first call failed a step: the test would prove nothing")
-			}
-			procs := sandboxProcesses(os.Getpid())
-			initPid, stage, ok := oneSandbox(procs)
-			if !ok || initPid != w.l.cmd.Process.Pid {
-				t.Fatalf("the pre-started sandbox's processes under this one: %v, want its init %d and its waiting stage", procs, w.l.cmd.Process.Pid)
-			}
+			s := shSpec(t, workspace(t), "echo ran")
+			w, initPid, stage := waitingStage(t, d, s)
 			pid := map[string]int{helper.Argv0: initPid, stageLabel: stage}[victim]
 			if err := unix.Kill(pid, unix.SIGKILL); err != nil {
 				t.Fatal(err)
@@ -178,6 +166,26 @@ func TestPrestartedSandboxDied(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitingStage runs s cold on d, waits for the sandbox d pre-starts behind
+// it and returns it with its init's and its waiting stage's pids, found
+// through /proc as a reader of the host would find them.
+func waitingStage(t *testing.T, d *direct, s Spec) (w *warm, initPid, stage int) {
+	t.Helper()
+	if res, out, err := run(t, d, s); err != nil || res.ExitCode != 0 {
+		t.Fatalf("first call (cold): %v %+v\n%s", err, res, out)
+	}
+	w = waitWarm(t, d)
+	if !w.said {
+		t.Fatal("the sandbox pre-started behind the first call failed a step: the test would prove nothing")
+	}
+	procs := sandboxProcesses(os.Getpid())
+	initPid, stage, ok := oneSandbox(procs)
+	if !ok || initPid != w.l.cmd.Process.Pid {
+		t.Fatalf("the pre-started sandbox's processes under this one: %v, want its init %d and its waiting stage", procs, w.l.cmd.Process.Pid)
+	}
+	return w, initPid, stage
 }
 
 // stageLabel is sandboxProcesses' key for the program stages: forked from

@@ -18,19 +18,8 @@ import (
 // (no_new_privs, its seccomp filter, no capability). Then it runs the call.
 func TestProgramStageRunsNoGo(t *testing.T) {
 	d := prestarting(t)
-	ws := workspace(t)
-	s := shSpec(t, ws, "echo ran")
-	if res, out, err := run(t, d, s); err != nil || res.ExitCode != 0 {
-		t.Fatalf("first call (cold): %v %+v\n%s", err, res, out)
-	}
-	w := waitWarm(t, d)
-	if !w.said {
-		t.Fatal("the sandbox pre-started behind the first call failed a step")
-	}
-	initPid, stage, ok := oneSandbox(sandboxProcesses(os.Getpid()))
-	if !ok || initPid != w.l.cmd.Process.Pid {
-		t.Fatalf("the pre-started sandbox's processes: init %d, stage %d (found %v), want its init %d and its stage", initPid, stage, ok, w.l.cmd.Process.Pid)
-	}
+	s := shSpec(t, workspace(t), "echo ran")
+	_, initPid, stage := waitingStage(t, d, s)
 	status := procStatus(t, stage)
 	for key, want := range map[string]string{"Threads": "1", "NoNewPrivs": "1", "Seccomp": "2", "CapEff": "0000000000000000", "CapBnd": "0000000000000000"} {
 		if got := status[key]; got != want {

@@ -1,6 +1,7 @@
 package helper
 
 import (
+	"encoding/binary"
 	"errors"
 	"os"
 	"runtime"
@@ -632,7 +633,7 @@ func awaitCall(fd int) (*Go, []int) {
 		}
 	}
 	msg := append([]byte(nil), buf[:n]...)
-	for len(msg) < 4 || len(msg) < 4+int(uint32(msg[0])|uint32(msg[1])<<8|uint32(msg[2])<<16|uint32(msg[3])<<24) {
+	for len(msg) < 4 || len(msg) < 4+int(binary.LittleEndian.Uint32(msg)) {
 		if len(msg) > MaxWire {
 			fail("receive the call", errors.New("call too large"))
 		}
