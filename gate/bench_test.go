@@ -48,9 +48,11 @@ func BenchmarkGateFileRead1KiB(b *testing.B) {
 // costs the gate per call (docs/BENCHMARKS.md): reading what must not
 // change before the call and again after it, on a workspace of 10,000
 // files in 101 directories (a .git directory, keys/ with 10 .pem files,
-// tests/ with 100 files). "protected" has no write-scope rule (only the
-// protected paths are read); "scope" adds keys/*.pem=denied and
-// tests/**=denied, so the whole workspace is walked twice. The child
+// tests/ with 100 files). "protected" has no write-scope rule and no read
+// scope (only the protected paths are read); "scope" adds keys/*.pem=denied
+// and tests/**=denied, so the whole workspace is walked twice; "read_scope"
+// has the default read scope alone, as a session has it (one walk, for the
+// masks), and "scope+read_scope" both. The child
 // itself is not run: BenchmarkRunTrueHeld in confine/spawn measures
 // what the binds add to a spawn.
 //
@@ -93,12 +95,17 @@ func BenchmarkRunHold10k(b *testing.B) {
 		r, _ := ParseScopeRule(s)
 		rules = append(rules, r)
 	}
+	reads, err := ReadScopeRules(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, c := range []struct {
 		name  string
 		rules []ScopeRule
-	}{{"protected", nil}, {"scope", rules}} {
+		reads []ScopeRule
+	}{{"protected", nil, nil}, {"scope", rules, nil}, {"read_scope", nil, reads}, {"scope+read_scope", rules, reads}} {
 		b.Run(c.name, func(b *testing.B) {
-			g := &Gate{cfg: Config{Workspace: ws, WriteScope: c.rules, Protected: []string{"hook.sh", "run.jsonl"}}}
+			g := &Gate{cfg: Config{Workspace: ws, WriteScope: c.rules, Protected: []string{"hook.sh", "run.jsonl"}}, reads: readScope{newScope(c.reads)}}
 			for b.Loop() {
 				h, err := g.holdBefore()
 				if err != nil {

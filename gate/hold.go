@@ -163,12 +163,13 @@ func (g *Gate) holdBefore() (*runHold, error) {
 	}
 	h.walked = any
 	n := 0
+	readVerdict := g.reads.verdicts()
 	skipped, err := h.ws.Walk(func(rel string, typ uint8, stat func() workspace.EntryState) bool {
 		if h.protectedCovers(rel) {
 			return false
 		}
 		if masking && (typ == unix.DT_REG || typ == unix.DT_UNKNOWN) {
-			if _, denied := g.reads.verdict(rel); denied && (typ == unix.DT_REG || stat().IsRegular()) {
+			if _, denied := readVerdict(rel); denied && (typ == unix.DT_REG || stat().IsRegular()) {
 				if len(h.hold.Masked) == MaxReadMasks {
 					h.maskOverflow++
 				} else {

@@ -3,6 +3,7 @@ package gate
 import (
 	"fmt"
 	"path"
+	"sync"
 
 	"github.com/b10x/harness/tools"
 )
@@ -75,6 +76,45 @@ func (r readScope) verdict(rel string) (rule string, denied bool) {
 	}
 }
 
+// verdicts returns verdict for the paths of one walk: each directory's
+// verdict is kept, so the ancestors shared by the paths beneath them are
+// matched once for the walk, not once for each path. It is safe for
+// concurrent use; what it keeps grows with the directories asked about,
+// so it lives as long as one call.
+func (r readScope) verdicts() tools.ReadVerdict {
+	type verdict struct {
+		rule   string
+		denied bool
+	}
+	var mu sync.Mutex
+	dirs := map[string]verdict{}
+	var of func(p string) verdict
+	of = func(p string) verdict {
+		if v := r.match(p); v.Rule >= 0 {
+			return verdict{v.Text, v.Access == Denied}
+		}
+		if p == "." || p == "/" || p == "" {
+			return verdict{}
+		}
+		d := path.Dir(p)
+		v, ok := dirs[d]
+		if !ok {
+			v = of(d)
+			dirs[d] = v
+		}
+		return v
+	}
+	return func(rel string) (string, bool) {
+		if len(r.rules) == 0 {
+			return "", false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		v := of(rel)
+		return v.rule, v.denied
+	}
+}
+
 // checkReads is the read-scope step: a call that names what it reads is
 // refused when one of them is denied; a call that walks is given the
 // verdict.
@@ -88,7 +128,7 @@ func (g *Gate) checkReads(prep tools.Prepared, rec *CallRecord) (Outcome, bool) 
 		}
 	}
 	if f, ok := prep.(tools.ReadFilterer); ok {
-		f.FilterReads(g.reads.verdict)
+		f.FilterReads(g.reads.verdicts())
 	}
 	return Outcome{}, false
 }

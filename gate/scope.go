@@ -114,24 +114,28 @@ func strictness(a Access) int {
 	return 0
 }
 
-// scope is the write-scope rules with each glob's folded form.
+// scope is the write-scope rules, each glob compiled byte for byte and in
+// its folded form.
 type scope struct {
 	rules  []ScopeRule
-	folded []string // foldPattern of each rule's glob
+	globs  []glob // each rule's glob
+	folded []glob // foldPattern of each rule's glob
 }
 
 func newScope(rules []ScopeRule) scope {
-	s := scope{rules: rules, folded: make([]string, len(rules))}
+	s := scope{rules: rules, globs: make([]glob, len(rules)), folded: make([]glob, len(rules))}
 	for i, r := range rules {
-		s.folded[i] = foldPattern(r.Glob)
+		s.globs[i] = compileGlob(r.Glob)
+		s.folded[i] = compileGlob(foldPattern(r.Glob))
 	}
 	return s
 }
 
 // matchBytes returns the first rule matching rel byte for byte.
 func (s scope) matchBytes(rel string) ScopeVerdict {
+	sub := newSubject(rel)
 	for i, r := range s.rules {
-		if ok, _ := doublestar.Match(r.Glob, rel); ok {
+		if s.globs[i].matches(sub) {
 			return ScopeVerdict{Rule: i, Text: r.String(), Access: r.Access}
 		}
 	}
@@ -152,9 +156,9 @@ func (s scope) stricter(v ScopeVerdict, rel string) ScopeVerdict {
 	if v.Access == Denied {
 		return v
 	}
-	k := foldKey(rel)
+	k := newSubject(foldKey(rel))
 	for i, r := range s.rules {
-		if ok, _ := doublestar.Match(s.folded[i], k); ok {
+		if s.folded[i].matches(k) {
 			if strictness(r.Access) > strictness(v.Access) {
 				return ScopeVerdict{Rule: i, Text: r.String(), Access: r.Access, Folded: true}
 			}
