@@ -10,13 +10,15 @@
 # ("Start-up against the peers"). Then run calls through one MCP session
 # (`b10x-harness mcp`, bench/mcprun) beside bubblewrap started from the
 # same client process (issue 34): a burst of BURST calls sent at once, and
-# calls one at a time with PAUSE between them (the model's turn); figures
+# calls one at a time with PAUSE between them (the model's turn), in an
+# empty workspace and in a copy of Go's src/; figures
 # in docs/BENCHMARKS.md ("MCP: a burst of run calls and calls with a pause,
 # against bubblewrap").
 #
 #   bench/peers.sh                       # 30 runs each, 3 warm-ups
 #   RUNS=50 OUT=/tmp/peers.md bench/peers.sh
 #   BURST=4 BURSTS=20 PAUSED_CALLS=40 PAUSE=100ms bench/peers.sh   # the MCP cases' defaults
+#   TREE_BURSTS=5 TREE_CALLS=20 bench/peers.sh   # the same in a copy of Go's src/
 #   BIN=/tmp/old/bin/b10x-harness bench/peers.sh   # another binary beside this one
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -126,6 +128,18 @@ go build -o "$ws.mcprun" ./bench/mcprun
 trap 'rm -rf "$ws" "$ws.calls.jsonl" "$ws.none.jsonl" "$ws.json" "$ws.mcprun" "$ws.mcprun.err"' EXIT
 "$ws.mcprun" -n "${BURST:-4}" -bursts "${BURSTS:-20}" -calls "${PAUSED_CALLS:-40}" -pause "${PAUSE:-100ms}" -- \
 	"$bin" mcp --workspace "$ws" --allow-program true --approve-up-to high 2>"$ws.mcprun.err" ||
+	{ cat "$ws.mcprun.err" >&2; exit 1; }
+
+# The same in a workspace that holds a repository's worth of files (a copy
+# of Go's src/, 11,000 files): what a call costs that grows with the tree
+# (the gate reads the read scope's masks and the protected paths before
+# each call) shows here, not in the empty workspace above.
+tree=$(mktemp -d /tmp/b10x-peers-tree.XXXXXX)
+trap 'rm -rf "$ws" "$ws.calls.jsonl" "$ws.none.jsonl" "$ws.json" "$ws.mcprun" "$ws.mcprun.err" "$tree"' EXIT
+cp -a "$(go env GOROOT)/src/." "$tree/"
+echo "a workspace of $(find "$tree" -type f | wc -l) files:"
+"$ws.mcprun" -n "${BURST:-4}" -bursts "${TREE_BURSTS:-5}" -calls "${TREE_CALLS:-20}" -pause "${PAUSE:-100ms}" -- \
+	"$bin" mcp --workspace "$tree" --allow-program true --approve-up-to high 2>"$ws.mcprun.err" ||
 	{ cat "$ws.mcprun.err" >&2; exit 1; }
 
 # With the model's turn between calls, side by side with bubblewrap: the
