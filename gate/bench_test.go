@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/b10x/harness/tools"
 	"github.com/b10x/harness/workspace"
@@ -52,7 +53,8 @@ func BenchmarkGateFileRead1KiB(b *testing.B) {
 // scope (only the protected paths are read); "scope" adds keys/*.pem=denied
 // and tests/**=denied, so the whole workspace is walked twice; "read_scope"
 // has the default read scope alone, as a session has it (one walk, for the
-// masks), and "scope+read_scope" both. The child
+// masks), "read_scope_kept" the same with every directory's listing kept
+// from the call before (maskwalk.go), and "scope+read_scope" both rules. The child
 // itself is not run: BenchmarkRunTrueHeld in confine/spawn measures
 // what the binds add to a spawn.
 //
@@ -99,13 +101,26 @@ func BenchmarkRunHold10k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	margin := listingMargin
+	defer func() { listingMargin = margin }()
 	for _, c := range []struct {
 		name  string
 		rules []ScopeRule
 		reads []ScopeRule
-	}{{"protected", nil, nil}, {"scope", rules, nil}, {"read_scope", nil, reads}, {"scope+read_scope", rules, reads}} {
+		kept  bool // the directories' listings kept from the call before
+	}{{"protected", nil, nil, false}, {"scope", rules, nil, false}, {"read_scope", nil, reads, false},
+		{"read_scope_kept", nil, reads, true}, {"scope+read_scope", rules, reads, false}} {
 		b.Run(c.name, func(b *testing.B) {
+			// The tree is new: "kept" takes its directories as if they
+			// were older than the margin, the others never keep them.
+			listingMargin = 1000 * time.Hour
+			if c.kept {
+				listingMargin = -time.Hour
+			}
 			g := &Gate{cfg: Config{Workspace: ws, WriteScope: c.rules, Protected: []string{"hook.sh", "run.jsonl"}}, reads: readScope{newScope(c.reads)}}
+			if _, err := g.holdBefore(); err != nil {
+				b.Fatal(err)
+			}
 			for b.Loop() {
 				h, err := g.holdBefore()
 				if err != nil {

@@ -95,6 +95,7 @@ type Gate struct {
 	published   map[string]bool
 	unpublished map[string]string
 	reads       readScope
+	masks       maskListings // the masks' walk's findings, kept across run calls
 
 	mu       sync.Mutex
 	seq      int64

@@ -161,6 +161,13 @@ func (g *Gate) holdBefore() (*runHold, error) {
 	if !any && !masking {
 		return h, nil
 	}
+	if !any {
+		// The masks alone: unchanged directories are taken from the
+		// gate's listings (maskwalk.go).
+		skipped, err := g.walkMasks(h)
+		h.skipped = skipped
+		return h, err
+	}
 	h.walked = any
 	n := 0
 	readVerdict := g.reads.verdicts()

@@ -2,8 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/b10x/harness/internal/testenv"
 )
 
 // Finding 6 of issue 29: a secret in the workspace was readable through
@@ -51,5 +56,46 @@ func TestAttackReadScopeDefaults(t *testing.T) {
 	at = a.call(t, nil, []string{"--read-scope", ".env=allowed"}, "file_read", `{"path":".env"}`)
 	if at.out["status"] != "executed" || !strings.Contains(at.run.stdout, "sk-live") {
 		t.Errorf("with --read-scope .env=allowed: %s", at.run.stdout)
+	}
+}
+
+// The gate keeps what the masks' walk found in each directory from one run
+// call to the next (decision 0096): a secret that appears between two
+// calls of one session, written by the user or renamed in with its
+// directory, or written by a child that then sets its directory's mtime
+// back, must be masked in the next call's view all the same.
+func TestAttackReadScopeAcrossCalls(t *testing.T) {
+	t.Parallel()
+	testenv.Require(t, atkExecution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	a := newAtkWS(t)
+	a.write(t, "keys/README", "keys go here\n")
+	a.write(t, "a/b/code.go", "package b\n")
+	// Older than the margin within which a directory's listing is not kept.
+	time.Sleep(2200 * time.Millisecond)
+	s := mcpMustConnect(t, nil, "--workspace", a.ws, "--allow-program", "sh", "--approve", "all")
+	run := func(script string) string {
+		t.Helper()
+		argv, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", script}})
+		_, o := s.call(t, "run", argv)
+		res, _ := o["result"].(string)
+		if mcpReason(o) != "executed" || !strings.Contains(res, "ran") {
+			t.Fatalf("run %q: %v", script, o)
+		}
+		return res
+	}
+	for i := 0; i < 2; i++ {
+		run("ls keys a/b; echo ran")
+	}
+	a.write(t, "keys/new.pem", "-----BEGIN PRIVATE KEY----- sk-live-1\n")
+	outside := filepath.Join(a.base, "outdir", "moved")
+	must(t, os.MkdirAll(outside, 0o755))
+	must(t, os.WriteFile(filepath.Join(outside, ".env"), []byte("API_KEY=sk-live-2\n"), 0o644))
+	must(t, os.Rename(outside, filepath.Join(a.ws, "a/b/moved")))
+	res := run(`cat keys/new.pem a/b/moved/.env; printf 'sk-live-3' > a/b/own.key; touch -d 2001-01-01 a/b; echo ran`)
+	if strings.Contains(res, "sk-live") {
+		t.Fatalf("a secret that appeared between two calls was read: %s", res)
+	}
+	if res = run("cat a/b/own.key; echo ran"); strings.Contains(res, "sk-live") {
+		t.Fatalf("a secret a child wrote, its directory's mtime set back, was read in the next call: %s", res)
 	}
 }
