@@ -3,9 +3,7 @@ package spawn
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -134,30 +132,9 @@ func checkNoPrivilegedFiles(p Pinned, workspace bool) error {
 	if _, ok := setIDClean.Load(key); ok {
 		return nil
 	}
-	var found string
-	err := filepath.WalkDir(p.Path, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		var st unix.Stat_t
-		if err := unix.Lstat(path, &st); err != nil {
-			return err
-		}
-		if st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
-			found = path + " is set-user-ID or set-group-ID"
-			return fs.SkipAll
-		}
-		if _, err := unix.Lgetxattr(path, "security.capability", nil); err == nil {
-			found = path + " carries file capabilities"
-			return fs.SkipAll
-		}
-		return nil
-	})
+	found, err := privilegedFile(p.Path)
 	if err != nil {
-		return fmt.Errorf("scan %s for set-id files: %w", p.Path, err)
+		return scanError(p.Path, err)
 	}
 	if found != "" {
 		what := "the write path " + p.Path
