@@ -228,3 +228,23 @@ func trustCtime(fd int, st *unix.Stat_t, read time.Time) bool {
 	}
 	return time.Unix(st.Ctim.Unix()).Before(read.Add(-listingMargin))
 }
+
+// WarmRunHold reads, on another goroutine, what the masks' walk of the
+// first run call will read, so that the directories of a large workspace
+// are kept (see above) by the time a model makes that call: a session
+// whose calls come from a model calls it once it is open. It does nothing
+// when run is not published or when a restricting write-scope rule makes
+// every call walk the whole tree anyway. It returns at once; what it reads
+// decides nothing (each call still checks every directory it takes), and
+// an error (the workspace closed under it) is dropped.
+func (g *Gate) WarmRunHold() {
+	if !g.published["run"] || len(g.reads.rules) == 0 {
+		return
+	}
+	for _, r := range g.cfg.WriteScope {
+		if restricting(r.Access) {
+			return
+		}
+	}
+	go func() { _, _ = g.holdBefore() }()
+}

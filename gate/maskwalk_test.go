@@ -215,3 +215,44 @@ func TestMaskListingsRace(t *testing.T) {
 		t.Fatal("no directory was taken from the listings")
 	}
 }
+
+// TestWarmRunHold: a session's warm walk keeps the workspace's directories
+// before the first run call, whose masks are then a whole walk's; with a
+// restricting write-scope rule (every call walks the tree itself) or no
+// run published, it reads nothing.
+func TestWarmRunHold(t *testing.T) {
+	withMargin(t, 20*time.Millisecond)
+	dir := t.TempDir()
+	mkfiles(t, dir, ".env", "a/b/x.pem", "a/c/code.go")
+	time.Sleep(60 * time.Millisecond)
+	kept := func(g *Gate) int {
+		g.masks.mu.Lock()
+		defer g.masks.mu.Unlock()
+		return len(g.masks.dirs)
+	}
+	g, got := runGate(t, dir, nil, nil, func(string) {})
+	rules, _ := ReadScopeRules(nil)
+	g.reads = readScope{newScope(rules)}
+	g.WarmRunHold()
+	deadline := time.Now().Add(5 * time.Second)
+	for kept(g) < 4 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := kept(g); n != 4 {
+		t.Fatalf("%d directories kept by the warm walk, want 4 (., a, a/b, a/c)", n)
+	}
+	if o := call(g, "run", `{}`); o.Status != Executed {
+		t.Fatalf("run: %+v", o)
+	}
+	if want := masksByWalk(t, g); !slices.Equal(got.Masked, want) || g.masks.hits < 4 {
+		t.Fatalf("first call's masks %q (%d directories taken from the listings), a whole walk's %q", got.Masked, g.masks.hits, want)
+	}
+
+	g, _ = runGate(t, dir, []string{"a/**=denied"}, nil, func(string) {})
+	g.reads = readScope{newScope(rules)}
+	g.WarmRunHold()
+	time.Sleep(50 * time.Millisecond)
+	if n := kept(g); n != 0 {
+		t.Fatalf("with a restricting write-scope rule: %d directories kept", n)
+	}
+}

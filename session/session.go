@@ -168,6 +168,11 @@ func Open(ctx context.Context, p Policy, o Options) (*Session, error) {
 		return nil, err
 	}
 	s.sayNotes(p, o)
+	if o.Prestart {
+		// A model's session: its first run call finds the workspace's
+		// directories read already.
+		s.gate.WarmRunHold()
+	}
 	ok = true
 	return s, nil
 }
