@@ -67,14 +67,13 @@ type setIDDir struct {
 
 // setIDScan is the set-id walk's shared state.
 type setIDScan struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	queue  []setIDDir // opened, not yet read
-	busy   int        // goroutines reading a directory
-	done   bool       // found, failed, or nothing left
-	found  string
-	err    error
-	buffer sync.Pool
+	mu    sync.Mutex
+	cond  *sync.Cond
+	queue []setIDDir // opened, not yet read
+	busy  int        // goroutines reading a directory
+	done  bool       // found, failed, or nothing left
+	found string
+	err   error
 }
 
 // maxQueued bounds the directories opened and waiting; past it a goroutine
@@ -83,11 +82,7 @@ type setIDScan struct {
 const maxQueued = 64
 
 func (s *setIDScan) work() {
-	buf, _ := s.buffer.Get().([]byte)
-	if buf == nil {
-		buf = make([]byte, 32<<10)
-	}
-	defer s.buffer.Put(buf)
+	buf := make([]byte, 32<<10)
 	for {
 		s.mu.Lock()
 		for len(s.queue) == 0 && s.busy > 0 && !s.done {
