@@ -684,6 +684,15 @@ func (g *Gate) holdFor(prep tools.Prepared, rec *CallRecord) (*runHold, Outcome,
 		rec.Cause = herr.Error()
 		return nil, Outcome{Status: Failed, Reason: tools.ReasonToolError, Message: "the paths the call must not change could not be read; the program did not run"}, true
 	}
+	if hold.masking && hold.skipped > 0 {
+		where := hold.unwalked
+		if where == "" {
+			where = fmt.Sprintf("%d directories", hold.skipped)
+		}
+		msg := fmt.Sprintf("read_scope could not be checked beneath %s: a file there it denies could not be hidden from the program, so the program did not run (make the directory readable to the harness, or move it within %d levels of the workspace root)", where, workspace.MaxWalkDepth)
+		rec.Steps = append(rec.Steps, StepVerdict{Step: "hold", Verdict: "fail", Detail: msg})
+		return nil, Outcome{Status: Failed, Reason: tools.ReasonDeniedPath, Message: msg}, true
+	}
 	if hold.maskOverflow > 0 {
 		msg := fmt.Sprintf("read_scope denies %d files of the workspace, more than the %d a run call's view can mask; the program did not run (narrow read_scope, or allow what need not be hidden)", len(hold.hold.Masked)+hold.maskOverflow, MaxReadMasks)
 		rec.Steps = append(rec.Steps, StepVerdict{Step: "hold", Verdict: "fail", Detail: msg})

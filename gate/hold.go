@@ -100,8 +100,15 @@ type runHold struct {
 	// maskOverflow counts the files the read scope denies beyond
 	// MaxReadMasks: the call is refused rather than show them.
 	maskOverflow int
-	hold         tools.Hold
-	heldList     []string // scope paths held, for the note to the model
+	// masking is set when the read scope denies anything, so the walk
+	// looked for files to mask; unwalked names the first directory it
+	// could not read or enter (the masks' walk only). A masking walk that
+	// skipped a directory refuses the call: a denied file beneath it could
+	// not be masked.
+	masking  bool
+	unwalked string
+	hold     tools.Hold
+	heldList []string // scope paths held, for the note to the model
 }
 
 // restricting reports whether a for run means "must not change".
@@ -161,12 +168,11 @@ func (g *Gate) holdBefore() (*runHold, error) {
 	if !any && !masking {
 		return h, nil
 	}
+	h.masking = masking
 	if !any {
 		// The masks alone: unchanged directories are taken from the
 		// gate's listings (maskwalk.go).
-		skipped, err := g.walkMasks(h)
-		h.skipped = skipped
-		return h, err
+		return h, g.walkMasks(h)
 	}
 	h.walked = any
 	n := 0

@@ -36,11 +36,13 @@ import (
 // ctime is older than listingMargin when it is read (its file system's
 // timestamps are no coarser than a second, and the kernel's coarse clock
 // advances every tick), and only on file systems whose inodes carry their
-// own local change times (ext4, xfs, btrfs, tmpfs, f2fs, overlayfs,
-// bcachefs, zfs; not NFS, SMB, FUSE or FAT, whose times come from a server
-// or are coarse), so a directory changed a moment before the listing is
-// read again at the next call. What it trusts is the host's realtime clock
-// not being set backwards between two calls.
+// own local change times (ext4, xfs, btrfs, tmpfs, f2fs, bcachefs, zfs;
+// not NFS, SMB, FUSE or FAT, whose times come from a server or are coarse,
+// nor overlayfs, whose merged directory shows its upper layer's ctime while
+// a file can appear in a lower one), so a directory changed a moment
+// before the listing is read again at the next call. A step of the
+// realtime clock backwards (against the monotonic one) since the last walk
+// drops every listing: a change after it could take a ctime already seen.
 
 // listingMargin is how much older than the moment it is read a directory's
 // ctime must be for its listing to be kept: more than a file system's
@@ -56,7 +58,6 @@ var trustedCtimeFS = map[int64]bool{
 	0x9123683E: true, // btrfs
 	0x01021994: true, // tmpfs
 	0xF2F52010: true, // f2fs
-	0x794C7630: true, // overlayfs
 	0xCA451A4E: true, // bcachefs
 	0x2FC12FC1: true, // zfs
 }
@@ -66,9 +67,14 @@ var trustedCtimeFS = map[int64]bool{
 // relative path. Its zero value is empty and ready; it is safe for
 // concurrent use.
 type maskListings struct {
-	mu   sync.Mutex
-	dirs map[string]*maskListing
-	hits int // directories taken from here, for tests
+	mu    sync.Mutex
+	dirs  map[string]*maskListing
+	items int    // the items of every listing kept
+	walks uint64 // walks begun
+	// offset is the realtime clock less the monotonic one at the last
+	// walk's start: when it falls, the realtime clock was set back.
+	offset time.Duration
+	hits   int // directories taken from here, for tests
 }
 
 // maskListing is what the masks' walk found in one directory, and the
@@ -77,6 +83,7 @@ type maskListing struct {
 	dev, ino uint64
 	ctime    unix.Timespec
 	items    []maskItem // in name order
+	seen     uint64     // the last walk that took or stored it
 }
 
 // maskItem is a masked file or a subdirectory to enter.
@@ -85,46 +92,95 @@ type maskItem struct {
 	dir  bool
 }
 
-// maxListings bounds the directories kept: past it, a session's walk reads
-// the directories it has no room for every time, as before.
-const maxListings = 1 << 16
+// maxListings and maxListedItems bound what is kept: past them, a
+// session's walk reads the directories it has no room for every time, as
+// before. Listings a complete walk did not reach (their directory gone,
+// renamed, or beneath one) are dropped at its end, so what is kept is at
+// most the tree as it is.
+const (
+	maxListings    = 1 << 16
+	maxListedItems = 1 << 20
+)
+
+// begin starts a walk: it returns the walk's number, and drops every
+// listing when the realtime clock was set back since the last walk.
+func (m *maskListings) begin() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	off := clockOffset()
+	if m.walks > 0 && off < m.offset-10*time.Millisecond {
+		m.dirs, m.items = nil, 0
+	}
+	m.offset = off
+	m.walks++
+	return m.walks
+}
+
+// clockOffset is the realtime clock less the monotonic one.
+func clockOffset() time.Duration {
+	var rt, mono unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_REALTIME, &rt)
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
+	return time.Duration(rt.Nano() - mono.Nano())
+}
+
+// sweep drops, after the complete walk number walk, the listings no walk
+// since it began has reached.
+func (m *maskListings) sweep(walk uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for rel, l := range m.dirs {
+		if l.seen < walk {
+			m.items -= len(l.items)
+			delete(m.dirs, rel)
+		}
+	}
+}
 
 // lookup returns the listing of the directory rel, open at fd with stat
 // st, when the one kept still describes it.
-func (m *maskListings) lookup(rel string, st *unix.Stat_t) *maskListing {
+func (m *maskListings) lookup(rel string, st *unix.Stat_t, walk uint64) *maskListing {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.dirs[rel]
 	if l == nil || l.dev != st.Dev || l.ino != st.Ino || l.ctime != st.Ctim {
 		return nil
 	}
+	l.seen = max(l.seen, walk)
 	m.hits++
 	return l
 }
 
 // keep stores l as the listing of rel, or forgets rel's when keep is false.
-func (m *maskListings) keep(rel string, l *maskListing, keep bool) {
+func (m *maskListings) keep(rel string, l *maskListing, keep bool, walk uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !keep {
+	if old, ok := m.dirs[rel]; ok {
+		m.items -= len(old.items)
 		delete(m.dirs, rel)
+	}
+	if !keep || len(m.dirs) >= maxListings || m.items+len(l.items) > maxListedItems {
 		return
 	}
 	if m.dirs == nil {
 		m.dirs = map[string]*maskListing{}
 	}
-	if _, ok := m.dirs[rel]; ok || len(m.dirs) < maxListings {
-		m.dirs[rel] = l
-	}
+	l.seen = walk
+	m.dirs[rel] = l
+	m.items += len(l.items)
 }
 
 // walkMasks finds the files of the workspace the read scope denies, for a
 // run call's child to see empty (h.hold.Masked, at most MaxReadMasks, the
 // rest counted in h.maskOverflow), as a walk of Workspace.Walk would, in
-// the same order, taking unchanged directories from g.masks. It returns the
-// directories it could not read or enter.
-func (g *Gate) walkMasks(h *runHold) (skipped int, err error) {
+// the same order, taking unchanged directories from g.masks. A directory
+// it cannot read or enter (deeper than workspace.MaxWalkDepth, or one the
+// harness may not read) is counted in h.skipped and the first named in
+// h.unwalked: what lies beneath it is unknown, and holdFor refuses the
+// call.
+func (g *Gate) walkMasks(h *runHold) error {
 	verdict := g.reads.verdicts()
+	walkNo := g.masks.begin()
 	buf := make([]byte, 32<<10)
 	add := func(rel string) {
 		if len(h.hold.Masked) == MaxReadMasks {
@@ -133,7 +189,13 @@ func (g *Gate) walkMasks(h *runHold) (skipped int, err error) {
 			h.hold.Masked = append(h.hold.Masked, rel)
 		}
 	}
-	err = h.ws.WithRoot(func(root int) error {
+	skip := func(rel, why string) {
+		if h.skipped == 0 {
+			h.unwalked = workspace.ShowPath(rel) + " (" + why + ")"
+		}
+		h.skipped++
+	}
+	err := h.ws.WithRoot(func(root int) error {
 		fd, err := workspace.OpenBeneath(root, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
 		if err != nil {
 			return fmt.Errorf("walk: open the root: %w", err)
@@ -142,22 +204,22 @@ func (g *Gate) walkMasks(h *runHold) (skipped int, err error) {
 		walk = func(fd int, rel string, depth int) {
 			defer unix.Close(fd)
 			var st unix.Stat_t
-			if unix.Fstat(fd, &st) != nil {
-				skipped++
+			if err := unix.Fstat(fd, &st); err != nil {
+				skip(rel, err.Error())
 				return
 			}
-			l := g.masks.lookup(rel, &st)
+			l := g.masks.lookup(rel, &st, walkNo)
 			if l == nil {
 				read := time.Now()
 				ents, err := dirent.Read(fd, buf)
 				if err != nil {
-					g.masks.keep(rel, nil, false)
-					skipped++
+					g.masks.keep(rel, nil, false, walkNo)
+					skip(rel, err.Error())
 					return
 				}
 				l = h.listMasks(fd, rel, ents, verdict)
 				l.dev, l.ino, l.ctime = st.Dev, st.Ino, st.Ctim
-				g.masks.keep(rel, l, trustCtime(fd, &st, read))
+				g.masks.keep(rel, l, trustCtime(fd, &st, read), walkNo)
 			}
 			for _, it := range l.items {
 				crel := workspace.Child(rel, it.name)
@@ -166,12 +228,12 @@ func (g *Gate) walkMasks(h *runHold) (skipped int, err error) {
 					continue
 				}
 				if depth+1 >= workspace.MaxWalkDepth {
-					skipped++
+					skip(crel, fmt.Sprintf("more than %d directories deep", workspace.MaxWalkDepth))
 					continue
 				}
 				sfd, err := workspace.OpenBeneath(fd, it.name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 				if err != nil {
-					skipped++
+					skip(crel, err.Error())
 					continue
 				}
 				walk(sfd, crel, depth+1)
@@ -180,7 +242,10 @@ func (g *Gate) walkMasks(h *runHold) (skipped int, err error) {
 		walk(fd, ".", 0)
 		return nil
 	})
-	return skipped, err
+	if err == nil && h.skipped == 0 {
+		g.masks.sweep(walkNo)
+	}
+	return err
 }
 
 // listMasks makes the listing of the directory rel, open at fd, from its

@@ -2,14 +2,18 @@ package gate
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/b10x/harness/internal/testenv"
+	"github.com/b10x/harness/tools"
 	"github.com/b10x/harness/workspace"
 )
 
@@ -254,5 +258,140 @@ func TestWarmRunHold(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if n := kept(g); n != 0 {
 		t.Fatalf("with a restricting write-scope rule: %d directories kept", n)
+	}
+}
+
+// TestMaskWalkRefusesUnwalked: a run call is refused, naming the
+// directory, when the masks' walk cannot enter one (here: deeper than
+// MaxWalkDepth, where a child can move a directory of secrets); the
+// child never runs. Before, the directory was counted and the call ran
+// with the secrets beneath it unmasked.
+func TestMaskWalkRefusesUnwalked(t *testing.T) {
+	dir := t.TempDir()
+	deep := "x" + strings.Repeat("/x", workspace.MaxWalkDepth)
+	mkfiles(t, dir, deep+"/keys/prod.pem", "a.go")
+	ran := false
+	g, _ := runGate(t, dir, nil, nil, func(string) { ran = true })
+	rules, _ := ReadScopeRules(nil)
+	g.reads = readScope{newScope(rules)}
+	o := call(g, "run", `{}`)
+	if o.Status != Failed || o.Reason != tools.ReasonDeniedPath || !strings.Contains(o.Message, "read_scope could not be checked beneath x/x/") ||
+		!strings.Contains(o.Message, "more than 256 directories deep") || ran {
+		t.Fatalf("run with a tree deeper than the walk: ran %v, %+v", ran, o)
+	}
+	// The same with a restricting write-scope rule (the whole walk).
+	ran = false
+	g, _ = runGate(t, dir, []string{"secrets/**=denied"}, nil, func(string) { ran = true })
+	g.reads = readScope{newScope(rules)}
+	if o := call(g, "run", `{}`); o.Status != Failed || o.Reason != tools.ReasonDeniedPath || ran {
+		t.Fatalf("with a write-scope rule: ran %v, %+v", ran, o)
+	}
+	// Without a read scope nothing is masked: the call runs.
+	ran = false
+	g, _ = runGate(t, dir, nil, nil, func(string) { ran = true })
+	if o := call(g, "run", `{}`); o.Status != Executed || !ran {
+		t.Fatalf("without a read scope: ran %v, %+v", ran, o)
+	}
+}
+
+// TestMaskListingsSwept: listings of directories a walk no longer reaches
+// (renamed, removed) are dropped at its end: a child that renames a large
+// directory at every call does not grow what the gate keeps.
+func TestMaskListingsSwept(t *testing.T) {
+	withMargin(t, 20*time.Millisecond)
+	dir := t.TempDir()
+	for i := 0; i < 50; i++ {
+		mkfiles(t, dir, "top/d"+strconv.Itoa(i)+"/code.go")
+	}
+	time.Sleep(60 * time.Millisecond)
+	g := maskGate(t, dir)
+	kept := func() (int, int) {
+		g.masks.mu.Lock()
+		defer g.masks.mu.Unlock()
+		return len(g.masks.dirs), g.masks.items
+	}
+	prev := "top"
+	for i := 0; i < 5; i++ {
+		masksNow(t, g)
+		if n, items := kept(); n > 52 || items > 51 {
+			t.Fatalf("after %d renames: %d listings, %d items kept for a tree of 52 directories and 51 entries", i, n, items)
+		}
+		next := "top" + strconv.Itoa(i)
+		if err := os.Rename(filepath.Join(dir, prev), filepath.Join(dir, next)); err != nil {
+			t.Fatal(err)
+		}
+		prev = next
+		time.Sleep(30 * time.Millisecond)
+	}
+}
+
+// TestMaskListingsClockStep: a realtime clock set back since the last walk
+// drops every listing (a change after the step could take a ctime already
+// kept). The step is made by moving the kept offset, not the host's clock.
+func TestMaskListingsClockStep(t *testing.T) {
+	withMargin(t, 20*time.Millisecond)
+	dir := t.TempDir()
+	mkfiles(t, dir, "a/code.go")
+	time.Sleep(60 * time.Millisecond)
+	g := maskGate(t, dir)
+	masksNow(t, g)
+	hits := g.masks.hits
+	masksNow(t, g)
+	if g.masks.hits == hits {
+		t.Fatal("no listing taken before the step")
+	}
+	g.masks.mu.Lock()
+	g.masks.offset += time.Second // as if the clock was a second ahead then
+	g.masks.mu.Unlock()
+	hits = g.masks.hits
+	masksNow(t, g)
+	if g.masks.hits != hits {
+		t.Fatalf("%d listings taken after the realtime clock stepped back", g.masks.hits-hits)
+	}
+}
+
+// TestMaskListingsOverlayLowerChange: on overlayfs a merged directory
+// shows its upper layer's ctime, so a file put in a lower layer changes
+// nothing the walk sees of it: overlayfs is not trusted, and the secret is
+// masked at the next walk. The overlay is mounted by a re-run of this test
+// binary in a mount namespace of its own (unshare), not on the host.
+func TestMaskListingsOverlayLowerChange(t *testing.T) {
+	if os.Getenv("B10X_OVERLAY_CHILD") == "" {
+		if os.Geteuid() != 0 {
+			testenv.Require(t, false, "root, to mount an overlay in a mount namespace of the test's own")
+		}
+		cmd := exec.Command("unshare", "--mount", "--propagation", "private", os.Args[0], "-test.run", "^TestMaskListingsOverlayLowerChange$", "-test.v")
+		cmd.Env = append(os.Environ(), "B10X_OVERLAY_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS") {
+			t.Fatalf("the child in its own mount namespace: %v\n%s", err, out)
+		}
+		return
+	}
+	withMargin(t, 20*time.Millisecond)
+	base := t.TempDir()
+	for _, d := range []string{"lower/a", "upper/a", "work", "merged"} {
+		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mkfiles(t, base, "lower/a/code.go", "upper/a/notes.txt")
+	if err := unix.Mount("overlay", base+"/merged", "overlay", 0, "lowerdir="+base+"/lower,upperdir="+base+"/upper,workdir="+base+"/work"); err != nil {
+		t.Fatalf("mount overlay: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(base+"/merged", unix.MNT_DETACH) })
+	time.Sleep(60 * time.Millisecond)
+	g := maskGate(t, base+"/merged")
+	// The first look at a merged directory may set xattrs on its upper
+	// one (a ctime of now): let that age past the margin too.
+	masksNow(t, g)
+	time.Sleep(60 * time.Millisecond)
+	masksNow(t, g)
+	masksNow(t, g)
+	t.Logf("%d directories taken from the listings", g.masks.hits)
+	// Beside the overlay, as the host may change a layer.
+	mkfiles(t, base, "lower/a/.env")
+	if got := masksNow(t, g); !slices.Equal(got, []string{"a/.env"}) {
+		t.Fatalf("after a secret appeared in the lower layer: masks %q, want a/.env", got)
 	}
 }

@@ -99,3 +99,30 @@ func TestAttackReadScopeAcrossCalls(t *testing.T) {
 		t.Fatalf("a secret a child wrote, its directory's mtime set back, was read in the next call: %s", res)
 	}
 }
+
+// A child moves a directory of secrets deeper than the masks' walk goes
+// (it may rename the parent of a masked file): the next run call is
+// refused, naming the directory, and its program never reads the key.
+func TestAttackReadScopeTooDeep(t *testing.T) {
+	t.Parallel()
+	testenv.Require(t, atkExecution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	a := newAtkWS(t)
+	a.write(t, "keys/prod.pem", "-----BEGIN PRIVATE KEY----- sk-live-DEEP\n")
+	s := mcpMustConnect(t, nil, "--workspace", a.ws, "--allow-program", "sh", "--approve", "all")
+	run := func(script string) (string, map[string]any) {
+		t.Helper()
+		argv, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", script}})
+		_, o := s.call(t, "run", argv)
+		res, _ := o["result"].(string)
+		msg, _ := o["message"].(string)
+		return res + msg, o
+	}
+	const deep = `d=x; for i in $(seq 1 300); do d="$d/x"; done`
+	if res, o := run(deep + `; mkdir -p "$d" && mv keys "$d/keys" && echo moved`); mcpReason(o) != "executed" || !strings.Contains(res, "moved") {
+		t.Fatalf("moving keys deep: %v", o)
+	}
+	res, o := run(deep + `; cat "$d/keys/prod.pem"; echo ran`)
+	if strings.Contains(res, "sk-live") || strings.Contains(res, "ran") || mcpReason(o) != "denied_path" || !strings.Contains(res, "read_scope could not be checked beneath x/x/") {
+		t.Fatalf("a secret moved deeper than the walk: %v", o)
+	}
+}
