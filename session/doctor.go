@@ -73,7 +73,10 @@ type NetModeReport struct {
 
 // maskedSummary says what a run call's program reads as empty here.
 func maskedSummary() (string, []string) {
-	const scope = "the workspace files the read scope denies (by default .env, .env.*, *.pem, *.key, .netrc and SSH private keys)"
+	const scope = "the workspace files the read scope denies (by default .env, .env.*, *.pem, *.key, .netrc and SSH private keys), " +
+		"as the check at each call's start finds them (a call is refused when the check cannot see into a directory); " +
+		"a call that starts while another run call of the session runs is not shielded from that call's program renaming directories meanwhile: " +
+		"max_parallel 1 closes that where the read scope keeps secrets from a model"
 	paths, err := spawn.MaskedSystemPaths()
 	if err != nil {
 		return "the /etc scan failed (" + err.Error() + "), so no run call starts; " + scope, []string{}
