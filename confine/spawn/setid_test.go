@@ -35,7 +35,7 @@ func wideTree(t *testing.T, dir string) {
 // or walked depth first), finds nothing in a clean one, and follows no
 // link to one outside.
 func TestPrivilegedFileFound(t *testing.T) {
-	testenv.Require(t, os.Geteuid() == 0, "running as root (set-id files of root's, file capabilities)")
+	testenv.Require(t, os.Geteuid() == 0, "running as root (set-id files of root's, file capabilities)", testenv.ShapeNoUserns)
 	clean := t.TempDir()
 	wideTree(t, clean)
 	outside := filepath.Join(t.TempDir(), "suid")
