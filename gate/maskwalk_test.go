@@ -358,7 +358,7 @@ func TestMaskListingsClockStep(t *testing.T) {
 func TestMaskListingsOverlayLowerChange(t *testing.T) {
 	if os.Getenv("B10X_OVERLAY_CHILD") == "" {
 		if os.Geteuid() != 0 {
-			testenv.Require(t, false, "root, to mount an overlay in a mount namespace of the test's own")
+			testenv.Require(t, false, "root, to mount an overlay in a mount namespace of the test's own", testenv.ShapeNoUserns)
 		}
 		cmd := exec.Command("unshare", "--mount", "--propagation", "private", os.Args[0], "-test.run", "^TestMaskListingsOverlayLowerChange$", "-test.v")
 		cmd.Env = append(os.Environ(), "B10X_OVERLAY_CHILD=1")
