@@ -259,19 +259,7 @@ func (h *runHold) listMasks(fd int, rel string, ents []dirent.Entry, verdict fun
 		if h.protectedCovers(crel) {
 			continue
 		}
-		typ := e.Type
-		if typ == unix.DT_UNKNOWN {
-			var st unix.Stat_t
-			if unix.Fstatat(fd, e.Name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
-				switch st.Mode & unix.S_IFMT {
-				case unix.S_IFREG:
-					typ = unix.DT_REG
-				case unix.S_IFDIR:
-					typ = unix.DT_DIR
-				}
-			}
-		}
-		switch typ {
+		switch dirent.Type(fd, e) {
 		case unix.DT_DIR:
 			l.items = append(l.items, maskItem{name: e.Name, dir: true})
 		case unix.DT_REG:

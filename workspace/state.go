@@ -119,7 +119,7 @@ func (w *Workspace) Walk(visit func(rel string, typ uint8, stat func() EntryStat
 			}
 			sortEntries(ents)
 			for _, e := range ents {
-				typ := entryType(fd, e)
+				typ := dirent.Type(fd, e)
 				name := e.Name
 				crel := Child(rel, name)
 				stat := func() EntryState {

@@ -19,40 +19,6 @@ const MaxWalkDepth = 256
 // dirEntry is one name read from a directory, with the kernel's d_type.
 type dirEntry = dirent.Entry
 
-// entryType returns the d_type of name inside dirfd, asking the kernel
-// (without following a link) when getdents said DT_UNKNOWN.
-func entryType(dirfd int, e dirEntry) uint8 {
-	if e.Type != unix.DT_UNKNOWN {
-		return e.Type
-	}
-	var st unix.Stat_t
-	if err := unix.Fstatat(dirfd, e.Name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return unix.DT_UNKNOWN
-	}
-	return modeType(st.Mode)
-}
-
-// modeType maps st_mode to a d_type value.
-func modeType(mode uint32) uint8 {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return unix.DT_REG
-	case unix.S_IFDIR:
-		return unix.DT_DIR
-	case unix.S_IFLNK:
-		return unix.DT_LNK
-	case unix.S_IFIFO:
-		return unix.DT_FIFO
-	case unix.S_IFSOCK:
-		return unix.DT_SOCK
-	case unix.S_IFCHR:
-		return unix.DT_CHR
-	case unix.S_IFBLK:
-		return unix.DT_BLK
-	}
-	return unix.DT_UNKNOWN
-}
-
 // Dir is a directory open during a walk, shared by whoever holds an entry
 // of it: a search hands its files to other goroutines, which open them
 // from Fd. It counts references; the descriptor is closed with the last
@@ -179,7 +145,7 @@ func (t *treeWalk) dir(d *Dir, depth int) {
 		if IsTempName(e.Name) {
 			continue // a write's temporary file (or one a killed write left)
 		}
-		typ := entryType(d.fd, e)
+		typ := dirent.Type(d.fd, e)
 		rel := Child(d.rel, e.Name)
 		t.wk.Visit(Entry{Dir: d, Name: e.Name, Rel: rel, Type: typ})
 		if typ != unix.DT_DIR || e.Name == ".git" {

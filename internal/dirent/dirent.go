@@ -83,3 +83,39 @@ func Each(fd int, buf []byte, fn func(name []byte, typ uint8)) error {
 func isDots(name []byte) bool {
 	return len(name) == 1 && name[0] == '.' || len(name) == 2 && name[0] == '.' && name[1] == '.'
 }
+
+// Type returns e's type, asking the file system (fstatat, without
+// following a link) when the kernel reported unix.DT_UNKNOWN; it is
+// unix.DT_UNKNOWN when that fails. e was read from the directory open at
+// dirfd.
+func Type(dirfd int, e Entry) uint8 {
+	if e.Type != unix.DT_UNKNOWN {
+		return e.Type
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, e.Name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return unix.DT_UNKNOWN
+	}
+	return ModeType(st.Mode)
+}
+
+// ModeType maps st_mode's file type to a d_type value.
+func ModeType(mode uint32) uint8 {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return unix.DT_REG
+	case unix.S_IFDIR:
+		return unix.DT_DIR
+	case unix.S_IFLNK:
+		return unix.DT_LNK
+	case unix.S_IFIFO:
+		return unix.DT_FIFO
+	case unix.S_IFSOCK:
+		return unix.DT_SOCK
+	case unix.S_IFCHR:
+		return unix.DT_CHR
+	case unix.S_IFBLK:
+		return unix.DT_BLK
+	}
+	return unix.DT_UNKNOWN
+}
