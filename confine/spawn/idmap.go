@@ -132,7 +132,7 @@ func checkNoPrivilegedFiles(p Pinned, workspace bool) error {
 	if _, ok := setIDClean.Load(key); ok {
 		return nil
 	}
-	found, err := privilegedFile(p.Path)
+	found, err := privilegedFile(p)
 	if err != nil {
 		return scanError(p.Path, err)
 	}

@@ -11,29 +11,37 @@ import (
 	"github.com/b10x/harness/internal/dirent"
 )
 
-// privilegedFile walks the directory tree at root (a pinned, canonical
-// path) for a regular file that is set-user-ID or set-group-ID, or that
-// carries file capabilities, and returns the first it finds, with why, or
-// "" when there is none. Mount points beneath root are crossed (an
-// idmapped tree is cloned with its submounts); symbolic links are never
-// followed: a directory is opened from its parent's descriptor with
-// O_NOFOLLOW, a file's mode is read with fstatat from its directory.
+// privilegedFile walks the directory tree of the pinned directory root
+// for a regular file that is set-user-ID or set-group-ID, or that carries
+// file capabilities, and returns the first it finds, with why, or "" when
+// there is none. Mount points beneath root are crossed (an idmapped tree
+// is cloned with its submounts). Nothing is named from the host's root:
+// the walk starts from the pinned descriptor (checked to be the file
+// pinned), opens each directory from its parent's descriptor with
+// O_NOFOLLOW, and reads each regular file's mode and capabilities from a
+// descriptor of its own (opened O_NOFOLLOW|O_NONBLOCK from its directory),
+// so a link swapped in anywhere is never followed.
 //
 // It runs on up to four goroutines (a directory's entries are read and
 // checked by one of them, its subdirectories handed to the others while
 // few are waiting), as a run call in a root-owned workspace waits for it:
 // in a tree of 11,478 files, filepath.WalkDir with Lstat and Lgetxattr on
 // each path took 35 ms on two CPUs. Any error (a directory it cannot
-// read, a file it cannot stat) ends the walk and is returned: what was not
-// seen cannot be said to be clean.
-func privilegedFile(root string) (found string, err error) {
-	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+// read, a file it cannot open or stat, capabilities it cannot read) ends
+// the walk and is returned: what was not seen cannot be said to be clean.
+func privilegedFile(root Pinned) (found string, err error) {
+	pfd, _, err := root.open()
 	if err != nil {
-		return "", &walkError{root, "open", err}
+		return "", err
+	}
+	fd, err := unix.Openat(pfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	unix.Close(pfd)
+	if err != nil {
+		return "", &walkError{root.Path, "open", err}
 	}
 	s := &setIDScan{}
 	s.cond = sync.NewCond(&s.mu)
-	s.queue = append(s.queue, setIDDir{fd, root})
+	s.queue = append(s.queue, setIDDir{fd, root.Path})
 	workers := min(runtime.NumCPU(), 4)
 	var wg sync.WaitGroup
 	for range workers {
@@ -132,30 +140,13 @@ func (s *setIDScan) dir(d setIDDir, buf []byte) (found string, err error) {
 	}
 	for _, e := range ents {
 		path := d.path + "/" + e.Name
-		typ := e.Type
-		var st unix.Stat_t
-		if typ == unix.DT_UNKNOWN || typ == unix.DT_REG {
-			if err := unix.Fstatat(d.fd, e.Name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				return "", &walkError{path, "stat", err}
-			}
-			switch st.Mode & unix.S_IFMT {
-			case unix.S_IFREG:
-				typ = unix.DT_REG
-			case unix.S_IFDIR:
-				typ = unix.DT_DIR
-			default:
-				typ = unix.DT_UNKNOWN
-			}
-		}
-		switch typ {
+		switch dirent.Type(d.fd, e) {
 		case unix.DT_REG:
-			if st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
-				return path + " is set-user-ID or set-group-ID", nil
-			}
-			if _, err := unix.Lgetxattr(path, "security.capability", nil); err == nil {
-				return path + " carries file capabilities", nil
-			} else if !errors.Is(err, unix.ENODATA) && !errors.Is(err, unix.ENOTSUP) {
-				return "", &walkError{path, "read the capabilities of", err}
+			if why, err := privileged(d.fd, e.Name); why != "" || err != nil {
+				if err != nil {
+					return "", &walkError{path, "check", err}
+				}
+				return path + why, nil
 			}
 		case unix.DT_DIR:
 			sfd, err := unix.Openat(d.fd, e.Name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -179,6 +170,63 @@ func (s *setIDScan) dir(d setIDDir, buf []byte) (found string, err error) {
 		}
 	}
 	return "", nil
+}
+
+// privileged checks the entry name of the directory open at dirfd, from
+// that descriptor and without following a link: " is set-user-ID or
+// set-group-ID", " carries file capabilities", or "" for neither (or for
+// what is not a regular file, or no longer there). The capabilities are
+// read with getxattrat(2) (Linux 6.13), or where it is missing through a
+// descriptor of the file's own (opened O_NOFOLLOW|O_NONBLOCK, checked to be
+// the file whose mode was read).
+func privileged(dirfd int, name string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return "", nil
+		}
+		return "", err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return "", nil
+	}
+	if st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
+		return " is set-user-ID or set-group-ID", nil
+	}
+	err := capabilitiesAt(dirfd, name)
+	if errors.Is(err, unix.ENOSYS) {
+		err = capabilitiesOf(dirfd, name, &st)
+	}
+	if err == nil {
+		return " carries file capabilities", nil
+	}
+	if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.ENOENT) {
+		return "", nil
+	}
+	return "", fmt.Errorf("read its capabilities: %w", err)
+}
+
+// capabilitiesOf is capabilitiesAt where the kernel has no getxattrat: it
+// opens the file from dirfd and reads the attribute from that descriptor,
+// after checking it is the file st describes (ENOENT when it was replaced).
+func capabilitiesOf(dirfd int, name string, st *unix.Stat_t) error {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return unix.ENOENT // a link swapped in: not the file whose mode was read
+		}
+		return err
+	}
+	defer unix.Close(fd)
+	var now unix.Stat_t
+	if err := unix.Fstat(fd, &now); err != nil {
+		return err
+	}
+	if now.Dev != st.Dev || now.Ino != st.Ino || now.Mode != st.Mode {
+		return fmt.Errorf("%s was replaced while it was checked", name)
+	}
+	_, err = unix.Fgetxattr(fd, "security.capability", nil)
+	return err
 }
 
 // scanError wraps a failed set-id walk of dir for its caller.

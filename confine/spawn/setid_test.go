@@ -2,6 +2,7 @@ package spawn
 
 import (
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -51,7 +52,7 @@ func TestPrivilegedFileFound(t *testing.T) {
 	if err := os.Symlink(filepath.Dir(outside), filepath.Join(clean, "d4", "linkdir")); err != nil {
 		t.Fatal(err)
 	}
-	if found, err := privilegedFile(clean); found != "" || err != nil {
+	if found, err := privilegedFile(pinDir(t, clean)); found != "" || err != nil {
 		t.Fatalf("a clean tree: %q, %v", found, err)
 	}
 	// A v2 capability set granting CAP_NET_RAW, as setcap writes it.
@@ -72,12 +73,49 @@ func TestPrivilegedFileFound(t *testing.T) {
 		if err := c.mark(p); err != nil {
 			t.Fatal(err)
 		}
-		found, err := privilegedFile(dir)
+		found, err := privilegedFile(pinDir(t, dir))
 		if err != nil || !strings.HasPrefix(found, p+" ") || !strings.Contains(found, strings.Split(c.why, "-")[0]) {
 			t.Errorf("%s (%s): found %q, %v", c.rel, c.why, found, err)
 		}
+		if c.why == "file capabilities" {
+			// The way without getxattrat (Linux before 6.13) reads the same.
+			dfd, err := unix.Open(filepath.Dir(p), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(filepath.Dir(p), "plain.go"), []byte("x"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var st, plain unix.Stat_t
+			_ = unix.Fstatat(dfd, filepath.Base(p), &st, unix.AT_SYMLINK_NOFOLLOW)
+			_ = unix.Fstatat(dfd, "plain.go", &plain, unix.AT_SYMLINK_NOFOLLOW)
+			if err := capabilitiesOf(dfd, filepath.Base(p), &st); err != nil {
+				t.Errorf("capabilitiesOf the file with capabilities: %v", err)
+			}
+			if err := capabilitiesOf(dfd, "plain.go", &plain); !errors.Is(err, unix.ENODATA) {
+				t.Errorf("capabilitiesOf a plain file: %v, want ENODATA", err)
+			}
+			unix.Close(dfd)
+		}
 	}
-	if _, err := privilegedFile(filepath.Join(clean, "nothing")); err == nil {
-		t.Error("a tree that does not exist: no error")
+	// The pinned directory replaced since: refused, not walked.
+	p := pinDir(t, filepath.Join(clean, "d5"))
+	if err := os.Rename(filepath.Join(clean, "d5"), filepath.Join(clean, "d5.old")); err != nil {
+		t.Fatal(err)
 	}
+	if err := os.Mkdir(filepath.Join(clean, "d5"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := privilegedFile(p); err == nil || !strings.Contains(err.Error(), "no longer the file pinned") {
+		t.Errorf("a pinned directory replaced: %v", err)
+	}
+}
+
+func pinDir(t *testing.T, dir string) Pinned {
+	t.Helper()
+	p, err := Pin(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
