@@ -91,7 +91,7 @@ func scenarioFreeze(args []string) (any, error) {
 	if err := leaf.Close(); err != nil {
 		return nil, err
 	}
-	if err := leaf.Freeze(ctx); err == nil || !errors.Is(err, errLeafClosed) {
+	if err := leaf.Freeze(ctx); err == nil || !errors.Is(err, ErrLeafClosed) {
 		return nil, fmt.Errorf("Freeze of a closed leaf: %v, want it refused", err)
 	}
 	if err := leaf.Thaw(); err != nil {

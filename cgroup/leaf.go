@@ -280,21 +280,21 @@ func (l *Leaf) Freeze(ctx context.Context) error {
 // leaf it does nothing (its processes are gone): nil.
 func (l *Leaf) Thaw() error {
 	err := l.setFrozen("0")
-	if errors.Is(err, errLeafClosed) {
+	if errors.Is(err, ErrLeafClosed) {
 		return nil
 	}
 	return err
 }
 
-// errLeafClosed is setFrozen's error on a closed leaf.
-var errLeafClosed = errors.New("leaf is closed")
+// ErrLeafClosed is matched by Freeze's error on a closed leaf.
+var ErrLeafClosed = errors.New("leaf is closed")
 
 // setFrozen writes v to the leaf's cgroup.freeze.
 func (l *Leaf) setFrozen(v string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return errorf("freeze %s: %w", l.path, errLeafClosed)
+		return errorf("freeze %s: %w", l.path, ErrLeafClosed)
 	}
 	err := writeAt(l.fd, l.path, "cgroup.freeze", v)
 	if errors.Is(err, unix.ENOENT) {

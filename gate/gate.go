@@ -504,13 +504,24 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 	}
 	execCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallDeadline)
 	defer cancel()
-	hold, o, failed := g.holdFor(prep, rec)
-	if failed {
-		return o
-	}
+	held := g.holdFor(prep, rec)
 	*acted = true
 	res, err := prep.Execute(execCtx, g.report(c, rec.Seq))
+	if held != nil && held.err != nil {
+		// The hold refused the call before its program started.
+		return held.refusal
+	}
 	stopped := ended(ctx, execCtx)
+	if held != nil && held.hold == nil && err == nil {
+		// Fail closed: a Holder that ran without reading its hold ran its
+		// child without it.
+		rec.Steps = append(rec.Steps, StepVerdict{Step: "hold", Verdict: "fail", Detail: "the call ran without reading the paths its child must not change"})
+		return Outcome{Status: Failed, Reason: tools.ReasonToolError, Message: "bug: the call ran without reading the paths its child must not change; its outcome is not trusted"}
+	}
+	var hold *runHold
+	if held != nil {
+		hold = held.hold
+	}
 	if err == nil && stopped != "" && entry.Needs == ConfinedExecution {
 		// A program killed at the deadline or by a cancel did not run to
 		// its end, whatever status it was given.
@@ -670,14 +681,41 @@ func (g *Gate) approve(ctx context.Context, entry Entry, prep tools.Prepared, re
 	return Outcome{}, false
 }
 
-// holdFor reads, for a call whose Prepared is a tools.Holder, the paths its
-// child must not change and hands them to it; nil for any other call. It
-// fails the call (true) when they cannot be read.
-func (g *Gate) holdFor(prep tools.Prepared, rec *CallRecord) (*runHold, Outcome, bool) {
+// heldRead is what a Holder's hold function read: the hold, or the
+// refusal that stopped the call before its program started.
+type heldRead struct {
+	hold    *runHold
+	err     error
+	refusal Outcome
+}
+
+// holdFor hands a call whose Prepared is a tools.Holder the function that
+// reads the paths its child must not change; the call reads them when its
+// view is built, while no other run call's program runs (spawn.Spec.Hold).
+// It returns where that reading is kept, nil for any other call.
+func (g *Gate) holdFor(prep tools.Prepared, rec *CallRecord) *heldRead {
 	h, ok := prep.(tools.Holder)
 	if !ok {
-		return nil, Outcome{}, false
+		return nil
 	}
+	hr := &heldRead{}
+	h.Hold(func() (tools.Hold, error) {
+		hold, o, failed := g.readHold(rec)
+		if failed {
+			hr.refusal = o
+			hr.err = &tools.Error{Reason: o.Reason, Public: o.Message}
+			return tools.Hold{}, hr.err
+		}
+		hr.hold = hold
+		return hold.hold, nil
+	})
+	return hr
+}
+
+// readHold reads the paths a run call's child must not change. It fails
+// the call (true) when they cannot be read, or when the read scope's
+// masks cannot be complete.
+func (g *Gate) readHold(rec *CallRecord) (*runHold, Outcome, bool) {
 	hold, herr := g.holdBefore()
 	if herr != nil {
 		rec.Steps = append(rec.Steps, StepVerdict{Step: "hold", Verdict: "fail", Detail: "the paths the call must not change could not be read"})
@@ -698,7 +736,6 @@ func (g *Gate) holdFor(prep tools.Prepared, rec *CallRecord) (*runHold, Outcome,
 		rec.Steps = append(rec.Steps, StepVerdict{Step: "hold", Verdict: "fail", Detail: msg})
 		return nil, Outcome{Status: Failed, Reason: tools.ReasonDeniedPath, Message: msg}, true
 	}
-	h.Hold(hold.hold)
 	detail := fmt.Sprintf("%d paths held read-only, %d directories anchored", len(hold.hold.ReadOnly), len(hold.hold.Anchored))
 	if len(hold.hold.Masked) > 0 {
 		detail += fmt.Sprintf(", %d files masked (read_scope)", len(hold.hold.Masked))

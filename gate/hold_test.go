@@ -147,6 +147,9 @@ func TestHoldCheck(t *testing.T) {
 type childRun struct {
 	child func(dir string)
 	got   *tools.Hold
+	// unheld runs the child without reading the hold, as a broken runner
+	// would.
+	unheld bool
 }
 
 func (r childRun) Name() string            { return "run" }
@@ -157,14 +160,25 @@ func (r childRun) Prepare(ws *workspace.Workspace, _ json.RawMessage) (tools.Pre
 }
 
 type childRunCall struct {
-	r   childRun
-	dir string
+	r    childRun
+	dir  string
+	read func() (tools.Hold, error)
 }
 
-func (c *childRunCall) Args() any             { return struct{}{} }
-func (c *childRunCall) Writes() []tools.Write { return nil }
-func (c *childRunCall) Hold(h tools.Hold)     { *c.r.got = h }
+func (c *childRunCall) Args() any                            { return struct{}{} }
+func (c *childRunCall) Writes() []tools.Write                { return nil }
+func (c *childRunCall) Hold(read func() (tools.Hold, error)) { c.read = read }
 func (c *childRunCall) Execute(context.Context, tools.Report) (tools.Result, error) {
+	if c.r.unheld {
+		c.r.child(c.dir)
+		return tools.Result{Text: "exit status 0\n"}, nil
+	}
+	// As a runner does: the hold is read just before the program starts.
+	h, err := c.read()
+	if err != nil {
+		return tools.Result{}, err
+	}
+	*c.r.got = h
 	c.r.child(c.dir)
 	return tools.Result{Text: "exit status 0\n"}, nil
 }
@@ -268,5 +282,29 @@ func TestRunProtectedChangedInPlace(t *testing.T) {
 		if o.Status != Failed || o.Reason != tools.ReasonProtectedPath || !strings.Contains(o.Message, p+" (protected ("+p+")): changed, could NOT be undone") {
 			t.Errorf("%s changed in place: %+v, want failed with protected_path naming it", p, o)
 		}
+	}
+}
+
+// TestRunUnheldFails: a run call whose execution did not read the paths
+// its child must not change (a runner that ignored spawn.Spec.Hold) ran
+// its child unheld and unmasked: the gate fails it rather than report it
+// executed.
+func TestRunUnheldFails(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, ".git/config"), "[core]\n")
+	ws, err := workspace.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	ran := false
+	g, err := New(Config{Workspace: ws, Tools: []tools.Tool{childRun{child: func(string) { ran = true }, got: &tools.Hold{}, unheld: true}}, ApproveUpTo: High,
+		Host: Host{ConfinedWorkspace: true, ConfinedExecution: true, Programs: 1}, Recorder: NewRecorder(io.Discard)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := call(g, "run", `{}`)
+	if !ran || o.Status != Failed || o.Reason != tools.ReasonToolError || !strings.Contains(o.Message, "without reading the paths its child must not change") {
+		t.Fatalf("a call that ran without reading its hold: %+v (ran %t), want failed", o, ran)
 	}
 }

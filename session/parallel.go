@@ -21,10 +21,13 @@ import (
 //
 // What it bounds is a call's Execute, from before its sandbox is taken or
 // started to after its whole tree is gone; the wait is part of Execute,
-// so it counts toward the call's deadline. The gate's steps before it
-// (arguments, paths, hooks, approval, the hold) and the file tools are not
-// bounded, and neither is the one sandbox the broker keeps pre-started,
-// which runs no program until a call holding a slot takes it.
+// so it counts toward the call's deadline, and so is the reading of the
+// paths its child is held to (the gate's hold, read in the runner's quiet
+// turn: spawn.Spec.Hold), so a call waiting for a slot has read nothing
+// yet. The gate's steps before it (arguments, paths, hooks, approval) and
+// the file tools are not bounded, and neither are the sandboxes the
+// broker keeps pre-started, which run no program until a call holding a
+// slot takes one.
 //
 // Its zero value is not usable; newRunSlots makes one. It is safe for
 // concurrent use.
@@ -192,4 +195,4 @@ type slottedHeldCall struct {
 	h tools.Holder
 }
 
-func (c *slottedHeldCall) Hold(h tools.Hold) { c.h.Hold(h) }
+func (c *slottedHeldCall) Hold(read func() (tools.Hold, error)) { c.h.Hold(read) }

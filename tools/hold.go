@@ -17,11 +17,16 @@ type Hold struct {
 }
 
 // Holder is implemented by a prepared call that runs a program (run): the
-// gate hands it, before Execute, what its child must not change. A Hold
-// whose path does not exist as a regular file or directory when the call
-// starts fails the call before the program runs.
+// gate hands it, before Execute, the function that reads what its child
+// must not change. Execute must call it once before its program starts,
+// at the moment the child's view is built while no other run call's
+// program can change the workspace (spawn.Spec.Hold does both); its error
+// fails the call before the program runs and is returned by Execute. A
+// Hold whose path does not exist as a regular file or directory when the
+// view is built fails the call before the program runs. The gate fails a
+// call whose Execute succeeded without reading it.
 type Holder interface {
-	Hold(Hold)
+	Hold(read func() (Hold, error))
 }
 
 // holdPaths turns workspace-relative paths into the absolute ones spawn

@@ -467,6 +467,8 @@ type runCall struct {
 	args RunArgs
 	spec spawn.Spec
 	cwd  string // canonical, relative to the workspace root
+	// holdErr is the hold's refusal (Holder), which is Execute's error.
+	holdErr error
 }
 
 // Preview implements Previewer: the program's resolved path and the
@@ -475,11 +477,18 @@ func (c *runCall) Preview() Preview { return Preview{Program: c.spec.Program.Pat
 
 func (c *runCall) Args() any { return c.args }
 
-// Hold makes the child see h's paths held (see Holder).
-func (c *runCall) Hold(h Hold) {
-	c.spec.ReadOnly = holdPaths(c.spec.Workspace.Path, h.ReadOnly)
-	c.spec.Anchored = holdPaths(c.spec.Workspace.Path, h.Anchored)
-	c.spec.Masked = holdPaths(c.spec.Workspace.Path, h.Masked)
+// Hold makes the child see the paths read returns held (see Holder): the
+// runner reads them in its quiet turn (spawn.Spec.Hold).
+func (c *runCall) Hold(read func() (Hold, error)) {
+	ws := c.spec.Workspace.Path
+	c.spec.Hold = func() (spawn.Held, error) {
+		h, err := read()
+		if err != nil {
+			c.holdErr = err
+			return spawn.Held{}, err
+		}
+		return spawn.Held{ReadOnly: holdPaths(ws, h.ReadOnly), Anchored: holdPaths(ws, h.Anchored), Masked: holdPaths(ws, h.Masked)}, nil
+	}
 }
 func (c *runCall) Writes() []Write { return nil }
 
@@ -521,6 +530,9 @@ func (c *runCall) Execute(ctx context.Context, rep Report) (Result, error) {
 		// Every connection of the call ends with it.
 		denied = ch.Close()
 		meta["net_denied"] = len(denied)
+	}
+	if c.holdErr != nil {
+		return Result{Meta: meta}, c.holdErr
 	}
 	if err != nil {
 		var se *spawn.SetupError

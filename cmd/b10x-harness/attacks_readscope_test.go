@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/b10x/harness/internal/testenv"
 )
@@ -124,5 +128,101 @@ func TestAttackReadScopeTooDeep(t *testing.T) {
 	res, o := run(deep + `; cat "$d/keys/prod.pem"; echo ran`)
 	if strings.Contains(res, "sk-live") || strings.Contains(res, "ran") || mcpReason(o) != "denied_path" || !strings.Contains(res, "read_scope could not be checked beneath x/x/") {
 		t.Fatalf("a secret moved deeper than the walk: %v", o)
+	}
+}
+
+// swapScript swaps the directories a and b (renameat2 RENAME_EXCHANGE)
+// as fast as it can until the file "stop" appears or argv[1] seconds
+// pass, and prints how many swaps it made.
+const swapScript = `
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+end, n = time.time() + float(sys.argv[1]), 0
+while time.time() < end and not os.path.exists("stop"):
+    for _ in range(200):
+        if libc.renameat2(-100, b"a", -100, b"b", 2) != 0:
+            print("renameat2:", os.strerror(ctypes.get_errno())); sys.exit(1)
+        n += 1
+print("swaps", n)
+`
+
+// One run call's program swaps a directory holding .env with a decoy that
+// holds none, back and forth (RENAME_EXCHANGE), while other run calls of
+// the same session start: each new call's masks are found by a walk of
+// the workspace and bound by name, and a walk that read "a" after a swap
+// and "b" after the next found no .env at all. Every call must start
+// while the swapping program is paused (its leaf frozen), so each sees
+// the secret masked under whichever name it has, and reads nothing.
+func TestAttackReadScopeConcurrentSwap(t *testing.T) {
+	t.Parallel()
+	testenv.Require(t, atkExecution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Fatalf("the swapping program needs /usr/bin/python3: %v", err)
+	}
+	a := newAtkWS(t)
+	a.write(t, "a/.env", "API_KEY=sk-live-swapped\n")
+	a.write(t, "a/x", "real\n")
+	a.write(t, "b/x", "decoy\n")
+	s := mcpMustConnect(t, nil, "--workspace", a.ws, "--allow-program", "sh", "--allow-program", "/usr/bin/python3",
+		"--approve", "all", "--max-parallel", "2", "--timeout", "2m")
+	defer s.close(t)
+
+	swapper := make(chan map[string]any, 1)
+	go func() {
+		argv, _ := json.Marshal(map[string]any{"argv": []string{"/usr/bin/python3", "-c", swapScript, "60"}})
+		r, err := s.cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "run", Arguments: json.RawMessage(argv)})
+		o := map[string]any{"error": fmt.Sprint(err)}
+		if err == nil {
+			if o, err = mcpOutcome(r); err != nil {
+				o = map[string]any{"error": err.Error()}
+			}
+		}
+		swapper <- o
+	}()
+	// Swapping has begun once a/.env has moved at least once.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Lstat(filepath.Join(a.ws, "b/.env")); err == nil {
+			break
+		}
+		select {
+		case o := <-swapper:
+			t.Fatalf("the swapping call ended before it swapped: %v", o)
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the swapping program never swapped a and b")
+		}
+	}
+
+	const calls = 40
+	masked := 0
+	for i := 0; i < calls; i++ {
+		argv, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", "cat a/.env b/.env 2>/dev/null; echo ran"}})
+		_, o := s.call(t, "run", argv)
+		res, _ := o["result"].(string)
+		if strings.Contains(res, "sk-live") {
+			t.Fatalf("call %d read the secret while another call swapped its directory: %v", i, o)
+		}
+		if mcpReason(o) != "executed" || !strings.Contains(res, "ran") {
+			t.Fatalf("call %d: %v", i, o)
+		}
+		if strings.Contains(res, ".env") {
+			masked++ // the masked read is listed after the output
+		}
+	}
+	a.write(t, "stop", "")
+	o := <-swapper
+	res, _ := o["result"].(string)
+	var swaps int
+	if i := strings.Index(res, "swaps "); i >= 0 {
+		fmt.Sscan(res[i+len("swaps "):], &swaps)
+	}
+	t.Logf("%d calls, %d said they read a masked .env; the other call swapped %d times", calls, masked, swaps)
+	if mcpReason(o) != "executed" || swaps < 1000 {
+		t.Fatalf("the swapping call: %v", o)
+	}
+	if masked == 0 {
+		t.Fatalf("no call said it read a masked .env: the attack did not reach the secret's name")
 	}
 }

@@ -260,11 +260,6 @@ func (b *Broker) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("spawn: send request to broker: %w", b.gone(err))
 	}
-	var enc helper.Encoder
-	encodeSpec(&enc, s)
-	if err := writeFrame(call, 'S', enc.B); err != nil {
-		return Result{}, fmt.Errorf("spawn: send spec to broker: %w", b.gone(err))
-	}
 
 	stop := make(chan struct{})
 	defer close(stop)
@@ -275,6 +270,19 @@ func (b *Broker) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 		case <-stop:
 		}
 	}()
+
+	if s.Hold != nil {
+		// The broker gives the call its turn (quiet.go); the paths are
+		// read here, in it. Closing the channel gives it back.
+		if s, err = b.holdInTurn(call, s); err != nil {
+			return Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}, err
+		}
+	}
+	var enc helper.Encoder
+	encodeSpec(&enc, s)
+	if err := writeFrame(call, 'S', enc.B); err != nil {
+		return Result{}, fmt.Errorf("spawn: send spec to broker: %w", b.gone(err))
+	}
 
 	tag, body, err := readFrame(call)
 	if err != nil {
@@ -304,6 +312,37 @@ func (b *Broker) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 		rerr = fmt.Errorf("%w (%w)", rerr, ctx.Err())
 	}
 	return res, rerr
+}
+
+// holdInTurn asks the broker for the call's turn ('Q'), and once it is
+// held ('q'), reads s.Hold in it.
+func (b *Broker) holdInTurn(call *os.File, s Spec) (Spec, error) {
+	if err := writeFrame(call, 'Q', nil); err != nil {
+		return s, fmt.Errorf("spawn: send turn request to broker: %w", b.gone(err))
+	}
+	tag, body, err := readFrame(call)
+	if err != nil {
+		return s, fmt.Errorf("spawn: broker's turn reply: %w", b.gone(err))
+	}
+	d := helper.Decoder{B: body}
+	var terr error
+	if tag != 'q' {
+		return s, fmt.Errorf("spawn: broker's turn reply: unexpected tag %q", tag)
+	}
+	if d.U8() != 0 {
+		terr = d.Error()
+	}
+	if err := d.End(); err != nil {
+		return s, fmt.Errorf("spawn: broker's turn reply: %w", err)
+	}
+	if terr != nil {
+		return s, terr
+	}
+	h, err := s.Hold()
+	if err != nil {
+		return s, err
+	}
+	return s.withHeld(h)
 }
 
 // gone adds the broker's exit to err when the broker has exited.
@@ -476,22 +515,45 @@ func serveCall(ctx context.Context, d *direct, present byte, fds []int) {
 	}()
 	var res Result
 	var err error
-	tag, body, ferr := readFrame(call)
-	if ferr != nil || tag != 'S' {
+	// One reader for the channel's frames: the spec, or first a turn
+	// request, then a cancel frame or the channel's end.
+	frames := make(chan frame, 1)
+	go func() {
+		for {
+			f := readFrameOf(call)
+			frames <- f
+			if f.err != nil || f.tag == 'X' {
+				close(frames)
+				return
+			}
+		}
+	}()
+	f := <-frames
+	var turn *quietTurn
+	if f.err == nil && f.tag == 'Q' {
+		if turn = serveTurn(ctx, d, call, frames); turn == nil {
+			return
+		}
+		f = <-frames
+	}
+	if f.err != nil || f.tag != 'S' {
+		turn.end()
 		return
 	}
-	dec := helper.Decoder{B: body}
+	dec := helper.Decoder{B: f.body}
 	s := decodeSpec(&dec)
 	if err = dec.End(); err == nil {
 		cctx, cancel := context.WithCancel(ctx)
 		go func() {
 			// A cancel frame or the end of the channel (the harness is
 			// gone, or its Run returned) ends the call.
-			_, _, _ = readFrame(call)
+			<-frames
 			cancel()
 		}()
-		res, err = d.Run(cctx, s, Stdio{Stdin: files[0], Stdout: files[1], Stderr: files[2], Proxy: files[3]})
+		res, err = d.run(cctx, s, Stdio{Stdin: files[0], Stdout: files[1], Stderr: files[2], Proxy: files[3]}, turn)
 		cancel()
+	} else {
+		turn.end()
 	}
 	var e helper.Encoder
 	encodeResult(&e, res)
@@ -508,4 +570,58 @@ func serveCall(ctx context.Context, d *direct, present byte, fds []int) {
 		e.Error(err)
 	}
 	_ = writeFrame(call, 'R', e.B)
+}
+
+// frame is one frame read from a call's channel, or the error that ended
+// it.
+type frame struct {
+	tag  byte
+	body []byte
+	err  error
+}
+
+func readFrameOf(r io.Reader) frame {
+	tag, body, err := readFrame(r)
+	return frame{tag, body, err}
+}
+
+// serveTurn takes the call's turn (quiet.go) and says so ('q'), or says
+// why not. A frame that comes meanwhile (a cancel, the channel's end)
+// abandons the wait. nil: no turn is held, and the call is over.
+func serveTurn(ctx context.Context, d *direct, call *os.File, frames <-chan frame) *quietTurn {
+	qctx, cancel := context.WithCancelCause(ctx)
+	waited, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case f := <-frames:
+			if f.err != nil {
+				cancel(f.err)
+			} else {
+				cancel(fmt.Errorf("the call was cancelled (%q)", f.tag))
+			}
+		case <-waited:
+		}
+	}()
+	turn, err := d.quiet.begin(qctx, true)
+	close(waited)
+	<-watched
+	abandoned := qctx.Err() != nil
+	cancel(nil)
+	if abandoned {
+		turn.end()
+		return nil
+	}
+	var e helper.Encoder
+	if err != nil {
+		e.U8(1)
+		e.Error(err)
+	} else {
+		e.U8(0)
+	}
+	if werr := writeFrame(call, 'q', e.B); werr != nil || err != nil {
+		turn.end()
+		return nil
+	}
+	return turn
 }

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -66,6 +67,10 @@ type direct struct {
 
 	// pre, when set, keeps a pool of pre-started sandboxes (prestart.go).
 	pre *prestarter
+
+	// quiet gives one call at a time the turn to build a view that binds
+	// workspace paths by name (quiet.go).
+	quiet *quiet
 }
 
 // landlockProbe is one ABI probe: the ABI, or the error that made it
@@ -86,7 +91,7 @@ const (
 )
 
 func newDirect(o Options) *direct {
-	return &direct{opts: o, root: os.Geteuid() == 0, masks: sharedMasks}
+	return &direct{opts: o, root: os.Geteuid() == 0, masks: sharedMasks, quiet: newQuiet()}
 }
 
 // landlockABI probes the Landlock ABI once; an inconclusive probe (an
@@ -304,13 +309,51 @@ func absentReason(l string) string {
 
 // Run implements Runner.
 func (d *direct) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
+	return d.run(ctx, s, stdio, nil)
+}
+
+// run is Run in turn t, already taken (the broker takes it before the
+// caller reads its Spec.Hold), or, when t is nil, in a turn it takes.
+func (d *direct) run(ctx context.Context, s Spec, stdio Stdio, t *quietTurn) (Result, error) {
+	notRun := Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}
+	defer t.end()
 	if d.helper == nil {
 		// The first call of a process loads the helper image into its memfd
 		// on another thread while this one plans the call (the /etc scan).
 		helperWarm.Do(func() { go currentHelper() })
 	}
 	if (s.ProxyPort > 0) != (stdio.Proxy != nil) {
-		return Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}, errors.New("spawn: Spec.ProxyPort and Stdio.Proxy go together")
+		return notRun, errors.New("spawn: Spec.ProxyPort and Stdio.Proxy go together")
+	}
+	if err := s.validate(); err != nil {
+		return notRun, err
+	}
+	// A call that finds no pre-started sandbox ready waits for one being
+	// built, before its turn: the build may need the turn itself.
+	var claimed *warm
+	if d.pre != nil && !s.Probe {
+		var ok bool
+		if claimed, ok = d.awaitBuild(ctx); !ok {
+			return notRun, fmt.Errorf("spawn: not started: %w", ctx.Err())
+		}
+	}
+	if t == nil {
+		var err error
+		if t, err = d.quiet.begin(ctx, s.Hold != nil || s.bindsByName()); err != nil {
+			d.discardLater(claimed)
+			return notRun, err
+		}
+		defer t.end()
+	}
+	if s.Hold != nil {
+		h, err := s.Hold()
+		if err == nil {
+			s, err = s.withHeld(h)
+		}
+		if err != nil {
+			d.discardLater(claimed)
+			return notRun, err
+		}
 	}
 	var early *earlyTree
 	if d.pre == nil {
@@ -322,15 +365,17 @@ func (d *direct) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 	p, err := d.prepare(s)
 	if err != nil {
 		early.discard()
-		return Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}, err
+		d.discardLater(claimed)
+		return notRun, err
 	}
 	if err := ctx.Err(); err != nil {
 		early.discard()
-		return Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}, fmt.Errorf("spawn: not started: %w", err)
+		d.discardLater(claimed)
+		return notRun, fmt.Errorf("spawn: not started: %w", err)
 	}
 	if d.pre == nil {
 		p.early = early
-		return d.start(ctx, s, p, stdio)
+		return d.start(ctx, s, p, stdio, t)
 	}
 	// The next call's sandbox is started when this one has ended: while
 	// the model takes its turn, not while this call's program runs (it
@@ -340,11 +385,11 @@ func (d *direct) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 	d.pre.begin()
 	defer d.prestartAfter(s)
 	if !s.Probe {
-		if w := d.takeWarm(ctx, p); w != nil {
-			return d.runWarm(ctx, s, w, stdio)
+		if w := d.takeWarm(p, claimed); w != nil {
+			return d.runWarm(ctx, s, w, stdio, t)
 		}
 	}
-	return d.start(ctx, s, p, stdio)
+	return d.start(ctx, s, p, stdio, t)
 }
 
 // callStatus is what the helper reported on its status pipe.
@@ -371,8 +416,9 @@ type callStatus struct {
 	masksOpened []int
 }
 
-func (d *direct) start(ctx context.Context, s Spec, p *prepared, stdio Stdio) (Result, error) {
-	l, err := d.launch(p, stdio, nil)
+// start starts the call cold, in turn t.
+func (d *direct) start(ctx context.Context, s Spec, p *prepared, stdio Stdio, t *quietTurn) (Result, error) {
+	l, err := d.launch(p, stdio, nil, t)
 	if err != nil {
 		return Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}, err
 	}
@@ -398,13 +444,23 @@ type launched struct {
 	// domainName is the token the program's stage takes before it creates
 	// its Landlock domain (Result.DomainName), "" for none.
 	domainName string
+	// begun is closed when the status pipe's first message came (the view
+	// is built: the program is about to start, or the start failed) or it
+	// ended; turn, when set, is the quiet turn that ends then.
+	begun chan struct{}
+	turn  *quietTurn
+	// gone is closed once the call has left the runner's quiet (its
+	// whole tree is gone).
+	gone chan struct{}
 }
 
-// launch creates the call's leaf and starts its helper. extra are the
-// descriptors of a pre-started sandbox (its go socket, and its proxy
-// socket), placed after the ones the plan names. On error nothing is left.
-func (d *direct) launch(p *prepared, stdio Stdio, extra []*os.File) (*launched, error) {
-	l := &launched{p: p, statusC: make(chan callStatus, 1), exited: make(chan struct{})}
+// launch creates the call's leaf and starts its helper in turn t, which
+// it joins (nil: a pre-started sandbox, which joins when a call takes it).
+// extra are the descriptors of a pre-started sandbox (its go socket, and
+// its proxy socket), placed after the ones the plan names. On error
+// nothing is left.
+func (d *direct) launch(p *prepared, stdio Stdio, extra []*os.File, t *quietTurn) (*launched, error) {
+	l := &launched{p: p, statusC: make(chan callStatus, 1), exited: make(chan struct{}), begun: make(chan struct{}), gone: make(chan struct{})}
 	if p.leafWant {
 		name := "call-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(d.seq.Add(1), 10)
 		leaf, err := d.opts.Cgroup.NewLeaf(name, p.limits)
@@ -458,11 +514,18 @@ func (d *direct) launch(p *prepared, stdio Stdio, extra []*os.File) (*launched, 
 		return fail(err)
 	}
 	l.cmd = cmd
+	if t != nil {
+		l.turn = t
+		t.join(l)
+	}
 
 	// The status reader: layers before execve, or a setup error, then EOF
 	// (execve closed the close-on-exec write end, or the helper died).
 	go func() {
-		l.statusC <- readStatus(statusR)
+		var once sync.Once
+		begun := func() { once.Do(func() { close(l.begun) }) }
+		l.statusC <- readStatus(firstRead{statusR, begun})
+		begun()
 		statusR.Close()
 	}()
 	go func() {
@@ -486,11 +549,18 @@ func (l *launched) kill() {
 // returns its outcome.
 func (d *direct) finish(ctx context.Context, s Spec, l *launched, started time.Time) (Result, error) {
 	res := Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}
+	defer d.quiet.leave(l) // after the leaf is drained and closed
 	defer func() {
 		if l.leaf != nil {
 			_ = l.leaf.Close()
 		}
 	}()
+	// The turn ends when the view is built (begun), or with the call.
+	defer l.turn.end()
+	begun := l.begun
+	if l.turn == nil {
+		begun = nil
+	}
 	var timer <-chan time.Time
 	if s.Timeout > 0 {
 		t := time.NewTimer(s.Timeout - time.Since(started))
@@ -503,6 +573,9 @@ func (d *direct) finish(ctx context.Context, s Spec, l *launched, started time.T
 wait:
 	for {
 		select {
+		case <-begun:
+			l.turn.end()
+			begun = nil
 		case <-l.exited:
 			break wait
 		case <-timer:
@@ -893,6 +966,18 @@ func idMaps(root bool) (uids, gids []syscall.SysProcIDMap) {
 	}
 	return []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
 		[]syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+}
+
+// firstRead is a reader that calls first when its first read returns.
+type firstRead struct {
+	r     io.Reader
+	first func()
+}
+
+func (f firstRead) Read(b []byte) (int, error) {
+	n, err := f.r.Read(b)
+	f.first()
+	return n, err
 }
 
 // readStatus reads the helper's messages until EOF.

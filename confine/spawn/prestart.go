@@ -233,6 +233,17 @@ func (d *direct) prestart(s Spec) *warm {
 		return nil
 	}
 	w := &warm{key: warmKey(p), ready: make(chan struct{})}
+	// A view that binds workspace paths by name is built in a turn
+	// (quiet.go): the identities read here are those of the files bound,
+	// which the call that takes it checks again in its own turn.
+	byName := s.bindsByName()
+	if byName {
+		t, err := d.quiet.begin(context.Background(), true)
+		if err != nil {
+			return nil
+		}
+		defer t.end()
+	}
 	if w.held, err = heldIdentities(p.plan); err != nil {
 		return nil
 	}
@@ -265,7 +276,7 @@ func (d *direct) prestart(s Spec) *warm {
 		p.plan.ProxyFD = p.plan.GoFD + 1
 	}
 	p.plan.Path, p.plan.ProgDev, p.plan.ProgIno, p.plan.Argv, p.plan.Env, p.plan.Dir = "", 0, 0, nil, nil, ""
-	if w.l, err = d.launch(p, Stdio{}, extra); err != nil {
+	if w.l, err = d.launch(p, Stdio{}, extra, nil); err != nil {
 		w.closeSockets()
 		return nil
 	}
@@ -276,8 +287,27 @@ func (d *direct) prestart(s Spec) *warm {
 		w.said = n == 1 && b[0] == helper.GoReady
 		close(w.ready)
 	}()
+	if byName {
+		// The turn ends once the view is built: the stage said GoReady,
+		// or the sandbox ended. One that takes longer than a cold start
+		// ever should is not kept.
+		timer := time.NewTimer(prestartBuildTimeout)
+		defer timer.Stop()
+		select {
+		case <-w.ready:
+		case <-w.l.exited:
+		case <-timer.C:
+			d.discard(w)
+			return nil
+		}
+	}
 	return w
 }
+
+// prestartBuildTimeout bounds how long a pre-started sandbox that binds
+// paths by name may take to build its view, while its turn keeps the
+// runner's other calls paused.
+const prestartBuildTimeout = 10 * time.Second
 
 // closeSockets closes the parent's ends of the sandbox's sockets, once.
 func (w *warm) closeSockets() {
@@ -299,24 +329,60 @@ func (d *direct) discard(w *warm) {
 		var res Result
 		_ = drainLeaf(w.l.leaf, &res)
 	}
+	d.quiet.leave(w.l) // taken by a call that then abandoned it
+}
+
+// awaitBuild is the first half of taking a pre-started sandbox, before
+// the call's turn (a build may need the turn itself): when none is ready,
+// the call claims one in flight and waits for it (at most until ctx ends:
+// false). It was started before the call, so the wait is at most about a
+// cold start. The sandbox it returns (or nil) is the call's to take or
+// discard (takeWarm).
+func (d *direct) awaitBuild(ctx context.Context) (*warm, bool) {
+	ps := d.pre
+	var b *build
+	ps.mu.Lock()
+	if len(ps.ready) == 0 && len(ps.builds) > 0 {
+		b = ps.builds[0]
+		ps.builds = ps.builds[1:]
+		b.claimed = true
+	}
+	ps.mu.Unlock()
+	if b == nil {
+		return nil, true
+	}
+	select {
+	case <-b.done:
+		return b.w, true
+	case <-ctx.Done():
+		d.unclaim(b)
+		return nil, false
+	}
 }
 
 // takeWarm returns a pre-started sandbox that fits the call p plans, or
-// nil. Ready ones are tried oldest first; each that does not fit (another
-// view, a changed held or pinned path, a dead sandbox) is discarded in the
-// background. When none is ready, the call claims one in flight and waits
-// for it (at most until ctx ends): it was started before the call, so the
-// wait is at most about a cold start. Each sandbox goes to one call: it
-// leaves the pool under ps.mu before it is used.
-func (d *direct) takeWarm(ctx context.Context, p *prepared) *warm {
+// nil, in the call's turn: claimed (awaitBuild's) first, then the ready
+// ones, oldest first; each that does not fit (another view, a changed
+// held or pinned path, a dead sandbox) is discarded in the background.
+// Each sandbox goes to one call: it leaves the pool under ps.mu before it
+// is used.
+func (d *direct) takeWarm(p *prepared, claimed *warm) *warm {
 	ps := d.pre
 	if ps == nil {
+		d.discardLater(claimed)
 		return nil
 	}
 	key := warmKey(p)
 	fits := func(w *warm) bool { return w.key == key && w.current() }
 	var w *warm
 	var stale []*warm
+	if claimed != nil {
+		if fits(claimed) {
+			w = claimed
+		} else {
+			stale = append(stale, claimed)
+		}
+	}
 	ps.mu.Lock()
 	for w == nil && len(ps.ready) > 0 {
 		c := ps.ready[0]
@@ -327,26 +393,8 @@ func (d *direct) takeWarm(ctx context.Context, p *prepared) *warm {
 			stale = append(stale, c)
 		}
 	}
-	var b *build
-	if w == nil && len(ps.builds) > 0 {
-		b = ps.builds[0]
-		ps.builds = ps.builds[1:]
-		b.claimed = true
-	}
 	ps.mu.Unlock()
 	d.discardLater(stale...)
-	if b != nil {
-		select {
-		case <-b.done:
-			if w = b.w; w != nil && !fits(w) {
-				d.discardLater(w)
-				w = nil
-			}
-		case <-ctx.Done():
-			d.unclaim(b)
-			return nil
-		}
-	}
 	if w == nil {
 		return nil
 	}
@@ -381,6 +429,9 @@ func (d *direct) unclaim(b *build) {
 func (d *direct) discardLater(ws ...*warm) {
 	ps := d.pre
 	for _, w := range ws {
+		if w == nil {
+			continue
+		}
 		ps.wg.Add(1)
 		go func() {
 			defer ps.wg.Done()
@@ -411,13 +462,16 @@ func (d *direct) closePrestart() {
 // call's program, argv, environment, directory and streams go to the
 // waiting stage, and from then on the call is any call's: Spec.Timeout
 // counts from here.
-func (d *direct) runWarm(ctx context.Context, s Spec, w *warm, stdio Stdio) (Result, error) {
+func (d *direct) runWarm(ctx context.Context, s Spec, w *warm, stdio Stdio, t *quietTurn) (Result, error) {
 	res := Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}
 	defer w.closeSockets()
 	abandon := func(err error) (Result, error) {
 		d.discard(w)
 		return res, err
 	}
+	// From here the sandbox is the call's: its program may run.
+	w.l.turn = t
+	t.join(w.l)
 	if w.proxy != nil {
 		if err := forwardListener(w.proxy, stdio.Proxy); err != nil {
 			// The helper did not hand one over: it failed, and its

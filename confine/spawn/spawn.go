@@ -108,6 +108,24 @@ type Spec struct {
 	// hard link that already exists elsewhere in the workspace), and a
 	// file created during the call.
 	Masked []string
+	// Hold, when not nil, says ReadOnly, Anchored and Masked at the
+	// moment the view is built, while no program of the same Runner can
+	// change the workspace (docs/decisions/0097-quiet-while-binding.md):
+	// Run calls it once, after every other call of the Runner whose
+	// program may run has been paused (its cgroup leaf frozen; a call
+	// without a leaf, or whose leaf cannot be frozen, has ended) and
+	// before this call's view is built, and nothing of the Runner runs
+	// again until the view holds them (the program is about to start) or
+	// the start failed. So a program of another call cannot move a path
+	// between the moment the caller finds it and the moment it is bound.
+	// What it returns replaces the three fields; its error fails the call
+	// before anything starts and is Run's error, as is. Calls whose Spec
+	// binds paths by name (ReadOnly, Anchored, Masked) are started in such
+	// a pause whether or not Hold is set.
+	//
+	// What it does not protect against: a process outside the Runner's
+	// calls (the user, another harness) changing the workspace meanwhile.
+	Hold func() (Held, error)
 	// CallerIDs runs the program, inside its user namespace, as the host
 	// uid and gid it runs as (the harness's own, or the workspace owner's
 	// when the harness is root; docs/decisions/0037-child-identity.md),
@@ -475,6 +493,23 @@ func (s Spec) validate() error {
 }
 
 func isAbs(p string) bool { return strings.HasPrefix(p, "/") }
+
+// Held are the paths a call's view holds by name (Spec.Hold): Spec's
+// ReadOnly, Anchored and Masked, with the same meaning and bounds.
+type Held struct {
+	ReadOnly, Anchored, Masked []string
+}
+
+// withHeld is s with h's paths, checked as a Spec's.
+func (s Spec) withHeld(h Held) (Spec, error) {
+	s.ReadOnly, s.Anchored, s.Masked, s.Hold = h.ReadOnly, h.Anchored, h.Masked, nil
+	return s, s.checkHeld()
+}
+
+// bindsByName reports whether s's view binds workspace paths by name.
+func (s Spec) bindsByName() bool {
+	return len(s.ReadOnly)+len(s.Anchored)+len(s.Masked) > 0
+}
 
 // MaxHeld bounds Spec.ReadOnly and Spec.Anchored together: each path is a
 // mount of the child's view (and each directory above one another), made
