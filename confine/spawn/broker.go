@@ -529,15 +529,15 @@ func serveCall(ctx context.Context, d *direct, present byte, fds []int) {
 		}
 	}()
 	f := <-frames
-	var turn *quietTurn
+	var adm *admission
 	if f.err == nil && f.tag == 'Q' {
-		if turn = serveTurn(ctx, d, call, frames); turn == nil {
+		if adm = serveTurn(ctx, d, call, frames); adm == nil {
 			return
 		}
 		f = <-frames
 	}
 	if f.err != nil || f.tag != 'S' {
-		turn.end()
+		d.unadmit(adm)
 		return
 	}
 	dec := helper.Decoder{B: f.body}
@@ -550,10 +550,10 @@ func serveCall(ctx context.Context, d *direct, present byte, fds []int) {
 			<-frames
 			cancel()
 		}()
-		res, err = d.run(cctx, s, Stdio{Stdin: files[0], Stdout: files[1], Stderr: files[2], Proxy: files[3]}, turn)
+		res, err = d.run(cctx, s, Stdio{Stdin: files[0], Stdout: files[1], Stderr: files[2], Proxy: files[3]}, adm)
 		cancel()
 	} else {
-		turn.end()
+		d.unadmit(adm)
 	}
 	var e helper.Encoder
 	encodeResult(&e, res)
@@ -585,10 +585,11 @@ func readFrameOf(r io.Reader) frame {
 	return frame{tag, body, err}
 }
 
-// serveTurn takes the call's turn (quiet.go) and says so ('q'), or says
-// why not. A frame that comes meanwhile (a cancel, the channel's end)
-// abandons the wait. nil: no turn is held, and the call is over.
-func serveTurn(ctx context.Context, d *direct, call *os.File, frames <-chan frame) *quietTurn {
+// serveTurn admits the call (direct.admit: its turn, quiet.go) and says
+// so ('q'), or says why not. A frame that comes meanwhile (a cancel, the
+// channel's end) abandons the wait. nil: nothing is held, and the call is
+// over.
+func serveTurn(ctx context.Context, d *direct, call *os.File, frames <-chan frame) *admission {
 	qctx, cancel := context.WithCancelCause(ctx)
 	waited, watched := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -603,13 +604,13 @@ func serveTurn(ctx context.Context, d *direct, call *os.File, frames <-chan fram
 		case <-waited:
 		}
 	}()
-	turn, err := d.quiet.begin(qctx, true)
+	adm, err := d.admit(qctx, true, false)
 	close(waited)
 	<-watched
 	abandoned := qctx.Err() != nil
 	cancel(nil)
 	if abandoned {
-		turn.end()
+		d.unadmit(adm)
 		return nil
 	}
 	var e helper.Encoder
@@ -620,8 +621,8 @@ func serveTurn(ctx context.Context, d *direct, call *os.File, frames <-chan fram
 		e.U8(0)
 	}
 	if werr := writeFrame(call, 'q', e.B); werr != nil || err != nil {
-		turn.end()
+		d.unadmit(adm)
 		return nil
 	}
-	return turn
+	return adm
 }

@@ -312,11 +312,52 @@ func (d *direct) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 	return d.run(ctx, s, stdio, nil)
 }
 
-// run is Run in turn t, already taken (the broker takes it before the
-// caller reads its Spec.Hold), or, when t is nil, in a turn it takes.
-func (d *direct) run(ctx context.Context, s Spec, stdio Stdio, t *quietTurn) (Result, error) {
+// admission is what a call holds before it plans: the pre-started
+// sandbox it claimed while none was ready (nil for none), then its quiet
+// turn (quiet.go). The claim comes first: the build it waits for may need
+// the turn itself.
+type admission struct {
+	claimed *warm
+	turn    *quietTurn
+}
+
+// admit claims a sandbox being built when none is ready (not for a probe,
+// which never takes one), then takes the call's turn, pausing the others
+// with pause. On error nothing is held.
+func (d *direct) admit(ctx context.Context, pause, probe bool) (*admission, error) {
+	a := &admission{}
+	if d.pre != nil && !probe {
+		var ok bool
+		if a.claimed, ok = d.awaitBuild(ctx); !ok {
+			return nil, fmt.Errorf("spawn: not started: %w", ctx.Err())
+		}
+	}
+	t, err := d.quiet.begin(ctx, pause)
+	if err != nil {
+		d.discardLater(a.claimed)
+		return nil, err
+	}
+	a.turn = t
+	return a, nil
+}
+
+// unadmit gives back what a holds and the call did not use (nil: nothing).
+func (d *direct) unadmit(a *admission) {
+	if a == nil {
+		return
+	}
+	a.turn.end()
+	if a.claimed != nil {
+		d.discardLater(a.claimed)
+		a.claimed = nil
+	}
+}
+
+// run is Run with the call admitted already (the broker admits a call
+// before its caller reads Spec.Hold), or, when a is nil, admitted here.
+func (d *direct) run(ctx context.Context, s Spec, stdio Stdio, a *admission) (Result, error) {
 	notRun := Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}
-	defer t.end()
+	defer d.unadmit(a)
 	if d.helper == nil {
 		// The first call of a process loads the helper image into its memfd
 		// on another thread while this one plans the call (the /etc scan).
@@ -328,30 +369,20 @@ func (d *direct) run(ctx context.Context, s Spec, stdio Stdio, t *quietTurn) (Re
 	if err := s.validate(); err != nil {
 		return notRun, err
 	}
-	// A call that finds no pre-started sandbox ready waits for one being
-	// built, before its turn: the build may need the turn itself.
-	var claimed *warm
-	if d.pre != nil && !s.Probe {
-		var ok bool
-		if claimed, ok = d.awaitBuild(ctx); !ok {
-			return notRun, fmt.Errorf("spawn: not started: %w", ctx.Err())
-		}
-	}
-	if t == nil {
+	if a == nil {
 		var err error
-		if t, err = d.quiet.begin(ctx, s.Hold != nil || s.bindsByName()); err != nil {
-			d.discardLater(claimed)
+		if a, err = d.admit(ctx, s.Hold != nil || s.bindsByName(), s.Probe); err != nil {
 			return notRun, err
 		}
-		defer t.end()
+		defer d.unadmit(a)
 	}
+	t := a.turn
 	if s.Hold != nil {
 		h, err := s.Hold()
 		if err == nil {
 			s, err = s.withHeld(h)
 		}
 		if err != nil {
-			d.discardLater(claimed)
 			return notRun, err
 		}
 	}
@@ -365,12 +396,10 @@ func (d *direct) run(ctx context.Context, s Spec, stdio Stdio, t *quietTurn) (Re
 	p, err := d.prepare(s)
 	if err != nil {
 		early.discard()
-		d.discardLater(claimed)
 		return notRun, err
 	}
 	if err := ctx.Err(); err != nil {
 		early.discard()
-		d.discardLater(claimed)
 		return notRun, fmt.Errorf("spawn: not started: %w", err)
 	}
 	if d.pre == nil {
@@ -385,6 +414,8 @@ func (d *direct) run(ctx context.Context, s Spec, stdio Stdio, t *quietTurn) (Re
 	d.pre.begin()
 	defer d.prestartAfter(s)
 	if !s.Probe {
+		claimed := a.claimed
+		a.claimed = nil
 		if w := d.takeWarm(p, claimed); w != nil {
 			return d.runWarm(ctx, s, w, stdio, t)
 		}
