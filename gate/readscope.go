@@ -27,10 +27,12 @@ import (
 // What it does not protect against: a second name of the same file (a
 // hard link that already exists under a name no rule denies), a file that
 // appears during a run call (the child's own), what a run child derives
-// from the path otherwise (its size through stat, its name), and another
-// run call's program that renames directories while a call's masks are
-// found and bound (max_parallel > 1; decision 0096). A run call whose
-// masks' walk cannot enter a directory is refused (holdFor).
+// from the path otherwise (its size through stat, its name), and a process
+// outside the session's run calls (the user, another harness) renaming
+// directories while a call's masks are found and bound: the session's
+// other run calls are paused meanwhile (spawn.Spec.Hold; decision 0097).
+// A run call whose masks' walk cannot enter a directory is refused
+// (readHold).
 
 // DefaultReadScope is what read_scope denies unless a rule before it
 // decides: environment files and private keys, with their usual public

@@ -74,9 +74,8 @@ type NetModeReport struct {
 // maskedSummary says what a run call's program reads as empty here.
 func maskedSummary() (string, []string) {
 	const scope = "the workspace files the read scope denies (by default .env, .env.*, *.pem, *.key, .netrc and SSH private keys), " +
-		"as the check at each call's start finds them (a call is refused when the check cannot see into a directory); " +
-		"a call that starts while another run call of the session runs is not shielded from that call's program renaming directories meanwhile: " +
-		"max_parallel 1 closes that where the read scope keeps secrets from a model"
+		"as the check at each call's start finds them (a call is refused when the check cannot see into a directory), " +
+		"while every other run call of the session is paused (its cgroup leaf frozen; without one, waited for until it ends) until they are bound"
 	paths, err := spawn.MaskedSystemPaths()
 	if err != nil {
 		return "the /etc scan failed (" + err.Error() + "), so no run call starts; " + scope, []string{}
