@@ -273,7 +273,21 @@ func (l *Leaf) Freeze(ctx context.Context) error {
 	if err := l.setFrozen("1"); err != nil {
 		return err
 	}
-	return waitEvents(ctx, l.path, "to freeze", func() (bool, error) { return frozenNow(l.path) })
+	// Polled, not watched: the kernel rate-limits cgroup.events
+	// notifications to one per 20 ms, and a freeze takes microseconds
+	// (or as long as a dying process takes to leave).
+	wait := 20 * time.Microsecond
+	for {
+		ok, err := frozenNow(l.path)
+		if err != nil || ok {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return errorf("wait for %s to freeze: %w", l.path, err)
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 2*time.Millisecond)
+	}
 }
 
 // Thaw lets the leaf's processes run again (cgroup.freeze 0). On a closed
@@ -558,7 +572,7 @@ func waitEmpty(ctx context.Context, dir string) error {
 }
 
 // frozenNow reports whether the kernel says the tree at dir is frozen
-// ("frozen 1" in cgroup.events).
+// ("frozen 1" in cgroup.events) or holds no process.
 func frozenNow(dir string) (bool, error) {
 	b, err := readFile(filepath.Join(dir, "cgroup.events"))
 	if err != nil {
@@ -572,7 +586,9 @@ func frozenNow(dir string) (bool, error) {
 	if !ok {
 		return false, errorf("%s has no \"frozen\" line", filepath.Join(dir, "cgroup.events"))
 	}
-	return v != 0, nil
+	// An empty tree runs nothing: as good as frozen.
+	pop, known := kv["populated"]
+	return v != 0 || (known && pop == 0), nil
 }
 
 // waitEvents waits until done reports true, reading it again whenever the
