@@ -154,6 +154,7 @@ func (g *Gate) holdBefore() (*runHold, error) {
 		if err == nil && (st.IsDir() || st.IsRegular()) {
 			e.held, e.whole = true, st.IsDir()
 			h.hold.ReadOnly = append(h.hold.ReadOnly, p)
+			h.identify(p, st)
 		}
 		h.prot = append(h.prot, e)
 	}
@@ -182,11 +183,9 @@ func (g *Gate) holdBefore() (*runHold, error) {
 			return false
 		}
 		if masking && (typ == unix.DT_REG || typ == unix.DT_UNKNOWN) {
-			if _, denied := readVerdict(rel); denied && (typ == unix.DT_REG || stat().IsRegular()) {
-				if len(h.hold.Masked) == MaxReadMasks {
-					h.maskOverflow++
-				} else {
-					h.hold.Masked = append(h.hold.Masked, rel)
+			if _, denied := readVerdict(rel); denied {
+				if st := stat(); st.IsRegular() {
+					h.mask(rel, st)
 				}
 			}
 		}
@@ -217,12 +216,33 @@ func (g *Gate) holdBefore() (*runHold, error) {
 			e.held = true
 			h.hold.ReadOnly = append(h.hold.ReadOnly, rel)
 		}
+		h.identify(rel, e.before)
 		n++
 		h.heldList = append(h.heldList, rel+" ("+v.Text+")")
 		return e.before.IsDir() && !e.whole
 	})
 	h.skipped = skipped
 	return h, err
+}
+
+// identify records rel's identity as read (st) for the child's view to
+// bind rel only while it is that file (tools.Hold.IDs).
+func (h *runHold) identify(rel string, st workspace.EntryState) {
+	if h.hold.IDs == nil {
+		h.hold.IDs = map[string]tools.FileID{}
+	}
+	h.hold.IDs[rel] = tools.FileID{Dev: st.Dev, Ino: st.Ino}
+}
+
+// mask adds the regular file rel, read as st, to the files the child sees
+// empty; past MaxReadMasks it is counted in maskOverflow.
+func (h *runHold) mask(rel string, st workspace.EntryState) {
+	if len(h.hold.Masked) == MaxReadMasks {
+		h.maskOverflow++
+		return
+	}
+	h.hold.Masked = append(h.hold.Masked, rel)
+	h.identify(rel, st)
 }
 
 // protectedCovers reports whether rel is at or beneath a protected path.

@@ -86,10 +86,13 @@ type maskListing struct {
 	seen     uint64     // the last walk that took or stored it
 }
 
-// maskItem is a masked file or a subdirectory to enter.
+// maskItem is a masked file (with its device and inode as read: a file
+// put under its name since changes the directory's ctime) or a
+// subdirectory to enter.
 type maskItem struct {
-	name string
-	dir  bool
+	name     string
+	dir      bool
+	dev, ino uint64
 }
 
 // maxListings and maxListedItems bound what is kept: past them, a
@@ -182,13 +185,7 @@ func (g *Gate) walkMasks(h *runHold) error {
 	verdict := g.reads.verdicts()
 	walkNo := g.masks.begin()
 	buf := make([]byte, 32<<10)
-	add := func(rel string) {
-		if len(h.hold.Masked) == MaxReadMasks {
-			h.maskOverflow++
-		} else {
-			h.hold.Masked = append(h.hold.Masked, rel)
-		}
-	}
+
 	skip := func(rel, why string) {
 		if h.skipped == 0 {
 			h.unwalked = workspace.ShowPath(rel) + " (" + why + ")"
@@ -224,7 +221,7 @@ func (g *Gate) walkMasks(h *runHold) error {
 			for _, it := range l.items {
 				crel := workspace.Child(rel, it.name)
 				if !it.dir {
-					add(crel)
+					h.mask(crel, workspace.EntryState{Exists: true, Mode: unix.S_IFREG, Dev: it.dev, Ino: it.ino})
 					continue
 				}
 				if depth+1 >= workspace.MaxWalkDepth {
@@ -264,7 +261,12 @@ func (h *runHold) listMasks(fd int, rel string, ents []dirent.Entry, verdict fun
 			l.items = append(l.items, maskItem{name: e.Name, dir: true})
 		case unix.DT_REG:
 			if _, denied := verdict(crel); denied {
-				l.items = append(l.items, maskItem{name: e.Name})
+				// Its identity, for the view to mask this file only; one
+				// gone meanwhile is not there to mask.
+				var st unix.Stat_t
+				if unix.Fstatat(fd, e.Name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+					l.items = append(l.items, maskItem{name: e.Name, dev: st.Dev, ino: st.Ino})
+				}
 			}
 		}
 	}

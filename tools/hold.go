@@ -10,11 +10,20 @@ import "strings"
 //
 // Masked are regular files whose content the model must not be shown (the
 // read scope): the child sees each as an empty file (spawn.Spec.Masked).
+//
+// IDs are, by path, the files those paths were when they were read
+// (device and inode): the child's view binds such a path only while it is
+// still that file, and the call fails before its program runs otherwise
+// (spawn.Spec.HeldIDs).
 type Hold struct {
 	ReadOnly []string
 	Anchored []string
 	Masked   []string
+	IDs      map[string]FileID
 }
+
+// FileID is a file's device and inode.
+type FileID struct{ Dev, Ino uint64 }
 
 // Holder is implemented by a prepared call that runs a program (run): the
 // gate hands it, before Execute, the function that reads what its child

@@ -487,7 +487,14 @@ func (c *runCall) Hold(read func() (Hold, error)) {
 			c.holdErr = err
 			return spawn.Held{}, err
 		}
-		return spawn.Held{ReadOnly: holdPaths(ws, h.ReadOnly), Anchored: holdPaths(ws, h.Anchored), Masked: holdPaths(ws, h.Masked)}, nil
+		held := spawn.Held{ReadOnly: holdPaths(ws, h.ReadOnly), Anchored: holdPaths(ws, h.Anchored), Masked: holdPaths(ws, h.Masked)}
+		if len(h.IDs) > 0 {
+			held.IDs = make(map[string]spawn.FileID, len(h.IDs))
+			for rel, id := range h.IDs {
+				held.IDs[holdPaths(ws, []string{rel})[0]] = spawn.FileID{Dev: id.Dev, Ino: id.Ino}
+			}
+		}
+		return held, nil
 	}
 }
 func (c *runCall) Writes() []Write { return nil }

@@ -2,6 +2,7 @@ package spawn
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,5 +171,55 @@ func TestHeldMounts(t *testing.T) {
 	want := "/w/.git ro,/w/a rw,/w/a/b rw,/w/a/x rw,/w/a/b/c ro"
 	if strings.Join(got, ",") != want {
 		t.Errorf("held: %s\nwant %s", strings.Join(got, ","), want)
+	}
+}
+
+// TestHeldIdentities: a held or masked path whose identity (Spec.HeldIDs)
+// is not the file found there when the view is built (it was replaced
+// after the caller read it) fails the call at its step with ESTALE, and
+// the program never runs; with the identity of the file there, it runs,
+// and the masked file reads empty. Under every runner, pre-started ones
+// included.
+func TestHeldIdentities(t *testing.T) {
+	for name, r := range runners(t) {
+		ws, _ := heldTree(t)
+		secret := filepath.Join(ws, "src", ".env")
+		if err := os.WriteFile(secret, []byte("API_KEY=sk-live-id\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		own(t, secret)
+		id := func(p string) FileID {
+			var st syscall.Stat_t
+			if err := syscall.Lstat(p, &st); err != nil {
+				t.Fatal(err)
+			}
+			return FileID{Dev: st.Dev, Ino: st.Ino}
+		}
+		git := filepath.Join(ws, ".git")
+		good := map[string]FileID{secret: id(secret), git: id(git)}
+		s := shSpec(t, ws, "cat src/.env; echo ran")
+		s.ReadOnly, s.Masked, s.HeldIDs = []string{git}, []string{secret}, good
+		if res, o, err := run(t, r, s); err != nil || res.ExitCode != 0 || strings.Contains(o.String(), "sk-live") || !strings.Contains(o.String(), "ran") {
+			t.Fatalf("%s: with the identities of the files there: %v %+v\n%s", name, err, res, o)
+		}
+		for _, c := range []struct {
+			path, step string
+		}{
+			{secret, "mask " + secret},
+			{git, "hold read-only " + git},
+		} {
+			ids := maps.Clone(good)
+			ids[c.path] = FileID{Dev: good[c.path].Dev, Ino: good[c.path].Ino + 1}
+			s := shSpec(t, ws, "echo ran > ran.txt")
+			s.ReadOnly, s.Masked, s.HeldIDs = []string{git}, []string{secret}, ids
+			_, o, err := run(t, r, s)
+			var se *SetupError
+			if !errors.As(err, &se) || se.Step != c.step || !errors.Is(err, syscall.ESTALE) || !strings.Contains(err.Error(), "no longer the file") {
+				t.Errorf("%s: %s read as another file: %v, want a *SetupError at %q (ESTALE)\n%s", name, c.path, err, c.step, o)
+			}
+			if _, err := os.Stat(filepath.Join(ws, "ran.txt")); err == nil {
+				t.Fatalf("%s: %s: the program ran", name, c.path)
+			}
+		}
 	}
 }

@@ -233,10 +233,14 @@ func (d *direct) prestart(s Spec) *warm {
 		return nil
 	}
 	w := &warm{key: warmKey(p), ready: make(chan struct{})}
-	// A view that binds workspace paths by name is built in a turn
-	// (quiet.go): the identities read here are those of the files bound,
-	// which the call that takes it checks again in its own turn.
-	byName := s.bindsByName()
+	// A view that binds workspace paths by name without their identities
+	// is built in a turn (quiet.go): the identities read here are those of
+	// the files bound, which the call that takes it checks again in its
+	// own turn. One whose every such path carries its identity (the gate's
+	// calls: Spec.HeldIDs) needs none: the helper binds each only while it
+	// is that file, and a call takes the sandbox only when its own paths
+	// and identities are the same.
+	byName := s.bindsByName() && !s.heldPinned()
 	if byName {
 		t, err := d.quiet.begin(context.Background(), true)
 		if err != nil {
@@ -469,9 +473,11 @@ func (d *direct) runWarm(ctx context.Context, s Spec, w *warm, stdio Stdio, t *q
 		d.discard(w)
 		return res, err
 	}
-	// From here the sandbox is the call's: its program may run.
-	w.l.turn = t
+	// From here the sandbox is the call's: its program may run. Its view
+	// was built before, and its paths checked in this turn (current): the
+	// turn ends as soon as the next one would pause it.
 	t.join(w.l)
+	t.end()
 	if w.proxy != nil {
 		if err := forwardListener(w.proxy, stdio.Proxy); err != nil {
 			// The helper did not hand one over: it failed, and its

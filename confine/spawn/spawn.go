@@ -108,6 +108,12 @@ type Spec struct {
 	// hard link that already exists elsewhere in the workspace), and a
 	// file created during the call.
 	Masked []string
+	// HeldIDs are, by path, the files ReadOnly, Anchored and Masked paths
+	// were when the caller found them: such a path is bound only while it
+	// is still that file (device and inode), else the call fails at its
+	// step (ESTALE) before the program runs. A path without one is bound
+	// as it is found.
+	HeldIDs map[string]FileID
 	// Hold, when not nil, says ReadOnly, Anchored and Masked at the
 	// moment the view is built, while no program of the same Runner can
 	// change the workspace (docs/decisions/0097-quiet-while-binding.md):
@@ -495,20 +501,46 @@ func (s Spec) validate() error {
 func isAbs(p string) bool { return strings.HasPrefix(p, "/") }
 
 // Held are the paths a call's view holds by name (Spec.Hold): Spec's
-// ReadOnly, Anchored and Masked, with the same meaning and bounds.
+// ReadOnly, Anchored, Masked and HeldIDs, with the same meaning and bounds.
 type Held struct {
 	ReadOnly, Anchored, Masked []string
+	IDs                        map[string]FileID
 }
+
+// FileID is a file's identity: its device and inode (st_dev, st_ino).
+type FileID struct{ Dev, Ino uint64 }
 
 // withHeld is s with h's paths, checked as a Spec's.
 func (s Spec) withHeld(h Held) (Spec, error) {
-	s.ReadOnly, s.Anchored, s.Masked, s.Hold = h.ReadOnly, h.Anchored, h.Masked, nil
+	s.ReadOnly, s.Anchored, s.Masked, s.HeldIDs, s.Hold = h.ReadOnly, h.Anchored, h.Masked, h.IDs, nil
 	return s, s.checkHeld()
 }
 
 // bindsByName reports whether s's view binds workspace paths by name.
 func (s Spec) bindsByName() bool {
 	return len(s.ReadOnly)+len(s.Anchored)+len(s.Masked) > 0
+}
+
+// heldPinned reports whether every path s's view binds by name carries
+// the identity its binding checks (HeldIDs): a swap after the paths were
+// read then fails the call instead of binding another file.
+func (s Spec) heldPinned() bool {
+	for _, list := range [][]string{s.ReadOnly, s.Anchored, s.Masked} {
+		for _, p := range list {
+			if _, ok := s.HeldIDs[p]; !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// pin sets m's identity from s.HeldIDs, when it holds one for m.Dst.
+func (s Spec) pin(m helper.Mount) helper.Mount {
+	if id, ok := s.HeldIDs[m.Dst]; ok {
+		m.Pinned, m.PinDev, m.PinIno = true, id.Dev, id.Ino
+	}
+	return m
 }
 
 // MaxHeld bounds Spec.ReadOnly and Spec.Anchored together: each path is a
@@ -546,7 +578,7 @@ func (s Spec) checkHeld() error {
 func (s Spec) masks() []helper.Mount {
 	out := make([]helper.Mount, 0, len(s.Masked))
 	for _, p := range slices.Sorted(slices.Values(s.Masked)) {
-		out = append(out, helper.Mount{Kind: helper.MaskBeneath, Src: s.Workspace.Path, Dst: p, RO: true, File: true})
+		out = append(out, s.pin(helper.Mount{Kind: helper.MaskBeneath, Src: s.Workspace.Path, Dst: p, RO: true, File: true}))
 	}
 	return slices.CompactFunc(out, func(a, b helper.Mount) bool { return a.Dst == b.Dst })
 }
@@ -591,7 +623,7 @@ func (s Spec) held() []helper.Mount {
 	}
 	out := make([]helper.Mount, 0, len(kind))
 	for p, r := range kind {
-		out = append(out, helper.Mount{Kind: helper.Rebind, Src: s.Workspace.Path, Dst: p, RO: r})
+		out = append(out, s.pin(helper.Mount{Kind: helper.Rebind, Src: s.Workspace.Path, Dst: p, RO: r}))
 	}
 	slices.SortFunc(out, func(a, b helper.Mount) int {
 		if d := depth(a.Dst) - depth(b.Dst); d != 0 {

@@ -21,7 +21,7 @@ import (
 )
 
 func TestWireRoundTrip(t *testing.T) {
-	s := Spec{Program: Pinned{Path: "/p", Dev: 7, Ino: 8}, Argv: []string{"", "a b"}, Env: []string{"X=y"}, Dir: "/d", Workspace: Pinned{Path: "/w", Dev: 1, Ino: 2, Dir: true}, ReadPaths: []Pinned{{Path: "/r", Dev: 3, Ino: 1 << 40}}, WritePaths: []Pinned{{Path: "/x", Dev: 4, Ino: 5, Dir: true}, {Path: "/y", Ino: 6}}, Net: true, Timeout: 3 * time.Second, TmpSize: 8, ReadOnly: []string{"/w/.git", "/w/h"}, Anchored: []string{"/w/a"}, Masked: []string{"/w/.env"}, Grace: 2 * time.Second}
+	s := Spec{Program: Pinned{Path: "/p", Dev: 7, Ino: 8}, Argv: []string{"", "a b"}, Env: []string{"X=y"}, Dir: "/d", Workspace: Pinned{Path: "/w", Dev: 1, Ino: 2, Dir: true}, ReadPaths: []Pinned{{Path: "/r", Dev: 3, Ino: 1 << 40}}, WritePaths: []Pinned{{Path: "/x", Dev: 4, Ino: 5, Dir: true}, {Path: "/y", Ino: 6}}, Net: true, Timeout: 3 * time.Second, TmpSize: 8, ReadOnly: []string{"/w/.git", "/w/h"}, Anchored: []string{"/w/a"}, Masked: []string{"/w/.env"}, HeldIDs: map[string]FileID{"/w/.env": {Dev: 9, Ino: 1 << 50}, "/w/.git": {Dev: 9, Ino: 3}}, Grace: 2 * time.Second}
 	s.Limits.PidsMax, s.Limits.MemoryMax, s.Limits.CPUQuota, s.Limits.CPUPeriod = 5, 6, time.Millisecond, time.Second
 	var e helper.Encoder
 	encodeSpec(&e, s)

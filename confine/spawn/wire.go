@@ -1,6 +1,8 @@
 package spawn
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/b10x/harness/confine/spawn/internal/helper"
@@ -27,6 +29,12 @@ func encodeSpec(e *helper.Encoder, s Spec) {
 	e.Strs(s.ReadOnly)
 	e.Strs(s.Anchored)
 	e.Strs(s.Masked)
+	e.U32(uint32(len(s.HeldIDs)))
+	for _, p := range slices.Sorted(maps.Keys(s.HeldIDs)) {
+		e.Str(p)
+		e.U64(s.HeldIDs[p].Dev)
+		e.U64(s.HeldIDs[p].Ino)
+	}
 	e.Bool(s.CallerIDs)
 	e.Bool(s.Probe)
 	e.I64(int64(s.ProxyPort))
@@ -61,6 +69,13 @@ func decodeSpec(d *helper.Decoder) Spec {
 	s.ReadOnly = d.Strs()
 	s.Anchored = d.Strs()
 	s.Masked = d.Strs()
+	if n := d.Count(1+8+8+4, "held identities"); n > 0 {
+		s.HeldIDs = make(map[string]FileID, n)
+		for range n {
+			p := d.Str()
+			s.HeldIDs[p] = FileID{Dev: d.U64(), Ino: d.U64()}
+		}
+	}
 	s.CallerIDs = d.Bool()
 	s.Probe = d.Bool()
 	s.ProxyPort = int(d.I64())

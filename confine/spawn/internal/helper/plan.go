@@ -111,7 +111,8 @@ type Mount struct {
 	// Pinned binds only the file the harness pinned at start: Src is
 	// opened without following any symbolic link, and the bind fails
 	// unless that file's st_dev and st_ino are PinDev and PinIno and its
-	// kind (directory or not) is as File says. See pinned.go.
+	// kind (directory or not) is as File says. See pinned.go. On a
+	// Rebind or MaskBeneath it is Dst that must be that file (rebind.go).
 	Pinned         bool
 	PinDev, PinIno uint64
 }

@@ -1,6 +1,7 @@
 package helper
 
 import (
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -16,7 +17,9 @@ import (
 // resolved, so a link planted in the workspace never redirects a rebind.
 
 // beneathSrc resolves m.Dst beneath base+m.Src without following any
-// symbolic link and returns its O_PATH descriptor and status.
+// symbolic link and returns its O_PATH descriptor and status. With
+// m.Pinned, the file found must be m.PinDev and m.PinIno (the file the
+// caller read at that path), else it fails (ESTALE).
 func beneathSrc(base string, m Mount, what, gone string) (int, syscall.Stat_t, error) {
 	var st syscall.Stat_t
 	if !strings.HasPrefix(m.Dst, m.Src+"/") {
@@ -42,6 +45,15 @@ func beneathSrc(base string, m Mount, what, gone string) (int, syscall.Stat_t, e
 	if e != 0 {
 		sysClose(fd)
 		return -1, st, opErr("fstat", m.Dst, e)
+	}
+	if m.Pinned && (uint64(st.Dev) != m.PinDev || uint64(st.Ino) != m.PinIno) {
+		// The caller read the path as another file: it was moved or
+		// replaced since, and what is there now is not what it decided
+		// about.
+		sysClose(fd)
+		return -1, st, opErr(what, m.Dst, &hintError{syscall.ESTALE, "the path is no longer the file it was when the call's paths were read (device " +
+			strconv.FormatUint(m.PinDev, 10) + " inode " + strconv.FormatUint(m.PinIno, 10) + ", now device " +
+			strconv.FormatUint(uint64(st.Dev), 10) + " inode " + strconv.FormatUint(uint64(st.Ino), 10) + "): something moved it meanwhile"})
 	}
 	return fd, st, nil
 }
