@@ -291,26 +291,26 @@ func (d *direct) prestart(s Spec) *warm {
 		w.said = n == 1 && b[0] == helper.GoReady
 		close(w.ready)
 	}()
-	if byName {
-		// The turn ends once the view is built: the stage said GoReady,
-		// or the sandbox ended. One that takes longer than a cold start
-		// ever should is not kept.
-		timer := time.NewTimer(prestartBuildTimeout)
-		defer timer.Stop()
-		select {
-		case <-w.ready:
-		case <-w.l.exited:
-		case <-timer.C:
-			d.discard(w)
-			return nil
-		}
+	// It is built once its view is: the stage said GoReady, or the
+	// sandbox ended (a step failed: a held path that was moved since it
+	// was read, say), which a call that takes it then sees (current). A
+	// turn, when it took one, ends here. One that takes longer than a cold
+	// start ever should is not kept.
+	timer := time.NewTimer(prestartBuildTimeout)
+	defer timer.Stop()
+	select {
+	case <-w.ready:
+	case <-w.l.exited:
+	case <-timer.C:
+		d.discard(w)
+		return nil
 	}
 	return w
 }
 
-// prestartBuildTimeout bounds how long a pre-started sandbox that binds
-// paths by name may take to build its view, while its turn keeps the
-// runner's other calls paused.
+// prestartBuildTimeout bounds how long a pre-started sandbox may take to
+// build its view (while a turn, when it took one, keeps the runner's other
+// calls paused).
 const prestartBuildTimeout = 10 * time.Second
 
 // closeSockets closes the parent's ends of the sandbox's sockets, once.
