@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
 
 	"github.com/b10x/harness/internal/testenv"
 )
@@ -131,20 +133,34 @@ func TestAttackReadScopeTooDeep(t *testing.T) {
 	}
 }
 
-// swapScript swaps the directories a and b (renameat2 RENAME_EXCHANGE)
-// as fast as it can until the file "stop" appears or argv[1] seconds
-// pass, and prints how many swaps it made.
-const swapScript = `
-import ctypes, os, sys, time
-libc = ctypes.CDLL(None, use_errno=True)
-end, n = time.time() + float(sys.argv[1]), 0
-while time.time() < end and not os.path.exists("stop"):
-    for _ in range(200):
-        if libc.renameat2(-100, b"a", -100, b"b", 2) != 0:
-            print("renameat2:", os.strerror(ctypes.get_errno())); sys.exit(1)
-        n += 1
-print("swaps", n)
-`
+// swapperArg makes the test binary the swapping program of a run call
+// (every VM guest has it; none has Python): it swaps the directories a and
+// b of its working directory (renameat2 RENAME_EXCHANGE) as fast as it
+// can until the file "stop" appears or argv[2] seconds pass, and prints
+// how many swaps it made.
+const swapperArg = "-b10x-swapper"
+
+func swapper(args []string) int {
+	secs, err := strconv.Atoi(args[0])
+	if err != nil {
+		return 2
+	}
+	end, n := time.Now().Add(time.Duration(secs)*time.Second), 0
+	for time.Now().Before(end) {
+		if _, err := os.Lstat("stop"); err == nil {
+			break
+		}
+		for range 200 {
+			if err := unix.Renameat2(unix.AT_FDCWD, "a", unix.AT_FDCWD, "b", unix.RENAME_EXCHANGE); err != nil {
+				fmt.Println("renameat2:", err)
+				return 1
+			}
+			n++
+		}
+	}
+	fmt.Println("swaps", n)
+	return 0
+}
 
 // One run call's program swaps a directory holding .env with a decoy that
 // holds none, back and forth (RENAME_EXCHANGE), while other run calls of
@@ -156,20 +172,21 @@ print("swaps", n)
 func TestAttackReadScopeConcurrentSwap(t *testing.T) {
 	t.Parallel()
 	testenv.Require(t, atkExecution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
-	if _, err := os.Stat("/usr/bin/python3"); err != nil {
-		t.Fatalf("the swapping program needs /usr/bin/python3: %v", err)
+	self, err := filepath.Abs(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
 	}
 	a := newAtkWS(t)
 	a.write(t, "a/.env", "API_KEY=sk-live-swapped\n")
 	a.write(t, "a/x", "real\n")
 	a.write(t, "b/x", "decoy\n")
-	s := mcpMustConnect(t, nil, "--workspace", a.ws, "--allow-program", "sh", "--allow-program", "/usr/bin/python3",
+	s := mcpMustConnect(t, nil, "--workspace", a.ws, "--allow-program", "sh", "--allow-program", self,
 		"--approve", "all", "--max-parallel", "2", "--timeout", "2m")
 	defer s.close(t)
 
 	swapper := make(chan map[string]any, 1)
 	go func() {
-		argv, _ := json.Marshal(map[string]any{"argv": []string{"/usr/bin/python3", "-c", swapScript, "60"}})
+		argv, _ := json.Marshal(map[string]any{"argv": []string{self, swapperArg, "60"}})
 		r, err := s.cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "run", Arguments: json.RawMessage(argv)})
 		o := map[string]any{"error": fmt.Sprint(err)}
 		if err == nil {

@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == netClientArg {
 		os.Exit(netClient(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == swapperArg {
+		os.Exit(swapper(os.Args[2:]))
+	}
 	reexec.Init()
 	if os.Getenv("B10X_TEST_MAIN") == "1" {
 		if os.Getenv(brokenResolverEnv) != "" {
