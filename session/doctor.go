@@ -71,11 +71,18 @@ type NetModeReport struct {
 	Enforces  string `json:"enforces"`
 }
 
-// maskedSummary says what a run call's program reads as empty here.
-func maskedSummary() (string, []string) {
-	const scope = "the workspace files the read scope denies (by default .env, .env.*, *.pem, *.key, .netrc and SSH private keys), " +
-		"as the check at each call's start finds them (a call is refused when the check cannot see into a directory), " +
-		"while every other run call of the session is paused (its cgroup leaf frozen; without one, waited for until it ends) until they are bound"
+// maskedSummary says what a run call's program reads as empty here;
+// leaves is whether run calls get cgroup leaves here (which the turn of
+// decision 0097 freezes).
+func maskedSummary(leaves bool) (string, []string) {
+	scope := "the workspace files the read scope denies (by default .env, .env.*, *.pem, *.key, .netrc and SSH private keys), " +
+		"as the check at each call's start finds them (a call is refused when the check cannot see into a directory), "
+	if leaves {
+		scope += "while every other run call of the session is paused (its cgroup leaf frozen)"
+	} else {
+		scope += "while no other run call of the session runs (calls get no cgroup leaf here to pause: a call starts once the others have ended)"
+	}
+	scope += ", each masked only while it is the file the check found (a call fails when something moved it meanwhile)"
 	paths, err := spawn.MaskedSystemPaths()
 	if err != nil {
 		return "the /etc scan failed (" + err.Error() + "), so no run call starts; " + scope, []string{}
@@ -154,7 +161,11 @@ const RunStartPrefix = "run calls of "
 func Doctor(workspace string, explicit bool) (d DoctorReport, strictStarts bool) {
 	rep := confine.Probe()
 	d = DoctorReport{Probe: rep, Layers: rep.Table(), Helper: spawn.HelperSource(), Held: gate.RunHeldSummary, SelfReads: selfReadsSummary}
-	d.Masked, d.MaskedPaths = maskedSummary()
+	leaves := false
+	for _, l := range rep.Layers() {
+		leaves = leaves || (l.Name == confine.LayerCgroupLeaf && l.Available)
+	}
+	d.Masked, d.MaskedPaths = maskedSummary(leaves)
 	abi := ChildLandlockABI(rep)
 	d.UnixSocketsScoped, d.UnixSockets = spawn.PathnameSocketsScoped(abi), spawn.PathnameSockets(abi)
 	d.Container = confine.DetectContainer()

@@ -48,9 +48,12 @@ func TestDoctorPublication(t *testing.T) {
 // machine shows it: a regular file of /etc without the other-read bit
 // (read here with stat, not through the code under test) is listed.
 func TestDoctorMasked(t *testing.T) {
-	msg, paths := maskedSummary()
-	if !strings.Contains(msg, "read scope denies") {
-		t.Errorf("maskedSummary does not name the read scope: %s", msg)
+	msg, paths := maskedSummary(true)
+	if !strings.Contains(msg, "read scope denies") || !strings.Contains(msg, "paused (its cgroup leaf frozen)") {
+		t.Errorf("maskedSummary does not name the read scope and the pause: %s", msg)
+	}
+	if m, _ := maskedSummary(false); !strings.Contains(m, "a call starts once the others have ended") {
+		t.Errorf("maskedSummary without cgroup leaves does not say calls wait: %s", m)
 	}
 	ents, err := os.ReadDir("/etc")
 	if err != nil {
