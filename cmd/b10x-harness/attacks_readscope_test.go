@@ -186,7 +186,7 @@ func TestAttackReadScopeConcurrentSwap(t *testing.T) {
 
 	swapper := make(chan map[string]any, 1)
 	go func() {
-		argv, _ := json.Marshal(map[string]any{"argv": []string{self, swapperArg, "60"}})
+		argv, _ := json.Marshal(map[string]any{"argv": []string{self, swapperArg, "20"}})
 		r, err := s.cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "run", Arguments: json.RawMessage(argv)})
 		o := map[string]any{"error": fmt.Sprint(err)}
 		if err == nil {
@@ -212,24 +212,36 @@ func TestAttackReadScopeConcurrentSwap(t *testing.T) {
 		}
 	}
 
-	const calls = 40
-	masked := 0
-	for i := 0; i < calls; i++ {
+	// Forty calls, or fewer once the swapper has stopped (under emulation
+	// a call takes about a second; where run calls get no cgroup leaf to
+	// freeze, the first waits until the swapper has ended), but at least
+	// three.
+	var o map[string]any
+	calls, masked := 0, 0
+	for ; calls < 40 && (o == nil || calls < 3); calls++ {
 		argv, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", "cat a/.env b/.env 2>/dev/null; echo ran"}})
-		_, o := s.call(t, "run", argv)
-		res, _ := o["result"].(string)
+		_, r := s.call(t, "run", argv)
+		res, _ := r["result"].(string)
 		if strings.Contains(res, "sk-live") {
-			t.Fatalf("call %d read the secret while another call swapped its directory: %v", i, o)
+			t.Fatalf("call %d read the secret while another call swapped its directory: %v", calls, r)
 		}
-		if mcpReason(o) != "executed" || !strings.Contains(res, "ran") {
-			t.Fatalf("call %d: %v", i, o)
+		if mcpReason(r) != "executed" || !strings.Contains(res, "ran") {
+			t.Fatalf("call %d: %v", calls, r)
 		}
 		if strings.Contains(res, ".env") {
 			masked++ // the masked read is listed after the output
 		}
+		if o == nil {
+			select {
+			case o = <-swapper:
+			default:
+			}
+		}
 	}
 	a.write(t, "stop", "")
-	o := <-swapper
+	if o == nil {
+		o = <-swapper
+	}
 	res, _ := o["result"].(string)
 	var swaps int
 	if i := strings.Index(res, "swaps "); i >= 0 {
