@@ -12,7 +12,10 @@ import (
 	"time"
 )
 
-func init() { scenarios["freeze"] = scenarioFreeze }
+func init() {
+	scenarios["freeze"] = scenarioFreeze
+	scenarios["freezeclose"] = scenarioFreezeClose
+}
 
 type freezeResult struct {
 	Running, Frozen, Thawed int // counter advances in each 200ms window
@@ -96,6 +99,61 @@ func scenarioFreeze(args []string) (any, error) {
 	}
 	if err := leaf.Thaw(); err != nil {
 		return nil, fmt.Errorf("Thaw of a closed leaf: %v, want nil", err)
+	}
+	if err := reapAll(5 * time.Second); err != nil {
+		return nil, err
+	}
+	return r, m.Close()
+}
+
+// Freeze racing the leaf's Close (a call ending while another call's turn
+// pauses it) returns nil or an error matching ErrLeafClosed, never
+// another: the leaf's directory vanishing under the wait is its Close.
+func TestFreezeWhileClosing(t *testing.T) {
+	var r struct{ Closed, Frozen int }
+	runChild(t, childOpts{lacking: noCgroup2, cgroup: childCgroup(t)}, &r, "freezeclose")
+	t.Logf("%+v", r)
+	if r.Closed == 0 {
+		t.Errorf("no Freeze met the leaf closed: the race was not exercised (%+v)", r)
+	}
+}
+
+func scenarioFreezeClose([]string) (any, error) {
+	if err := SetChildSubreaper(); err != nil {
+		return nil, err
+	}
+	m, err := openOrMissing()
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	var r struct{ Closed, Frozen int }
+	for i := 0; i < 200 && (r.Closed == 0 || i < 50); i++ {
+		leaf, err := m.NewLeaf(fmt.Sprintf("fc%d", i), Limits{})
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command("/bin/sleep", "1000")
+		if err := startIn(leaf, cmd); err != nil {
+			return nil, err
+		}
+		done := make(chan error, 1)
+		go func() { done <- leaf.Close() }()
+		for k := 0; k < 20; k++ {
+			err := leaf.Freeze(context.Background())
+			switch {
+			case err == nil:
+				r.Frozen++
+			case errors.Is(err, ErrLeafClosed):
+				r.Closed++
+			default:
+				return nil, fmt.Errorf("Freeze while the leaf closes: %w", err)
+			}
+		}
+		if err := <-done; err != nil {
+			return nil, err
+		}
+		cmd.Wait()
 	}
 	if err := reapAll(5 * time.Second); err != nil {
 		return nil, err

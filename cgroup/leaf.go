@@ -279,6 +279,11 @@ func (l *Leaf) Freeze(ctx context.Context) error {
 	wait := 20 * time.Microsecond
 	for {
 		ok, err := frozenNow(l.path)
+		if errors.Is(err, os.ErrNotExist) && l.isClosed() {
+			// Closed meanwhile: its processes are gone, and so is the
+			// directory.
+			return errorf("freeze %s: %w", l.path, ErrLeafClosed)
+		}
 		if err != nil || ok {
 			return err
 		}
@@ -298,6 +303,14 @@ func (l *Leaf) Thaw() error {
 		return nil
 	}
 	return err
+}
+
+// isClosed reports whether Close has run (it holds the lock until the
+// directory is gone).
+func (l *Leaf) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
 }
 
 // ErrLeafClosed is matched by Freeze's error on a closed leaf.
