@@ -72,7 +72,7 @@ func TestLayCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ncomps != 2 || cString(r, c.comps[0]) != "bin" || cString(r, c.comps[1]) != "sh" || cString(r, c.path) != "/bin/sh" || cString(r, c.dir) != "/tmp" {
+	if c.ncomps != 2 || cString(r, c.comp(0)) != "bin" || cString(r, c.comp(1)) != "sh" || cString(r, c.path) != "/bin/sh" || cString(r, c.dir) != "/tmp" {
 		t.Errorf("laid out: %d components, path %q, dir %q", c.ncomps, cString(r, c.path), cString(r, c.dir))
 	}
 	if got := cStrings(r, c.argv); strings.Join(got, "|") != "sh|-c|echo hi" {

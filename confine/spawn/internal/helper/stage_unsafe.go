@@ -44,7 +44,7 @@ const (
 type callArgs struct {
 	argv, envv uintptr            // NULL-terminated arrays of C strings
 	path       uintptr            // the whole path, a C string (a script's fallback)
-	comps      *[maxComps]uintptr // ncomps C strings: the path's components
+	comps      *uintptr           // the first of ncomps C strings: the path's components
 	ncomps     uintptr
 	dev, ino   uint64  // the pinned identity
 	dir        uintptr // C string; 0: stay where the stage is
@@ -523,7 +523,8 @@ func stageOpen(a *stageArgs) stageStep {
 		if i < c.ncomps-1 {
 			flags |= syscall.O_DIRECTORY
 		}
-		next, _, e := syscall.RawSyscall6(syscall.SYS_OPENAT, dir, c.comps[i], flags, 0, 0, 0)
+		comp := *(*uintptr)(unsafe.Add(unsafe.Pointer(c.comps), i*unsafe.Sizeof(uintptr(0))))
+		next, _, e := syscall.RawSyscall6(syscall.SYS_OPENAT, dir, comp, flags, 0, 0, 0)
 		syscall.RawSyscall(syscall.SYS_CLOSE, dir, 0, 0)
 		if e != 0 {
 			return a.fail(stepProgram, whatWalk, e, 0, 0, 0)
@@ -637,9 +638,17 @@ func sharedMapping(size int) ([]byte, error) {
 	return syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_ANONYMOUS|syscall.MAP_NORESERVE)
 }
 
-// compsAt returns the array of component addresses at p (from ptrs).
-func (r *arena) compsAt(p uintptr) *[maxComps]uintptr {
-	return (*[maxComps]uintptr)(unsafe.Pointer(&r.b[p-r.base()]))
+// compsAt returns the first of the component addresses at p (from ptrs):
+// a pointer to one element, not to an array of maxComps, which would reach
+// past the arena (checkptr refuses it under -race).
+func (r *arena) compsAt(p uintptr) *uintptr {
+	return (*uintptr)(unsafe.Pointer(&r.b[p-r.base()]))
+}
+
+// comp is the address of component i of c (test code: the stage reads
+// them inline).
+func (c *callArgs) comp(i uintptr) uintptr {
+	return *(*uintptr)(unsafe.Add(unsafe.Pointer(c.comps), i*unsafe.Sizeof(uintptr(0))))
 }
 
 // prepareMessages fills in the two messages the stage sends or receives
