@@ -42,9 +42,9 @@ const (
 // Pointers are held as uintptr: the arena outlives the fork by
 // construction, and the mapping is no memory the collector knows.
 type callArgs struct {
-	argv, envv uintptr            // NULL-terminated arrays of C strings
-	path       uintptr            // the whole path, a C string (a script's fallback)
-	comps      *uintptr           // the first of ncomps C strings: the path's components
+	argv, envv uintptr  // NULL-terminated arrays of C strings
+	path       uintptr  // the whole path, a C string (a script's fallback)
+	comps      *uintptr // the first of ncomps C strings: the path's components
 	ncomps     uintptr
 	dev, ino   uint64  // the pinned identity
 	dir        uintptr // C string; 0: stay where the stage is
