@@ -257,7 +257,8 @@ func (l *Leaf) WaitEmpty(ctx context.Context) error {
 
 // Freeze stops every process in the leaf and its descendant cgroups
 // (cgroup.freeze, Linux 5.2+) and returns once the kernel reports the
-// whole tree frozen ("frozen 1" in cgroup.events), at most until ctx ends.
+// whole tree frozen ("frozen 1" in cgroup.events) or empty, at most until
+// ctx ends.
 // A frozen process runs no instruction and no system call of its own until
 // Thaw: one in the middle of a system call is frozen when it leaves it,
 // and the kernel reports the tree frozen only once every process is. A
@@ -554,62 +555,52 @@ func treePids(dir string) ([]int, error) {
 	return pids, nil
 }
 
+// readEvents reads the tree at dir's cgroup.events, checking that it has
+// the line key. Errors name the file; a missing file matches
+// os.ErrNotExist.
+func readEvents(dir, key string) (map[string]uint64, error) {
+	path := filepath.Join(dir, "cgroup.events")
+	b, err := readFile(path)
+	if err != nil {
+		return nil, errorf("%w", err)
+	}
+	kv, err := parseFlatKeyed(b)
+	if err != nil {
+		return nil, errorf("parse %s: %w", path, err)
+	}
+	if _, ok := kv[key]; !ok {
+		return nil, errorf("%s has no %q line", path, key)
+	}
+	return kv, nil
+}
+
 // populated reports whether the tree at dir holds a process: cgroup.events
 // "populated", or on kernels without that file, any listed process.
 func populated(dir string) (bool, error) {
-	b, err := readFile(filepath.Join(dir, "cgroup.events"))
+	kv, err := readEvents(dir, "populated")
 	if errors.Is(err, os.ErrNotExist) {
 		pids, err := treePids(dir)
 		return len(pids) > 0, err
 	}
+	return err == nil && kv["populated"] != 0, err
+}
+
+// frozenNow reports whether the kernel says the tree at dir is frozen
+// ("frozen 1" in cgroup.events) or holds no process (an empty tree runs
+// nothing).
+func frozenNow(dir string) (bool, error) {
+	kv, err := readEvents(dir, "frozen")
 	if err != nil {
-		return false, errorf("%w", err)
+		return false, err
 	}
-	kv, err := parseFlatKeyed(b)
-	if err != nil {
-		return false, errorf("parse %s: %w", filepath.Join(dir, "cgroup.events"), err)
-	}
-	v, ok := kv["populated"]
-	if !ok {
-		return false, errorf("%s has no \"populated\" line", filepath.Join(dir, "cgroup.events"))
-	}
-	return v != 0, nil
+	pop, known := kv["populated"]
+	return kv["frozen"] != 0 || (known && pop == 0), nil
 }
 
 // waitEmpty waits until the tree at dir holds no process; see Leaf.WaitEmpty.
 func waitEmpty(ctx context.Context, dir string) error {
-	return waitEvents(ctx, dir, "to empty", func() (bool, error) {
-		pop, err := populated(dir)
-		return !pop, err
-	})
-}
-
-// frozenNow reports whether the kernel says the tree at dir is frozen
-// ("frozen 1" in cgroup.events) or holds no process.
-func frozenNow(dir string) (bool, error) {
-	b, err := readFile(filepath.Join(dir, "cgroup.events"))
-	if err != nil {
-		return false, errorf("%w", err)
-	}
-	kv, err := parseFlatKeyed(b)
-	if err != nil {
-		return false, errorf("parse %s: %w", filepath.Join(dir, "cgroup.events"), err)
-	}
-	v, ok := kv["frozen"]
-	if !ok {
-		return false, errorf("%s has no \"frozen\" line", filepath.Join(dir, "cgroup.events"))
-	}
-	// An empty tree runs nothing: as good as frozen.
-	pop, known := kv["populated"]
-	return v != 0 || (known && pop == 0), nil
-}
-
-// waitEvents waits until done reports true, reading it again whenever the
-// tree at dir's cgroup.events changes (inotify) and every 50ms besides;
-// what names the wait in errors ("to empty").
-func waitEvents(ctx context.Context, dir, what string, done func() (bool, error)) error {
-	// Most waits find it done already: no inotify for them.
-	if ok, err := done(); err != nil || ok {
+	// Most calls find the tree empty already: no inotify for them.
+	if pop, err := populated(dir); err != nil || !pop {
 		return err
 	}
 	events := filepath.Join(dir, "cgroup.events")
@@ -627,15 +618,15 @@ func waitEvents(ctx context.Context, dir, what string, done func() (bool, error)
 	}
 	var buf [4096]byte
 	for {
-		ok, err := done()
+		pop, err := populated(dir)
 		if err != nil {
 			return err
 		}
-		if ok {
+		if !pop {
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
-			return errorf("wait for %s %s: %w", dir, what, err)
+			return errorf("wait for %s to empty: %w", dir, err)
 		}
 		wait := 50 * time.Millisecond
 		if ifd < 0 {
