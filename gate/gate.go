@@ -518,17 +518,18 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 		rec.Steps = append(rec.Steps, StepVerdict{Step: "hold", Verdict: "fail", Detail: "the call ran without reading the paths its child must not change"})
 		return Outcome{Status: Failed, Reason: tools.ReasonToolError, Message: "bug: the call ran without reading the paths its child must not change; its outcome is not trusted"}
 	}
-	var hold *runHold
-	if held != nil {
-		hold = held.hold
-	}
 	if err == nil && stopped != "" && entry.Needs == ConfinedExecution {
 		// A program killed at the deadline or by a cancel did not run to
 		// its end, whatever status it was given.
 		err = &tools.Error{Reason: tools.ReasonToolError, Public: "the program was stopped before it ended\n" + res.Text}
 	}
-	if hold != nil {
-		if o, failed := checkHeld(hold, &res, err, rec); failed {
+	if held != nil && held.hold != nil {
+		if !held.checked {
+			// The runner did not call after (its call ended before it
+			// could): checked now, while other calls may run.
+			held.vs = held.hold.after()
+		}
+		if o, failed := checkHeld(held.hold, held.vs, &res, err, rec); failed {
 			return o
 		}
 	}
@@ -687,12 +688,17 @@ type heldRead struct {
 	hold    *runHold
 	err     error
 	refusal Outcome
+	// checked is set when the runner called after, with its other calls
+	// paused: vs is what the check then found.
+	checked bool
+	vs      []Violation
 }
 
 // holdFor hands a call whose Prepared is a tools.Holder the function that
 // reads the paths its child must not change; the call reads them when its
-// view is built, while no other run call's program runs (spawn.Spec.Hold).
-// It returns where that reading is kept, nil for any other call.
+// view is built, while no other run call's program runs (spawn.Spec.Hold),
+// and checks them again after, likewise (spawn.Spec.After). It returns
+// where that reading is kept, nil for any other call.
 func (g *Gate) holdFor(prep tools.Prepared, rec *CallRecord) *heldRead {
 	h, ok := prep.(tools.Holder)
 	if !ok {
@@ -708,6 +714,10 @@ func (g *Gate) holdFor(prep tools.Prepared, rec *CallRecord) *heldRead {
 		}
 		hr.hold = hold
 		return hold.hold, nil
+	}, func() {
+		if hr.hold != nil {
+			hr.vs, hr.checked = hr.hold.after(), true
+		}
 	})
 	return hr
 }
@@ -751,10 +761,10 @@ func (g *Gate) readHold(rec *CallRecord) (*runHold, Outcome, bool) {
 }
 
 // checkHeld fails the call (true) when its child changed what it was held
-// to; otherwise it records that nothing held changed and adds the hold's
-// note to the result.
-func checkHeld(hold *runHold, res *tools.Result, err error, rec *CallRecord) (Outcome, bool) {
-	if vs := hold.after(); len(vs) > 0 {
+// to (vs, what hold.after found); otherwise it records that nothing held
+// changed and adds the hold's note to the result.
+func checkHeld(hold *runHold, vs []Violation, res *tools.Result, err error, rec *CallRecord) (Outcome, bool) {
+	if len(vs) > 0 {
 		msg := violationText(vs)
 		if n := hold.note(); n != "" {
 			msg += "\n" + n

@@ -160,14 +160,17 @@ func (r childRun) Prepare(ws *workspace.Workspace, _ json.RawMessage) (tools.Pre
 }
 
 type childRunCall struct {
-	r    childRun
-	dir  string
-	read func() (tools.Hold, error)
+	r     childRun
+	dir   string
+	read  func() (tools.Hold, error)
+	after func()
 }
 
-func (c *childRunCall) Args() any                            { return struct{}{} }
-func (c *childRunCall) Writes() []tools.Write                { return nil }
-func (c *childRunCall) Hold(read func() (tools.Hold, error)) { c.read = read }
+func (c *childRunCall) Args() any             { return struct{}{} }
+func (c *childRunCall) Writes() []tools.Write { return nil }
+func (c *childRunCall) Hold(read func() (tools.Hold, error), after func()) {
+	c.read, c.after = read, after
+}
 func (c *childRunCall) Execute(context.Context, tools.Report) (tools.Result, error) {
 	if c.r.unheld {
 		c.r.child(c.dir)
@@ -180,6 +183,7 @@ func (c *childRunCall) Execute(context.Context, tools.Report) (tools.Result, err
 	}
 	*c.r.got = h
 	c.r.child(c.dir)
+	c.after()
 	return tools.Result{Text: "exit status 0\n"}, nil
 }
 

@@ -195,4 +195,6 @@ type slottedHeldCall struct {
 	h tools.Holder
 }
 
-func (c *slottedHeldCall) Hold(read func() (tools.Hold, error)) { c.h.Hold(read) }
+func (c *slottedHeldCall) Hold(read func() (tools.Hold, error), after func()) {
+	c.h.Hold(read, after)
+}

@@ -182,8 +182,8 @@ type fakeHeldCall struct {
 	hold tools.Hold
 }
 
-func (c *fakeHeldCall) Hold(read func() (tools.Hold, error)) { c.hold, _ = read() }
-func (c *fakeHeldCall) Preview() tools.Preview               { return tools.Preview{Program: "/bin/fake"} }
+func (c *fakeHeldCall) Hold(read func() (tools.Hold, error), _ func()) { c.hold, _ = read() }
+func (c *fakeHeldCall) Preview() tools.Preview                         { return tools.Preview{Program: "/bin/fake"} }
 
 // TestSlottedCallKeepsInterfaces: only the run tool is wrapped; a wrapped
 // call is still what the gate asks of it (a Holder, a Previewer, a
@@ -207,7 +207,7 @@ func TestSlottedCallKeepsInterfaces(t *testing.T) {
 	if !ok {
 		t.Fatal("a wrapped run call is not a tools.Holder: the gate would not hold paths from its child")
 	}
-	h.Hold(func() (tools.Hold, error) { return tools.Hold{ReadOnly: []string{".git"}}, nil })
+	h.Hold(func() (tools.Hold, error) { return tools.Hold{ReadOnly: []string{".git"}}, nil }, func() {})
 	if len(inner.hold.ReadOnly) != 1 {
 		t.Error("Hold did not reach the call")
 	}

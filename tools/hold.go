@@ -34,8 +34,13 @@ type FileID struct{ Dev, Ino uint64 }
 // Hold whose path does not exist as a regular file or directory when the
 // view is built fails the call before the program runs. The gate fails a
 // call whose Execute succeeded without reading it.
+//
+// after, when read succeeded, is to be called once the program's whole
+// tree is gone, again while no other run call's program runs
+// (spawn.Spec.After): the gate checks there what the program left. The
+// gate checks by itself, unpaused, when Execute returns without calling it.
 type Holder interface {
-	Hold(read func() (Hold, error))
+	Hold(read func() (Hold, error), after func())
 }
 
 // holdPaths turns workspace-relative paths into the absolute ones spawn

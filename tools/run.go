@@ -478,8 +478,10 @@ func (c *runCall) Preview() Preview { return Preview{Program: c.spec.Program.Pat
 func (c *runCall) Args() any { return c.args }
 
 // Hold makes the child see the paths read returns held (see Holder): the
-// runner reads them in its quiet turn (spawn.Spec.Hold).
-func (c *runCall) Hold(read func() (Hold, error)) {
+// runner reads them in its quiet turn (spawn.Spec.Hold), and calls after
+// in another once the call has ended (spawn.Spec.After).
+func (c *runCall) Hold(read func() (Hold, error), after func()) {
+	c.spec.After = after
 	ws := c.spec.Workspace.Path
 	c.spec.Hold = func() (spawn.Held, error) {
 		h, err := read()

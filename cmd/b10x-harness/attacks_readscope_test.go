@@ -184,33 +184,7 @@ func TestAttackReadScopeConcurrentSwap(t *testing.T) {
 		"--approve", "all", "--max-parallel", "2", "--timeout", "2m")
 	defer s.close(t)
 
-	swapper := make(chan map[string]any, 1)
-	go func() {
-		argv, _ := json.Marshal(map[string]any{"argv": []string{self, swapperArg, "20"}})
-		r, err := s.cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "run", Arguments: json.RawMessage(argv)})
-		o := map[string]any{"error": fmt.Sprint(err)}
-		if err == nil {
-			if o, err = mcpOutcome(r); err != nil {
-				o = map[string]any{"error": err.Error()}
-			}
-		}
-		swapper <- o
-	}()
-	// Swapping has begun once a/.env has moved at least once.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Lstat(filepath.Join(a.ws, "b/.env")); err == nil {
-			break
-		}
-		select {
-		case o := <-swapper:
-			t.Fatalf("the swapping call ended before it swapped: %v", o)
-		case <-time.After(5 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the swapping program never swapped a and b")
-		}
-	}
+	swapper := startSwapper(t, s, self, filepath.Join(a.ws, "b/.env"))
 
 	// Forty calls, or fewer once the swapper has stopped (under emulation
 	// a call takes about a second; where run calls get no cgroup leaf to
@@ -254,4 +228,90 @@ func TestAttackReadScopeConcurrentSwap(t *testing.T) {
 	if masked == 0 {
 		t.Fatalf("no call said it read a masked .env: the attack did not reach the secret's name")
 	}
+}
+
+// startSwapper starts the test binary as a run call of s that swaps the
+// directories a and b of the workspace for up to 20 seconds, and returns
+// once it has swapped (the path moved appears); the channel gets the
+// call's outcome.
+func startSwapper(t *testing.T, s *mcpServer, self, moved string) chan map[string]any {
+	t.Helper()
+	swapper := make(chan map[string]any, 1)
+	go func() {
+		argv, _ := json.Marshal(map[string]any{"argv": []string{self, swapperArg, "20"}})
+		r, err := s.cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "run", Arguments: json.RawMessage(argv)})
+		o := map[string]any{"error": fmt.Sprint(err)}
+		if err == nil {
+			if o, err = mcpOutcome(r); err != nil {
+				o = map[string]any{"error": err.Error()}
+			}
+		}
+		swapper <- o
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Lstat(moved); err == nil {
+			return swapper
+		}
+		select {
+		case o := <-swapper:
+			t.Fatalf("the swapping call ended before it swapped: %v", o)
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the swapping program never swapped a and b")
+		}
+	}
+}
+
+// One run call's program swaps two directories back and forth while
+// other run calls each create a file a denied write-scope rule matches
+// in one of them: the check after each call, which finds and removes such
+// a file, walks while the swapping program is paused, so it never misses
+// one (a walk that read "a" after one swap and "b" after the next would
+// see the decoy twice), and nothing of the kind is left at the end.
+func TestAttackWriteScopeAfterConcurrentSwap(t *testing.T) {
+	t.Parallel()
+	testenv.Require(t, atkExecution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	self, err := filepath.Abs(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAtkWS(t)
+	a.write(t, "a/marker", "a\n")
+	a.write(t, "b/x", "b\n")
+	s := mcpMustConnect(t, nil, "--workspace", a.ws, "--allow-program", "sh", "--allow-program", self,
+		"--write-scope", "**/*.pem=denied", "--approve", "all", "--max-parallel", "2", "--timeout", "2m")
+	defer s.close(t)
+	swapper := startSwapper(t, s, self, filepath.Join(a.ws, "b/marker"))
+
+	var o map[string]any
+	calls := 0
+	for ; calls < 40 && (o == nil || calls < 3); calls++ {
+		argv, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", "echo key > a/new.pem; echo ran"}})
+		_, r := s.call(t, "run", argv)
+		msg, _ := r["message"].(string)
+		if mcpReason(r) != "denied_path" || !strings.Contains(msg, "new.pem (**/*.pem=denied): created, removed again") {
+			t.Fatalf("call %d created a/new.pem under **/*.pem=denied while another call swapped a and b: %v", calls, r)
+		}
+		if o == nil {
+			select {
+			case o = <-swapper:
+			default:
+			}
+		}
+	}
+	a.write(t, "stop", "")
+	if o == nil {
+		o = <-swapper
+	}
+	if mcpReason(o) != "executed" {
+		t.Fatalf("the swapping call: %v", o)
+	}
+	for _, d := range []string{"a", "b"} {
+		if _, err := os.Lstat(filepath.Join(a.ws, d, "new.pem")); err == nil {
+			t.Fatalf("%s/new.pem is left in the workspace after %d calls", d, calls)
+		}
+	}
+	t.Logf("%d calls, each failed with its file removed", calls)
 }

@@ -271,7 +271,8 @@ func (b *Broker) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 		}
 	}()
 
-	if s.Hold != nil {
+	held := s.Hold != nil
+	if held {
 		// The broker gives the call its turn (quiet.go); the paths are
 		// read here, in it. Closing the channel gives it back.
 		if s, err = b.holdInTurn(call, s); err != nil {
@@ -293,6 +294,11 @@ func (b *Broker) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 	}
 	d := helper.Decoder{B: body}
 	res := decodeResult(&d)
+	defer func() {
+		if held && s.After != nil {
+			b.afterInTurn(call, s.After)
+		}
+	}()
 	kind := d.U8()
 	var rerr error
 	switch kind {
@@ -343,6 +349,18 @@ func (b *Broker) holdInTurn(call *os.File, s Spec) (Spec, error) {
 		return s, err
 	}
 	return s.withHeld(h)
+}
+
+// afterInTurn asks the broker for a turn after the call ('A'), calls
+// after in it once it is held ('a'), and gives it back ('D'). When the
+// broker does not answer, after is called all the same: what it checks is
+// then read while other calls run.
+func (b *Broker) afterInTurn(call *os.File, after func()) {
+	if writeFrame(call, 'A', nil) == nil {
+		_, _, _ = readFrame(call)
+	}
+	after()
+	_ = writeFrame(call, 'D', nil)
 }
 
 // gone adds the broker's exit to err when the broker has exited.
@@ -542,16 +560,27 @@ func serveCall(ctx context.Context, d *direct, present byte, fds []int) {
 	}
 	dec := helper.Decoder{B: f.body}
 	s := decodeSpec(&dec)
+	var after <-chan frame // the frame that came after the call, if any
 	if err = dec.End(); err == nil {
 		cctx, cancel := context.WithCancel(ctx)
+		ran := make(chan struct{})
+		next := make(chan frame, 1)
 		go func() {
 			// A cancel frame or the end of the channel (the harness is
-			// gone, or its Run returned) ends the call.
-			<-frames
-			cancel()
+			// gone, or its Run returned) ends the call; a frame that
+			// comes after it is the harness's (an after request).
+			select {
+			case f := <-frames:
+				cancel()
+				next <- f
+			case <-ran:
+				next <- <-frames
+			}
 		}()
 		res, err = d.run(cctx, s, Stdio{Stdin: files[0], Stdout: files[1], Stderr: files[2], Proxy: files[3]}, adm)
+		close(ran)
 		cancel()
+		after = next
 	} else {
 		d.unadmit(adm)
 	}
@@ -569,7 +598,19 @@ func serveCall(ctx context.Context, d *direct, present byte, fds []int) {
 		e.U8(2)
 		e.Error(err)
 	}
-	_ = writeFrame(call, 'R', e.B)
+	if writeFrame(call, 'R', e.B) != nil || after == nil {
+		return
+	}
+	// The harness may check what the call left with every other call
+	// paused (Spec.After): 'A', answered 'a' once the turn is held,
+	// which ends with its 'D' or the channel's end.
+	if f := <-after; f.err == nil && f.tag == 'A' {
+		d.quiet.paused(func() {
+			if writeFrame(call, 'a', nil) == nil {
+				<-frames
+			}
+		})
+	}
 }
 
 // frame is one frame read from a call's channel, or the error that ended

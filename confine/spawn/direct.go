@@ -385,6 +385,14 @@ func (d *direct) run(ctx context.Context, s Spec, stdio Stdio, a *admission) (Re
 		if err != nil {
 			return notRun, err
 		}
+		if after := s.After; after != nil {
+			// Once the call has ended, in a turn of its own (this one
+			// ended first: a runner has one).
+			defer func() {
+				t.end()
+				d.quiet.paused(after)
+			}()
+		}
 	}
 	var early *earlyTree
 	if d.pre == nil {

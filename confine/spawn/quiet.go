@@ -157,3 +157,15 @@ func (t *quietTurn) end() {
 		<-t.q.turn
 	})
 }
+
+// paused calls fn in a turn that pauses every call (Spec.After), or,
+// when the others cannot be paused within freezeTimeout twice over (a
+// call without a leaf that does not end), without one: what fn checks is
+// then read while they run.
+func (q *quiet) paused(fn func()) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*freezeTimeout)
+	defer cancel()
+	t, _ := q.begin(ctx, true)
+	defer t.end()
+	fn()
+}

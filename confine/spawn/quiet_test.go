@@ -28,8 +28,9 @@ func counter(ws string) int {
 }
 
 // TestQuietPausesOthers: while a call reads its held paths (Spec.Hold),
-// another call's program, which writes a counter in a loop in the same
-// workspace, makes no progress (its leaf is frozen), and runs on after;
+// and again while it checks them after (Spec.After), another call's
+// program, which writes a counter in a loop in the same workspace, makes
+// no progress (its leaf is frozen), and runs on after;
 // with no leaf to freeze, the reading waits until that call has ended. A
 // Hold that fails fails its call with its error, and leaves the other
 // running. Through this process and through a broker.
@@ -102,13 +103,27 @@ func TestQuietPausesOthers(t *testing.T) {
 				during[1] = counter(ws)
 				return Held{Masked: []string{filepath.Join(ws, "n")}}, nil
 			}
+			var after [2]int
+			afterCalled := false
+			s.After = func() {
+				afterCalled = true
+				after[0] = counter(ws)
+				time.Sleep(200 * time.Millisecond)
+				after[1] = counter(ws)
+			}
 			res, o, err := run(t, c.r, s)
 			if err != nil || res.ExitCode != 0 || !bytes.Contains(o.stdout.Bytes(), []byte("held")) {
 				t.Fatalf("the call that holds: %v %+v %s", err, res, o)
 			}
+			if !afterCalled {
+				t.Fatal("Spec.After was not called after the call")
+			}
 			if c.frozen {
 				if during[0] != during[1] {
 					t.Errorf("the other call's program counted from %d to %d while this call read its held paths", during[0], during[1])
+				}
+				if after[0] != after[1] {
+					t.Errorf("the other call's program counted from %d to %d while this call's After ran", after[0], after[1])
 				}
 				if otherDone.Load() {
 					t.Fatal("the other call ended: it should have been paused and resumed")
@@ -129,8 +144,12 @@ func TestQuietPausesOthers(t *testing.T) {
 			// the other call stays paused.
 			refused := errors.New("the hold refused the call")
 			s.Hold = func() (Held, error) { return Held{}, refused }
+			afterCalled = false
 			if _, _, err := run(t, c.r, s); err == nil || err.Error() != refused.Error() {
 				t.Fatalf("a Hold that failed: %v, want its error", err)
+			}
+			if afterCalled {
+				t.Error("Spec.After was called although Hold failed")
 			}
 			if c.frozen {
 				before := counter(ws)

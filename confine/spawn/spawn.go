@@ -132,6 +132,13 @@ type Spec struct {
 	// What it does not protect against: a process outside the Runner's
 	// calls (the user, another harness) changing the workspace meanwhile.
 	Hold func() (Held, error)
+	// After, when not nil, is called by Run once the call's whole tree is
+	// gone, when Hold was called and returned no error, with the Runner's
+	// other calls paused as for Hold (it waits for the turn; when the
+	// others cannot be paused within the bound a turn has, it is called
+	// without). The caller checks there what the program left, where no
+	// other program of the Runner can move it meanwhile.
+	After func()
 	// CallerIDs runs the program, inside its user namespace, as the host
 	// uid and gid it runs as (the harness's own, or the workspace owner's
 	// when the harness is root; docs/decisions/0037-child-identity.md),
