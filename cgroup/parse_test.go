@@ -466,3 +466,17 @@ func FuzzParseParentName(f *testing.F) {
 		}
 	})
 }
+
+func TestReleaseAtLeast(t *testing.T) {
+	for _, c := range []struct {
+		release string
+		want    bool
+	}{
+		{"5.2.0", true}, {"5.1.21-foo", false}, {"6.1.0-57-amd64", true}, {"4.19.0", false},
+		{"5.10", true}, {"10.0", true}, {"", false}, {"x.y", false}, {"5", false},
+	} {
+		if got := releaseAtLeast(c.release, 5, 2); got != c.want {
+			t.Errorf("releaseAtLeast(%q, 5, 2) = %t, want %t", c.release, got, c.want)
+		}
+	}
+}

@@ -104,3 +104,24 @@ func ProbeHost() Info {
 	info.Problem = strings.Join(problems, "; ")
 	return info
 }
+
+// CanFreeze reports whether this kernel has the cgroup v2 freezer that
+// Leaf.Freeze writes (cgroup.freeze, Linux 5.2+), judged by its release.
+// Where it has not, Freeze fails with an error matching ErrNotSupported.
+func CanFreeze() bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	return releaseAtLeast(unix.ByteSliceToString(u.Release[:]), 5, 2)
+}
+
+// releaseAtLeast reports whether a kernel release ("6.1.0-57-amd64") is
+// major.minor or later; one it cannot read is not.
+func releaseAtLeast(release string, major, minor int) bool {
+	var ma, mi int
+	if n, _ := fmt.Sscanf(release, "%d.%d", &ma, &mi); n != 2 {
+		return false
+	}
+	return ma > major || (ma == major && mi >= minor)
+}

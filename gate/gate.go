@@ -508,7 +508,9 @@ func (g *Gate) decide(ctx context.Context, c Call, ncalls int, broken error, rec
 	*acted = true
 	res, err := prep.Execute(execCtx, g.report(c, rec.Seq))
 	if held != nil && held.err != nil {
-		// The hold refused the call before its program started.
+		// The hold refused the call before its program started: it did
+		// not act.
+		*acted = false
 		return held.refusal
 	}
 	stopped := ended(ctx, execCtx)

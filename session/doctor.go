@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/b10x/harness/cgroup"
 	"github.com/b10x/harness/confine"
 	"github.com/b10x/harness/confine/spawn"
 	"github.com/b10x/harness/egress"
@@ -72,17 +73,17 @@ type NetModeReport struct {
 }
 
 // maskedSummary says what a run call's program reads as empty here;
-// leaves is whether run calls get cgroup leaves here (which the turn of
-// decision 0097 freezes).
+// leaves is whether run calls get cgroup leaves here that the kernel can
+// freeze (the turn of decision 0097).
 func maskedSummary(leaves bool) (string, []string) {
 	scope := "the workspace files the read scope denies (by default .env, .env.*, *.pem, *.key, .netrc and SSH private keys), " +
 		"as the check at each call's start finds them (a call is refused when the check cannot see into a directory), "
 	if leaves {
 		scope += "while every other run call of the session is paused (its cgroup leaf frozen)"
 	} else {
-		scope += "while no other run call of the session runs (calls get no cgroup leaf here to pause: a call starts once the others have ended)"
+		scope += "while no other run call of the session runs (calls get no cgroup leaf here that can be paused: a call starts once the others have ended)"
 	}
-	scope += ", each masked only while it is the file the check found (a call fails when something moved it meanwhile)"
+	scope += ", each masked only while it is the file the check found (a call whose file something moved meanwhile fails, or starts afresh)"
 	paths, err := spawn.MaskedSystemPaths()
 	if err != nil {
 		return "the /etc scan failed (" + err.Error() + "), so no run call starts; " + scope, []string{}
@@ -165,7 +166,7 @@ func Doctor(workspace string, explicit bool) (d DoctorReport, strictStarts bool)
 	for _, l := range rep.Layers() {
 		leaves = leaves || (l.Name == confine.LayerCgroupLeaf && l.Available)
 	}
-	d.Masked, d.MaskedPaths = maskedSummary(leaves)
+	d.Masked, d.MaskedPaths = maskedSummary(leaves && cgroup.CanFreeze())
 	abi := ChildLandlockABI(rep)
 	d.UnixSocketsScoped, d.UnixSockets = spawn.PathnameSocketsScoped(abi), spawn.PathnameSockets(abi)
 	d.Container = confine.DetectContainer()

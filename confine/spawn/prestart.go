@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/b10x/harness/confine/spawn/internal/helper"
+	"github.com/b10x/harness/internal/mountinfo"
 )
 
 // A pre-started sandbox (BrokerOptions.Prestart; docs/decisions/0069)
@@ -145,6 +148,9 @@ func (w *warm) current() bool {
 			return false
 		}
 	}
+	if !w.stillMounted() {
+		return false
+	}
 	select {
 	case <-w.l.exited:
 		return false // it died while it waited (looked at first: a
@@ -155,6 +161,53 @@ func (w *warm) current() bool {
 	case <-w.ready:
 		return w.said // false: it failed a step
 	default:
+	}
+	return true
+}
+
+// unpinnedBinds reports whether pl binds a workspace path by name (a
+// rebind or a mask) without the identity the helper checks.
+func unpinnedBinds(pl *helper.Plan) bool {
+	for _, m := range pl.Mounts {
+		if (m.Kind == helper.Rebind || m.Kind == helper.MaskBeneath) && !m.Pinned {
+			return true
+		}
+	}
+	return false
+}
+
+// stillMounted reports whether every path the sandbox's view binds by
+// name in the workspace (its holds and masks) is still a mount point of
+// its view, at that path. A file removed or replaced since (an editor's
+// rename over it, say) took its mount with it: the kernel detaches the
+// mounts on a name that goes away, in every namespace. The file now at
+// that name is then not covered, though it may carry the same device and
+// inode (numbers are reused; a hard link keeps them), which current's
+// identities cannot tell.
+func (w *warm) stillMounted() bool {
+	var want []string
+	for _, m := range w.l.p.plan.Mounts {
+		if m.Kind == helper.Rebind || m.Kind == helper.MaskBeneath {
+			want = append(want, m.Dst)
+		}
+	}
+	if len(want) == 0 {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(w.l.cmd.Process.Pid) + "/mountinfo")
+	if err != nil {
+		return false
+	}
+	points := map[string]bool{}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 {
+			points[mountinfo.Unescape(f[4])] = true
+		}
+	}
+	for _, p := range want {
+		if !points[p] {
+			return false
+		}
 	}
 	return true
 }
@@ -233,15 +286,15 @@ func (d *direct) prestart(s Spec) *warm {
 		return nil
 	}
 	w := &warm{key: warmKey(p), ready: make(chan struct{})}
-	// A view that binds workspace paths by name without their identities
-	// is built in a turn (quiet.go): the identities read here are those of
-	// the files bound, which the call that takes it checks again in its
-	// own turn. One whose every such path carries its identity (the gate's
-	// calls: Spec.HeldIDs) needs none: the helper binds each only while it
-	// is that file, and a call takes the sandbox only when its own paths
-	// and identities are the same.
-	byName := s.bindsByName() && !s.heldPinned()
-	if byName {
+	// A view that binds a workspace path by name without its identity (a
+	// Spec without HeldIDs, or the directories above a held path, which
+	// are anchored) is built in a turn (quiet.go): the identities read
+	// here are those of the files bound, which the call that takes it
+	// checks again in its own turn. One whose every such bind carries its
+	// identity needs none: the helper binds each only while it is that
+	// file, and a call takes the sandbox only when its own paths and
+	// identities are the same.
+	if unpinnedBinds(p.plan) {
 		t, err := d.quiet.begin(context.Background(), true)
 		if err != nil {
 			return nil

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -773,4 +774,59 @@ func TestPrestartPoolRefillAfterBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPool(t, d, 3)
+}
+
+// TestPrestartedMaskDetached: a pre-started sandbox masks .env; the user
+// then gives the same file a new name entry (a hard link made, the old
+// name removed, the link renamed back: what an inode number reused by an
+// editor's rename looks like), so .env is the same device and inode but
+// the sandbox's mask, which sat on the removed name, is gone. The next
+// call must not take that sandbox, and its program must not read the
+// secret.
+func TestPrestartedMaskDetached(t *testing.T) {
+	d := prestarting(t)
+	ws := workspace(t)
+	secret := filepath.Join(ws, ".env")
+	if err := os.WriteFile(secret, []byte("API_KEY=sk-live-detached\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	own(t, secret)
+	id := func() FileID {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(secret, &st); err != nil {
+			t.Fatal(err)
+		}
+		return FileID{Dev: st.Dev, Ino: st.Ino}
+	}
+	s := shSpec(t, ws, "cat .env; echo ran")
+	s.Hold = func() (Held, error) {
+		return Held{Masked: []string{secret}, IDs: map[string]FileID{secret: id()}}, nil
+	}
+	if res, o, err := run(t, d, s); err != nil || res.ExitCode != 0 || strings.Contains(o.String(), "sk-live") {
+		t.Fatalf("first call: %v %+v %s", err, res, o)
+	}
+	if w := waitWarm(t, d); !w.said {
+		t.Fatal("the pre-started sandbox failed")
+	}
+	before := id()
+	keep := filepath.Join(ws, ".env.keep")
+	for _, step := range []func() error{
+		func() error { return os.Link(secret, keep) },
+		func() error { return os.Remove(secret) },
+		func() error { return os.Rename(keep, secret) },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if id() != before {
+		t.Fatalf(".env's identity changed: %v, was %v", id(), before)
+	}
+	res, o, err := run(t, d, s)
+	if strings.Contains(o.String(), "sk-live") {
+		t.Fatalf("the secret was read (pre-started %t): %s", res.Prestarted, o)
+	}
+	if err != nil || res.Prestarted || !strings.Contains(o.String(), "ran") {
+		t.Fatalf("second call: %v, pre-started %t, want a cold start that masks .env again\n%s", err, res.Prestarted, o)
+	}
 }

@@ -25,12 +25,17 @@ import (
 // paused (no leaf, no cgroup.freeze), waited for until it ends, and no
 // call starts; the turn ends once the call's view is built (its status
 // pipe's first message: the program is about to start, or the start
-// failed). A pre-started sandbox that binds paths by name is built in a
-// turn too, and taken only when every path it bound is still the same
-// file (warm.current, read in the taking call's turn).
+// failed). Every path bound by name carries the identity the caller read
+// (Spec.HeldIDs), which the helper checks as it binds; a pre-started
+// sandbox whose binds all carry theirs is built without a turn (one that
+// raced a swap fails its step), one with a bind that does not in a turn,
+// and either is taken only when its plan, identities included, is the
+// call's and every path it bound is still the same file and still mounted
+// at its name (warm.current, read in the taking call's turn).
 //
 // Calls that bind nothing by name take the turn only to join the calls
-// the next turn pauses, and give it back at once.
+// the next turn pauses, and give it back at once. A call's caller may
+// check what it left in another turn once its tree is gone (Spec.After).
 
 // freezeTimeout bounds how long a turn waits for one call's leaf to be
 // reported frozen (a process in uninterruptible sleep delays it): past

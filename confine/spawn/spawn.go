@@ -120,10 +120,12 @@ type Spec struct {
 	// Run calls it once, after every other call of the Runner whose
 	// program may run has been paused (its cgroup leaf frozen; a call
 	// without a leaf, or whose leaf cannot be frozen, has ended) and
-	// before this call's view is built, and nothing of the Runner runs
+	// before this call's view is built, and no other call's program runs
 	// again until the view holds them (the program is about to start) or
 	// the start failed. So a program of another call cannot move a path
 	// between the moment the caller finds it and the moment it is bound.
+	// (Pre-started sandboxes may be built meanwhile: each path they bind
+	// by name is checked against its identity, HeldIDs.)
 	// What it returns replaces the three fields; its error fails the call
 	// before anything starts and is Run's error, as is. Calls whose Spec
 	// binds paths by name (ReadOnly, Anchored, Masked) are started in such
@@ -526,20 +528,6 @@ func (s Spec) withHeld(h Held) (Spec, error) {
 // bindsByName reports whether s's view binds workspace paths by name.
 func (s Spec) bindsByName() bool {
 	return len(s.ReadOnly)+len(s.Anchored)+len(s.Masked) > 0
-}
-
-// heldPinned reports whether every path s's view binds by name carries
-// the identity its binding checks (HeldIDs): a swap after the paths were
-// read then fails the call instead of binding another file.
-func (s Spec) heldPinned() bool {
-	for _, list := range [][]string{s.ReadOnly, s.Anchored, s.Masked} {
-		for _, p := range list {
-			if _, ok := s.HeldIDs[p]; !ok {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // pin sets m's identity from s.HeldIDs, when it holds one for m.Dst.
