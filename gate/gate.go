@@ -715,7 +715,10 @@ func (g *Gate) holdFor(prep tools.Prepared, rec *CallRecord) *heldRead {
 			return tools.Hold{}, hr.err
 		}
 		hr.hold = hold
-		return hold.hold, nil
+		h := hold.hold
+		// Only a walk of the workspace needs the other calls paused.
+		h.CheckAfter = hold.walked
+		return h, nil
 	}, func() {
 		if hr.hold != nil {
 			hr.vs, hr.checked = hr.hold.after(), true

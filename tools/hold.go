@@ -20,6 +20,10 @@ type Hold struct {
 	Anchored []string
 	Masked   []string
 	IDs      map[string]FileID
+	// CheckAfter says the gate's check after the call walks the
+	// workspace, so it wants the other calls paused (Holder's after); when
+	// false, the runner need not call after.
+	CheckAfter bool
 }
 
 // FileID is a file's device and inode.

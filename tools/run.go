@@ -489,7 +489,7 @@ func (c *runCall) Hold(read func() (Hold, error), after func()) {
 			c.holdErr = err
 			return spawn.Held{}, err
 		}
-		held := spawn.Held{ReadOnly: holdPaths(ws, h.ReadOnly), Anchored: holdPaths(ws, h.Anchored), Masked: holdPaths(ws, h.Masked)}
+		held := spawn.Held{ReadOnly: holdPaths(ws, h.ReadOnly), Anchored: holdPaths(ws, h.Anchored), Masked: holdPaths(ws, h.Masked), After: h.CheckAfter}
 		if len(h.IDs) > 0 {
 			held.IDs = make(map[string]spawn.FileID, len(h.IDs))
 			for rel, id := range h.IDs {

@@ -101,7 +101,7 @@ func TestQuietPausesOthers(t *testing.T) {
 				during[0] = counter(ws)
 				time.Sleep(200 * time.Millisecond)
 				during[1] = counter(ws)
-				return Held{Masked: []string{filepath.Join(ws, "n")}}, nil
+				return Held{Masked: []string{filepath.Join(ws, "n")}, After: true}, nil
 			}
 			var after [2]int
 			afterCalled := false
@@ -138,6 +138,17 @@ func TestQuietPausesOthers(t *testing.T) {
 				}
 			} else if !endedFirst {
 				t.Errorf("this call read its held paths while a call that cannot be paused still ran (counter %d to %d)", during[0], during[1])
+			}
+
+			// A Hold that says no check is wanted after: After is not
+			// called.
+			afterCalled = false
+			s.Hold = func() (Held, error) { return Held{}, nil }
+			if res, o, err := run(t, c.r, s); err != nil || res.ExitCode != 0 {
+				t.Fatalf("a call wanting no check after: %v %+v %s", err, res, o)
+			}
+			if afterCalled {
+				t.Error("Spec.After was called although Held.After was false")
 			}
 
 			// A Hold that fails: its error is the call's, and nothing of

@@ -135,7 +135,7 @@ type Spec struct {
 	// calls (the user, another harness) changing the workspace meanwhile.
 	Hold func() (Held, error)
 	// After, when not nil, is called by Run once the call's whole tree is
-	// gone, when Hold was called and returned no error, with the Runner's
+	// gone, when Hold was called and returned no error and Held.After, with the Runner's
 	// other calls paused as for Hold (it waits for the turn; when the
 	// others cannot be paused within the bound a turn has, it is called
 	// without). The caller checks there what the program left, where no
@@ -514,6 +514,10 @@ func isAbs(p string) bool { return strings.HasPrefix(p, "/") }
 type Held struct {
 	ReadOnly, Anchored, Masked []string
 	IDs                        map[string]FileID
+	// After says whether Spec.After is wanted for this call: false drops
+	// it (there is nothing to check that another call could hide, and no
+	// turn is taken for it).
+	After bool
 }
 
 // FileID is a file's identity: its device and inode (st_dev, st_ino).
@@ -522,6 +526,9 @@ type FileID struct{ Dev, Ino uint64 }
 // withHeld is s with h's paths, checked as a Spec's.
 func (s Spec) withHeld(h Held) (Spec, error) {
 	s.ReadOnly, s.Anchored, s.Masked, s.HeldIDs, s.Hold = h.ReadOnly, h.Anchored, h.Masked, h.IDs, nil
+	if !h.After {
+		s.After = nil
+	}
 	return s, s.checkHeld()
 }
 
