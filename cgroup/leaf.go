@@ -280,9 +280,10 @@ func (l *Leaf) Freeze(ctx context.Context) error {
 	wait := 20 * time.Microsecond
 	for {
 		ok, err := frozenNow(l.path)
-		if errors.Is(err, os.ErrNotExist) && l.isClosed() {
+		if (errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV)) && l.isClosed() {
 			// Closed meanwhile: its processes are gone, and so is the
-			// directory.
+			// directory (ENOENT; ENODEV when it went between the open
+			// and the read, on kernels before 6.18 at least).
 			return errorf("freeze %s: %w", l.path, ErrLeafClosed)
 		}
 		if err != nil || ok {
