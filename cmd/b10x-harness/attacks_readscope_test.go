@@ -285,14 +285,31 @@ func TestAttackWriteScopeAfterConcurrentSwap(t *testing.T) {
 	defer s.close(t)
 	swapper := startSwapper(t, s, self, filepath.Join(a.ws, "b/marker"))
 
+	left := func() string {
+		for _, d := range []string{"a", "b"} {
+			if _, err := os.Lstat(filepath.Join(a.ws, d, "new.pem")); err == nil {
+				return d + "/new.pem"
+			}
+		}
+		return ""
+	}
 	var o map[string]any
-	calls := 0
+	calls, own := 0, 0
 	for ; calls < 40 && (o == nil || calls < 3); calls++ {
 		argv, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", "echo key > a/new.pem; echo ran"}})
 		_, r := s.call(t, "run", argv)
 		msg, _ := r["message"].(string)
-		if mcpReason(r) != "denied_path" || !strings.Contains(msg, "new.pem (**/*.pem=denied): created, removed again") {
-			t.Fatalf("call %d created a/new.pem under **/*.pem=denied while another call swapped a and b: %v", calls, r)
+		switch {
+		case mcpReason(r) == "denied_path" && strings.Contains(msg, "new.pem (**/*.pem=denied): created, removed again"):
+			own++
+		case mcpReason(r) == "executed" && left() == "":
+			// The swapping call's own check, at its end, found it first
+			// (the check after a call sees what any call left).
+		default:
+			t.Fatalf("call %d created a/new.pem under **/*.pem=denied while another call swapped a and b: %v (left: %q)", calls, r, left())
+		}
+		if f := left(); f != "" {
+			t.Fatalf("call %d: %s is left in the workspace", calls, f)
 		}
 		if o == nil {
 			select {
@@ -305,13 +322,11 @@ func TestAttackWriteScopeAfterConcurrentSwap(t *testing.T) {
 	if o == nil {
 		o = <-swapper
 	}
-	if mcpReason(o) != "executed" {
+	if msg, _ := o["message"].(string); mcpReason(o) != "executed" && !(mcpReason(o) == "denied_path" && strings.Contains(msg, "new.pem (**/*.pem=denied): created, removed again")) {
 		t.Fatalf("the swapping call: %v", o)
 	}
-	for _, d := range []string{"a", "b"} {
-		if _, err := os.Lstat(filepath.Join(a.ws, d, "new.pem")); err == nil {
-			t.Fatalf("%s/new.pem is left in the workspace after %d calls", d, calls)
-		}
+	if f := left(); f != "" || own == 0 {
+		t.Fatalf("after %d calls, %q is left, and %d calls found their own file", calls, f, own)
 	}
-	t.Logf("%d calls, each failed with its file removed", calls)
+	t.Logf("%d calls, %d found and removed their own file; none was left", calls, own)
 }
