@@ -81,7 +81,7 @@ func maskedSummary(leaves bool) (string, []string) {
 	if leaves {
 		scope += "while every other run call of the session is paused (its cgroup leaf frozen)"
 	} else {
-		scope += "while no other run call of the session runs (calls get no cgroup leaf here that can be paused: a call starts once the others have ended)"
+		scope += "while other run calls of the session may run on (calls get no cgroup leaf here that can be paused: a program of one could hide a file from another's check by renaming directories meanwhile; max_parallel 1 closes that)"
 	}
 	scope += ", each masked only while it is the file the check found (a call whose file something moved meanwhile fails, or starts afresh)"
 	paths, err := spawn.MaskedSystemPaths()

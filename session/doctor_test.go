@@ -52,8 +52,8 @@ func TestDoctorMasked(t *testing.T) {
 	if !strings.Contains(msg, "read scope denies") || !strings.Contains(msg, "paused (its cgroup leaf frozen)") {
 		t.Errorf("maskedSummary does not name the read scope and the pause: %s", msg)
 	}
-	if m, _ := maskedSummary(false); !strings.Contains(m, "a call starts once the others have ended") {
-		t.Errorf("maskedSummary without cgroup leaves does not say calls wait: %s", m)
+	if m, _ := maskedSummary(false); !strings.Contains(m, "max_parallel 1 closes that") {
+		t.Errorf("maskedSummary without cgroup leaves does not say what closes the gap: %s", m)
 	}
 	ents, err := os.ReadDir("/etc")
 	if err != nil {

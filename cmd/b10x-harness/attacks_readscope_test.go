@@ -172,6 +172,9 @@ func swapper(args []string) int {
 func TestAttackReadScopeConcurrentSwap(t *testing.T) {
 	t.Parallel()
 	testenv.Require(t, atkExecution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	// Without cgroup leaves there is nothing to pause a call by: the
+	// shield is max_parallel 1 there (decision 0097).
+	testenv.Require(t, atkLayer(t, "cgroup-leaf"), "cgroup leaves the harness can freeze", testenv.ShapeCgroupV1)
 	self, err := filepath.Abs(os.Args[0])
 	if err != nil {
 		t.Fatal(err)
@@ -273,6 +276,7 @@ func startSwapper(t *testing.T, s *mcpServer, self, moved string) chan map[strin
 func TestAttackWriteScopeAfterConcurrentSwap(t *testing.T) {
 	t.Parallel()
 	testenv.Require(t, atkExecution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	testenv.Require(t, atkLayer(t, "cgroup-leaf"), "cgroup leaves the harness can freeze", testenv.ShapeCgroupV1)
 	self, err := filepath.Abs(os.Args[0])
 	if err != nil {
 		t.Fatal(err)

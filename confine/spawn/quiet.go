@@ -21,9 +21,8 @@ import (
 // RENAME_EXCHANGE, while the walk reads one and then the other), and the
 // view would mask a decoy and show the secret. So a runner gives one call
 // at a time a turn: while a call holds it, every other call whose program
-// may run is paused (its cgroup leaf frozen) or, where it cannot be
-// paused (no leaf, no cgroup.freeze), waited for until it ends, and no
-// call starts; the turn ends once the call's view is built (its status
+// may run is paused (its cgroup leaf frozen; see below for calls without
+// one), and no call starts; the turn ends once the call's view is built (its status
 // pipe's first message: the program is about to start, or the start
 // failed). Every path bound by name carries the identity the caller read
 // (Spec.HeldIDs), which the helper checks as it binds; a pre-started
@@ -32,6 +31,13 @@ import (
 // and either is taken only when its plan, identities included, is the
 // call's and every path it bound is still the same file and still mounted
 // at its name (warm.current, read in the taking call's turn).
+//
+// Calls without a cgroup leaf, or on a kernel without cgroup.freeze, have
+// nothing to pause them by: they run on during another call's turn, as
+// before the turn existed (a swap can then hide a file from the walk; a
+// moved file still fails its bind), and a runner with one call at a time
+// (max_parallel 1) is what shields them. Waiting for them to end instead
+// would hold every call behind a long one (a server a model started).
 //
 // Calls that bind nothing by name take the turn only to join the calls
 // the next turn pauses, and give it back at once. A call's caller may
@@ -93,7 +99,8 @@ func (q *quiet) begin(ctx context.Context, pause bool) (*quietTurn, error) {
 	var waitFor []*launched
 	for _, m := range live {
 		if m.leaf == nil {
-			waitFor = append(waitFor, m.l)
+			// Nothing to pause it by: it runs on (see the package's
+			// note on calls without a leaf).
 			continue
 		}
 		fctx, cancel := context.WithTimeout(ctx, freezeTimeout)
@@ -102,10 +109,12 @@ func (q *quiet) begin(ctx context.Context, pause bool) (*quietTurn, error) {
 		switch {
 		case err == nil:
 			t.frozen = append(t.frozen, m.leaf)
-		case errors.Is(err, cgroup.ErrNotSupported), errors.Is(err, cgroup.ErrLeafClosed):
-			// No freezer, or the call is ending (its leaf was emptied
-			// and removed): it leaves the quiet in a moment.
+		case errors.Is(err, cgroup.ErrNotSupported):
+			// No freezer (before Linux 5.2): as without a leaf.
 			_ = m.leaf.Thaw()
+		case errors.Is(err, cgroup.ErrLeafClosed):
+			// The call is ending (its leaf was emptied and removed): it
+			// leaves the quiet in a moment.
 			waitFor = append(waitFor, m.l)
 		default:
 			_ = m.leaf.Thaw()

@@ -119,7 +119,8 @@ type Spec struct {
 	// change the workspace (docs/decisions/0097-quiet-while-binding.md):
 	// Run calls it once, after every other call of the Runner whose
 	// program may run has been paused (its cgroup leaf frozen; a call
-	// without a leaf, or whose leaf cannot be frozen, has ended) and
+	// without a leaf, or whose leaf cannot be frozen, runs on: nothing
+	// pauses it) and
 	// before this call's view is built, and no other call's program runs
 	// again until the view holds them (the program is about to start) or
 	// the start failed. So a program of another call cannot move a path
