@@ -238,6 +238,11 @@ func (b *Broker) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 	defer call.Close()
 
 	var present byte
+	if s.Hold != nil {
+		// The call asks for its turn with its request: the broker
+		// admits it (serveCall) without a round trip of its own.
+		present |= turnWanted
+	}
 	rights := []int{pair[1]}
 	for i, f := range []*os.File{stdio.Stdin, stdio.Stdout, stdio.Stderr, stdio.Proxy} {
 		if f != nil {
@@ -320,12 +325,9 @@ func (b *Broker) Run(ctx context.Context, s Spec, stdio Stdio) (Result, error) {
 	return res, rerr
 }
 
-// holdInTurn asks the broker for the call's turn ('Q'), and once it is
-// held ('q'), reads s.Hold in it.
+// holdInTurn waits for the call's turn, asked for with its request
+// (turnWanted), and once it is held ('q'), reads s.Hold in it.
 func (b *Broker) holdInTurn(call *os.File, s Spec) (Spec, error) {
-	if err := writeFrame(call, 'Q', nil); err != nil {
-		return s, fmt.Errorf("spawn: send turn request to broker: %w", b.gone(err))
-	}
 	tag, body, err := readFrame(call)
 	if err != nil {
 		return s, fmt.Errorf("spawn: broker's turn reply: %w", b.gone(err))
@@ -508,6 +510,11 @@ func parseRights(oob []byte) ([]int, error) {
 	return fds, nil
 }
 
+// turnWanted, in a request's flags beside the stdio bits, asks for the
+// call's turn (quiet.go) with the request: answered 'q' on the call's
+// channel once it is held, before the spec comes.
+const turnWanted = 1 << 7
+
 // serveCall runs one request: fds[0] is the call's socket, then the stdio
 // descriptors flagged in present.
 func serveCall(ctx context.Context, d *direct, present byte, fds []int) {
@@ -524,17 +531,19 @@ func serveCall(ctx context.Context, d *direct, present byte, fds []int) {
 	for ; i < len(fds); i++ {
 		unix.Close(fds[i])
 	}
-	defer func() {
-		for _, f := range files {
+	closeStdio := func() {
+		for i, f := range files {
 			if f != nil {
 				f.Close()
+				files[i] = nil
 			}
 		}
-	}()
+	}
+	defer closeStdio()
 	var res Result
 	var err error
-	// One reader for the channel's frames: the spec, or first a turn
-	// request, then a cancel frame or the channel's end.
+	// One reader for the channel's frames: the spec (after 'q', when the
+	// turn was wanted), then a cancel frame or the channel's end.
 	frames := make(chan frame, 1)
 	go func() {
 		for {
@@ -546,14 +555,13 @@ func serveCall(ctx context.Context, d *direct, present byte, fds []int) {
 			}
 		}
 	}()
-	f := <-frames
 	var adm *admission
-	if f.err == nil && f.tag == 'Q' {
+	if present&turnWanted != 0 {
 		if adm = serveTurn(ctx, d, call, frames); adm == nil {
 			return
 		}
-		f = <-frames
 	}
+	f := <-frames
 	if f.err != nil || f.tag != 'S' {
 		d.unadmit(adm)
 		return
@@ -584,6 +592,10 @@ func serveCall(ctx context.Context, d *direct, present byte, fds []int) {
 	} else {
 		d.unadmit(adm)
 	}
+	// The harness reads the program's output until every copy of its
+	// pipes' ends is closed: these go before the result, not after the
+	// harness has closed the channel (a round trip more per call).
+	closeStdio()
 	var e helper.Encoder
 	encodeResult(&e, res)
 	var se *SetupError

@@ -599,7 +599,10 @@ func (s *stage) handCall(p *Plan) {
 // awaitCall reads the call from fd: the message and the descriptors that
 // came with it (close-on-exec here).
 func awaitCall(fd int) (*Go, []int) {
-	buf := make([]byte, 64<<10)
+	// A call is a few KiB (argv, environment); a longer one is read on
+	// below. A smaller buffer is fewer fresh pages touched on the call's
+	// path.
+	buf := make([]byte, 8<<10)
 	oob := make([]byte, syscall.CmsgSpace(3*4))
 	var n, oobn, flags int
 	var err error
