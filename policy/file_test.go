@@ -29,7 +29,7 @@ func TestParseRefuses(t *testing.T) {
 		{"zero hook timeout", "hook_timeout = \"0s\"\n", `p.toml:1:1: hook_timeout: "0s": must be positive`},
 		{"negative", "max_calls = -3\n", "p.toml:1:1: max_calls: must not be negative"},
 		{"cpus", "cpu_max = 2000\n", "p.toml:1:1: cpu_max: want a number of CPUs between 0 and 1024"},
-		{"no parallel run", "max_parallel = 0\n", "p.toml:1:1: max_parallel: must be at least 1 (run calls of the session at once; default: the number of CPUs, at least 2)"},
+		{"no parallel run", "max_parallel = 0\n", "p.toml:1:1: max_parallel: must be at least 1 (run calls of the session at once; default: the number of CPUs, at least 4)"},
 		{"negative parallel", "\nmax_parallel = -1\n", "p.toml:2:1: max_parallel: must be at least 1"},
 		{"bad env", "pass_env = [\"A=B\"]\n", `p.toml:1:1: pass_env: "A=B": not a variable name`},
 		{"bad cidr", "allow_cidr = [\"10.0.0.0/8\", \"zz\"]\n", `p.toml:1:1: allow_cidr: "zz": want a CIDR such as 10.0.0.0/8 or an address`},

@@ -118,9 +118,15 @@ type FileRef struct {
 const DefaultGrace = 10 * time.Second
 
 // DefaultMaxParallel is max_parallel's default: the CPUs this process may
-// run on (runtime.NumCPU), and at least 2, so that one long run call
-// never holds every other one back.
-func DefaultMaxParallel() int { return max(runtime.NumCPU(), 2) }
+// run on (runtime.NumCPU), and at least MinDefaultParallel, so that one
+// long run call never holds every other one back and the calls a model
+// sends in one turn run together (docs/decisions/0098).
+func DefaultMaxParallel() int { return max(runtime.NumCPU(), MinDefaultParallel) }
+
+// MinDefaultParallel is the least max_parallel's default may be: the
+// calls of a model's turn (Claude Code sent five in one), and the
+// largest pool of pre-started sandboxes (spawn.MaxPrestartPool).
+const MinDefaultParallel = 4
 
 // Defaults is the policy every command starts from: each setting's
 // Default (or HostDefault), and no sources.

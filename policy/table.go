@@ -85,9 +85,9 @@ var settings = []Setting{
 	},
 	{
 		Key: "max_parallel", Kind: Int, HostDefault: func() string { return strconv.Itoa(DefaultMaxParallel()) }, Min: 1, Placeholder: "N", Commands: Session,
-		Help:     "Run calls of the session that run at once (every MCP client of the session together); a call beyond it waits for a slot, first come first served, within its own timeout (default: the number of CPUs, at least 2).",
-		FlagHelp: "Run calls of the session that run at once (every MCP client of the session together); a call beyond it waits for a slot, first come first served, within its own --timeout (default: the number of CPUs, at least 2).",
-		Check:    atLeast(1, "must be at least 1 (run calls of the session at once; default: the number of CPUs, at least 2)"),
+		Help:     "Run calls of the session that run at once (every MCP client of the session together); a call beyond it waits for a slot, first come first served, within its own timeout (default: the number of CPUs, at least 4).",
+		FlagHelp: "Run calls of the session that run at once (every MCP client of the session together); a call beyond it waits for a slot, first come first served, within its own --timeout (default: the number of CPUs, at least 4).",
+		Check:    atLeast(1, "must be at least 1 (run calls of the session at once; default: the number of CPUs, at least 4)"),
 		Field:    func(p *Policy) any { return &p.MaxParallel },
 	},
 	{

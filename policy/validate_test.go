@@ -22,7 +22,7 @@ func TestValidate(t *testing.T) {
 		{func(p *Policy) { p.ScopeAnnounce = "loud" }, `scope_announce: "loud": want stated, silent`},
 		{func(p *Policy) { p.HookTimeout = 0 }, "hook_timeout 0s: must be positive"},
 		{func(p *Policy) { p.MaxCalls = -1 }, "max_calls -1: must not be negative"},
-		{func(p *Policy) { p.MaxParallel = 0 }, "max_parallel 0: must be at least 1 (run calls of the session at once; default: the number of CPUs, at least 2)"},
+		{func(p *Policy) { p.MaxParallel = 0 }, "max_parallel 0: must be at least 1 (run calls of the session at once; default: the number of CPUs, at least 4)"},
 		{func(p *Policy) { p.MaxResult = 0 }, "max_result 0: must be a positive size"},
 		{func(p *Policy) { p.Surface = "round" }, `surface: invalid surface "round": want flat or verbs`},
 		{func(p *Policy) { p.Run.Timeout = -time.Second }, "timeout -1s: must not be negative"},

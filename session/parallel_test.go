@@ -446,9 +446,9 @@ func TestMaxParallelSession(t *testing.T) {
 }
 
 // TestDefaultMaxParallel: the default is the CPUs this process may use,
-// and at least 2; every policy starts from it.
+// and at least 4; every policy starts from it.
 func TestDefaultMaxParallel(t *testing.T) {
-	if got, want := Defaults().MaxParallel, max(runtime.NumCPU(), 2); got != want || got < 2 {
+	if got, want := Defaults().MaxParallel, max(runtime.NumCPU(), 4); got != want || got < 4 {
 		t.Fatalf("Defaults().MaxParallel = %d, want %d", got, want)
 	}
 }

@@ -20,7 +20,7 @@ import (
 )
 
 // TestMaxParallelPolicy: max_parallel's default is the host's CPU count
-// (at least 2), a flag and the file set it, policy show says where it came
+// (at least 4), a flag and the file set it, policy show says where it came
 // from, and 0 or less is one line naming the flag or the file's line.
 func TestMaxParallelPolicy(t *testing.T) {
 	dir := t.TempDir()
@@ -33,7 +33,7 @@ func TestMaxParallelPolicy(t *testing.T) {
 		value  int
 		source string
 	}{
-		{nil, max(runtime.NumCPU(), 2), "default"},
+		{nil, max(runtime.NumCPU(), 4), "default"},
 		{[]string{"--max-parallel", "5"}, 5, "flag --max-parallel"},
 		{[]string{"--policy", pf}, 7, pf + ":1:1"},
 		{[]string{"--policy", pf, "--max-parallel=1"}, 1, "flag --max-parallel"},
@@ -61,7 +61,7 @@ func TestMaxParallelPolicy(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"policy", "show", "--workspace", dir, "--max-parallel", "0"}, "b10x-harness: --max-parallel 0: must be at least 1 (run calls of the session at once; default: the number of CPUs, at least 2)\n"},
+		{[]string{"policy", "show", "--workspace", dir, "--max-parallel", "0"}, "b10x-harness: --max-parallel 0: must be at least 1 (run calls of the session at once; default: the number of CPUs, at least 4)\n"},
 		{[]string{"call", "--workspace", dir, "--max-parallel=-3", "file_read", `{"path":"p.toml"}`}, "b10x-harness: --max-parallel -3: must be at least 1"},
 		{[]string{"mcp", "--workspace", dir, "--max-parallel", "0"}, "b10x-harness: --max-parallel 0: must be at least 1"},
 		{[]string{"policy", "check", bad}, "b10x-harness: " + bad + ":2:1: max_parallel: must be at least 1"},
