@@ -1,17 +1,20 @@
 package gate
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/b10x/harness/internal/reexec"
 	"github.com/b10x/harness/internal/testenv"
 	"github.com/b10x/harness/tools"
 	"github.com/b10x/harness/workspace"
@@ -291,6 +294,59 @@ func TestMaskWalkRefusesUnwalked(t *testing.T) {
 	g, _ = runGate(t, dir, nil, nil, func(string) { ran = true })
 	if o := call(g, "run", `{}`); o.Status != Executed || !ran {
 		t.Fatalf("without a read scope: ran %v, %+v", ran, o)
+	}
+}
+
+func init() {
+	// The masks' walk of the workspace os.Args[1], as whatever user it was
+	// started as: prints the masked files, then how many directories it
+	// could not walk and the first of them.
+	reexec.Register("gate-masks-once", func() {
+		ws, err := workspace.Open(os.Args[1])
+		if err != nil {
+			fmt.Println("open: " + err.Error())
+			os.Exit(0)
+		}
+		rules, _ := ReadScopeRules(nil)
+		g := &Gate{cfg: Config{Workspace: ws}, reads: readScope{newScope(rules)}}
+		h, err := g.holdBefore()
+		if err != nil {
+			fmt.Println("hold: " + err.Error())
+			os.Exit(0)
+		}
+		fmt.Printf("%s\n%d %s\n", strings.Join(h.hold.Masked, " "), h.skipped, h.unwalked)
+		os.Exit(0)
+	})
+}
+
+// TestMaskWalkUnsearchable: as a user who may list a directory but not
+// search it (mode r--) or search it but not list it (--x), the masks'
+// walk counts both as not walked, so the run call is refused (holdFor):
+// the files beneath them are not known. An earlier walk listed an r--
+// directory from its parent's descriptor and silently left out the
+// secret it could not stat there.
+func TestMaskWalkUnsearchable(t *testing.T) {
+	testenv.Require(t, os.Geteuid() == 0, "running as root (to start a child as another user)", testenv.ShapeNoUserns)
+	base := t.TempDir()
+	dir := filepath.Join(base, "ws")
+	mkfiles(t, dir, "ronly/.env", "xonly/.env", "ok/.env")
+	for d := base; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	for rel, mode := range map[string]os.FileMode{"ronly": 0o644, "xonly": 0o311} {
+		if err := os.Chmod(filepath.Join(dir, rel), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const nobody = 65534
+	cmd := reexec.Command("gate-masks-once", dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("walk as uid %d: %v", nobody, err)
+	}
+	if got, want := string(out), "ok/.env\n2 ronly (permission denied)\n"; got != want {
+		t.Fatalf("the walk as uid %d:\n got %q\nwant %q (ok/.env masked; ronly and xonly not walked)", nobody, got, want)
 	}
 }
 

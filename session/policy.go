@@ -78,7 +78,7 @@ func Defaults() Policy { return Policy{Policy: policy.Defaults()} }
 const DefaultGrace = policy.DefaultGrace
 
 // DefaultMaxParallel is max_parallel's default: the number of CPUs, at
-// least 2.
+// least 4 (docs/decisions/0098).
 func DefaultMaxParallel() int { return policy.DefaultMaxParallel() }
 
 // Checks are the parsers of the policy's values whose syntax belongs to
