@@ -204,6 +204,49 @@ func TestPrestartedStaleView(t *testing.T) {
 	}
 }
 
+// TestPrestartedHeldOvermounted: a held file that is another file at its
+// name while the sandbox's bind of the first is still mounted there (here:
+// a file bound over the name in the test's own mount namespace after the
+// sandbox was built) makes the call start cold, by the identities the
+// sandbox was built with; the mount's presence alone (stillMounted) would
+// take it.
+func TestPrestartedHeldOvermounted(t *testing.T) {
+	requireSpawn(t)
+	testenv.Require(t, os.Geteuid() == 0, "running as root (to mount in a mount namespace of the test's own)", testenv.ShapeNoUserns)
+	if !inPrivateMounts(t) {
+		return
+	}
+	d := prestarting(t)
+	ws := workspace(t)
+	f, other := filepath.Join(ws, "held.txt"), filepath.Join(ws, "other.txt")
+	if err := os.WriteFile(f, []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other, []byte("new\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := shSpec(t, ws, "cat held.txt")
+	s.ReadOnly = []string{f}
+	if _, out, err := run(t, d, s); err != nil || string(out.stdout.Bytes()) != "old\n" {
+		t.Fatalf("first call: %v %q", err, string(out.stdout.Bytes()))
+	}
+	w := waitWarm(t, d)
+	if err := unix.Mount(other, f, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind %s over %s: %v", other, f, err)
+	}
+	t.Cleanup(func() { unix.Unmount(f, unix.MNT_DETACH) }) // before the directory's removal
+	if !w.stillMounted() {
+		t.Fatal("the sandbox's own binds were detached by a mount over the host's name: the case this test is for did not arise")
+	}
+	res, out, err := run(t, d, s)
+	if err != nil || res.ExitCode != 0 || string(out.stdout.Bytes()) != "new\n" {
+		t.Fatalf("after a file was bound over the held name: %v %+v %q", err, res, string(out.stdout.Bytes()))
+	}
+	if d.pre.taken.Load() != 0 {
+		t.Error("a sandbox holding the file that was at the name before was taken")
+	}
+}
+
 // TestPrestartClosed: closing leaves no sandbox process, alive or a
 // zombie (each process of the sandbox found through /proc before close
 // must be gone after, or be another process by its start time), and no

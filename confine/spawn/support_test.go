@@ -737,6 +737,34 @@ func inChild(t *testing.T) bool {
 // process, and the test process shares its own.
 func inChildCgroup(t *testing.T, ownCgroup bool) bool {
 	t.Helper()
+	return rerun(t, func(a *syscall.SysProcAttr) {
+		if !ownCgroup {
+			return
+		}
+		if dir := siblingCgroup(t); dir != "" {
+			fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { unix.Close(fd) })
+			a.UseCgroupFD, a.CgroupFD = true, fd
+		}
+	})
+}
+
+// inPrivateMounts is inChildCgroup's re-run, in a mount namespace of the
+// child's own (private: nothing it mounts reaches the host), for tests
+// that mount.
+func inPrivateMounts(t *testing.T) bool {
+	t.Helper()
+	return rerun(t, func(a *syscall.SysProcAttr) { a.Unshareflags = syscall.CLONE_NEWNS })
+}
+
+// rerun reports whether this is the re-run child of the test; in the
+// parent it runs the test again in a child whose attributes attr sets,
+// relays its verdict and returns false.
+func rerun(t *testing.T, attr func(*syscall.SysProcAttr)) bool {
+	t.Helper()
 	const key = "B10X_SPAWN_TEST_CHILD"
 	if os.Getenv(key) == t.Name() {
 		return true
@@ -746,16 +774,7 @@ func inChildCgroup(t *testing.T, ownCgroup bool) bool {
 	// The child dies with this process (a test binary's timeout panic
 	// included), and with it whatever it started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if ownCgroup {
-		if dir := siblingCgroup(t); dir != "" {
-			fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer unix.Close(fd)
-			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
-		}
-	}
+	attr(cmd.SysProcAttr)
 	out, err := cmd.CombinedOutput()
 	t.Logf("re-run child output:\n%s", out)
 	switch {
