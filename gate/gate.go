@@ -355,6 +355,10 @@ func (g *Gate) Call(ctx context.Context, c Call) Outcome {
 	return out
 }
 
+// Close releases what the gate holds between calls: the watches of its
+// masks' walk (maskwatch.go). Calls after it work, without them.
+func (g *Gate) Close() { g.masks.close() }
+
 // messageCap is the cap of an outcome's message (see MaxMessage).
 func (g *Gate) messageCap() int { return max(g.cfg.MaxResult, MaxMessage) }
 

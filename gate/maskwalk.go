@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -67,14 +68,21 @@ var trustedCtimeFS = map[int64]bool{
 // relative path. Its zero value is empty and ready; it is safe for
 // concurrent use.
 type maskListings struct {
-	mu    sync.Mutex
-	dirs  map[string]*maskListing
-	items int    // the items of every listing kept
-	walks uint64 // walks begun
+	walkMu sync.Mutex // one walk at a time (the session's turn already orders a session's run calls; this orders WarmRunHold's walk too)
+	mu     sync.Mutex
+	dirs   map[string]*maskListing
+	items  int    // the items of every listing kept
+	walks  uint64 // walks begun
 	// offset is the realtime clock less the monotonic one at the last
 	// walk's start: when it falls, the realtime clock was set back.
 	offset time.Duration
 	hits   int // directories taken from here, for tests
+	// watch is the gate's inotify instance (maskwatch.go), made at the
+	// first walk; nil before, and for good once it failed or the gate
+	// closed (watchOff).
+	watch    *dirWatch
+	watchOff bool
+	unopened int // directories taken without being opened, for tests
 }
 
 // maskListing is what the masks' walk found in one directory, and the
@@ -84,6 +92,11 @@ type maskListing struct {
 	ctime    unix.Timespec
 	items    []maskItem // in name order
 	seen     uint64     // the last walk that took or stored it
+	// wd is the directory's watch (0: none); clean, that the watch was
+	// added before the listing was last checked and has had no event
+	// since (maskwatch.go).
+	wd    int32
+	clean bool
 }
 
 // maskItem is a masked file (with its device and inode as read: a file
@@ -105,8 +118,9 @@ const (
 	maxListedItems = 1 << 20
 )
 
-// begin starts a walk: it returns the walk's number, and drops every
-// listing when the realtime clock was set back since the last walk.
+// begin starts a walk: it returns the walk's number, drops every listing
+// when the realtime clock was set back since the last walk, and takes the
+// trust of every watched listing whose watch has had an event since.
 func (m *maskListings) begin() uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -116,7 +130,66 @@ func (m *maskListings) begin() uint64 {
 	}
 	m.offset = off
 	m.walks++
+	if m.watch == nil && !m.watchOff && len(m.dirs) > 0 {
+		// Once a walk has kept listings: a gate that never keeps one (a
+		// one-shot call, a tree changing at every call) makes no
+		// instance. The gate's Close ends it; one never closed ends
+		// with the gate.
+		if m.watch = newDirWatch(); m.watch == nil {
+			m.watchOff = true
+		} else {
+			runtime.AddCleanup(m, (*dirWatch).close, m.watch)
+		}
+	}
+	untrust := func() {
+		for _, l := range m.dirs {
+			l.clean = false
+		}
+	}
+	if m.watch != nil && !m.watch.drain(func(rel string) {
+		if l := m.dirs[rel]; l != nil {
+			l.clean = false
+		}
+	}, untrust) {
+		untrust()
+		m.watch, m.watchOff = nil, true
+	}
 	return m.walks
+}
+
+// close ends the listings' watches; later walks check every directory.
+func (m *maskListings) close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.watch.close()
+	m.watch, m.watchOff = nil, true
+	for _, l := range m.dirs {
+		l.clean = false
+	}
+}
+
+// watchDir watches the directory open (O_PATH) at fd as rel, before the
+// walk checks it: its watch, or 0.
+func (m *maskListings) watchDir(fd int, rel string) int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.watch.add(fd, rel)
+}
+
+// takeUnopened returns rel's listing when it may be taken without opening
+// its directory (clean, and its parent taken so or checked unchanged in
+// this walk, which the caller knows), else nil.
+func (m *maskListings) takeUnopened(rel string, walk uint64) *maskListing {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.dirs[rel]
+	if l == nil || !l.clean {
+		return nil
+	}
+	l.seen = max(l.seen, walk)
+	m.hits++
+	m.unopened++
+	return l
 }
 
 // clockOffset is the realtime clock less the monotonic one.
@@ -136,13 +209,15 @@ func (m *maskListings) sweep(walk uint64) {
 		if l.seen < walk {
 			m.items -= len(l.items)
 			delete(m.dirs, rel)
+			m.watch.remove(l.wd, rel)
 		}
 	}
 }
 
 // lookup returns the listing of the directory rel, open at fd with stat
-// st, when the one kept still describes it.
-func (m *maskListings) lookup(rel string, st *unix.Stat_t, walk uint64) *maskListing {
+// st, when the one kept still describes it. wd is the directory's watch,
+// added before st was read (0: none): the listing is clean from here.
+func (m *maskListings) lookup(rel string, st *unix.Stat_t, walk uint64, wd int32) *maskListing {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.dirs[rel]
@@ -150,11 +225,13 @@ func (m *maskListings) lookup(rel string, st *unix.Stat_t, walk uint64) *maskLis
 		return nil
 	}
 	l.seen = max(l.seen, walk)
+	l.wd, l.clean = wd, wd != 0
 	m.hits++
 	return l
 }
 
 // keep stores l as the listing of rel, or forgets rel's when keep is false.
+// l.wd is its directory's watch, added before its entries were read.
 func (m *maskListings) keep(rel string, l *maskListing, keep bool, walk uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -165,6 +242,7 @@ func (m *maskListings) keep(rel string, l *maskListing, keep bool, walk uint64) 
 	if !keep || len(m.dirs) >= maxListings || m.items+len(l.items) > maxListedItems {
 		return
 	}
+	l.clean = l.wd != 0
 	if m.dirs == nil {
 		m.dirs = map[string]*maskListing{}
 	}
@@ -182,6 +260,8 @@ func (m *maskListings) keep(rel string, l *maskListing, keep bool, walk uint64) 
 // h.unwalked: what lies beneath it is unknown, and holdFor refuses the
 // call.
 func (g *Gate) walkMasks(h *runHold) error {
+	g.masks.walkMu.Lock()
+	defer g.masks.walkMu.Unlock()
 	verdict := g.reads.verdicts()
 	walkNo := g.masks.begin()
 	buf := make([]byte, 32<<10)
@@ -203,26 +283,13 @@ func (g *Gate) walkMasks(h *runHold) error {
 			return fmt.Errorf("walk: open the root: %w", err)
 		}
 		var walk func(fd int, rel string, depth int)
-		walk = func(fd int, rel string, depth int) {
-			defer unix.Close(fd)
-			var st unix.Stat_t
-			if err := unix.Fstat(fd, &st); err != nil {
-				skip(rel, err.Error())
-				return
-			}
-			l := g.masks.lookup(rel, &st, walkNo)
-			if l == nil {
-				read := time.Now()
-				ents, err := readDir(fd, buf)
-				if err != nil {
-					g.masks.keep(rel, nil, false, walkNo)
-					skip(rel, err.Error())
-					return
-				}
-				l = h.listMasks(fd, rel, ents, verdict)
-				l.dev, l.ino, l.ctime = st.Dev, st.Ino, st.Ctim
-				g.masks.keep(rel, l, trustCtime(fd, &st, read), walkNo)
-			}
+		// children goes through the items of rel's listing l. stable: every
+		// name in rel is the inode it was when l was made (rel was checked
+		// unchanged, or taken unopened), so a clean subdirectory may be
+		// taken unopened too (maskwatch.go). fd is rel's descriptor, -1
+		// when it was taken unopened.
+		var children func(l *maskListing, rel string, depth, fd int, stable bool)
+		children = func(l *maskListing, rel string, depth, fd int, stable bool) {
 			for _, it := range l.items {
 				crel := workspace.Child(rel, it.name)
 				if !it.dir {
@@ -233,13 +300,50 @@ func (g *Gate) walkMasks(h *runHold) error {
 					skip(crel, fmt.Sprintf("more than %d directories deep", workspace.MaxWalkDepth))
 					continue
 				}
-				sfd, err := workspace.OpenBeneath(fd, it.name, unix.O_PATH|unix.O_DIRECTORY, 0)
+				if stable {
+					if c := g.masks.takeUnopened(crel, walkNo); c != nil {
+						children(c, crel, depth+1, -1, true)
+						continue
+					}
+				}
+				var sfd int
+				var err error
+				if fd >= 0 {
+					sfd, err = workspace.OpenBeneath(fd, it.name, unix.O_PATH|unix.O_DIRECTORY, 0)
+				} else {
+					sfd, err = workspace.OpenBeneath(root, crel, unix.O_PATH|unix.O_DIRECTORY, 0)
+				}
 				if err != nil {
 					skip(crel, err.Error())
 					continue
 				}
 				walk(sfd, crel, depth+1)
 			}
+		}
+		walk = func(fd int, rel string, depth int) {
+			defer unix.Close(fd)
+			// The watch first: a change after it is an event on it.
+			wd := g.masks.watchDir(fd, rel)
+			var st unix.Stat_t
+			if err := unix.Fstat(fd, &st); err != nil {
+				skip(rel, err.Error())
+				return
+			}
+			l := g.masks.lookup(rel, &st, walkNo, wd)
+			stable := l != nil
+			if l == nil {
+				read := time.Now()
+				ents, err := readDir(fd, buf)
+				if err != nil {
+					g.masks.keep(rel, nil, false, walkNo)
+					skip(rel, err.Error())
+					return
+				}
+				l = h.listMasks(fd, rel, ents, verdict)
+				l.dev, l.ino, l.ctime, l.wd = st.Dev, st.Ino, st.Ctim, wd
+				g.masks.keep(rel, l, trustCtime(fd, &st, read), walkNo)
+			}
+			children(l, rel, depth, fd, stable)
 		}
 		walk(fd, ".", 0)
 		return nil

@@ -33,7 +33,9 @@ func maskGate(t *testing.T, dir string) *Gate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Gate{cfg: Config{Workspace: ws, Protected: []string{"hooks/check.sh"}}, reads: readScope{newScope(rules)}}
+	g := &Gate{cfg: Config{Workspace: ws, Protected: []string{"hooks/check.sh"}}, reads: readScope{newScope(rules)}}
+	t.Cleanup(g.Close)
+	return g
 }
 
 // masksByWalk is what a run call's masks were before the gate kept

@@ -263,6 +263,7 @@ func (s *Session) build(p Policy, conf *confinement, writes, reads []gate.ScopeR
 		return err
 	}
 	s.gate = g
+	s.cleanup.add(g.Close)
 	sf, err := surface.New(p.kind(), g, surface.Options{SilentScope: p.ScopeAnnounce == "silent"})
 	if err != nil {
 		return &Error{Key: "surface", Err: err, Usage: true}
