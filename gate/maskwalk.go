@@ -178,12 +178,17 @@ func (m *maskListings) watchDir(fd int, rel string) int32 {
 
 // takeUnopened returns rel's listing when it may be taken without opening
 // its directory (clean, and its parent taken so or checked unchanged in
-// this walk, which the caller knows), else nil.
+// this walk, which the caller knows), else nil. Its watch must be live and
+// answer to rel: the kernel gives one watch to an inode, whatever the
+// names it is opened by (one directory bound at another name), and an
+// event is told to the name it was last opened by, so a listing whose
+// watch answers to another name is checked. A closed instance answers to
+// none (a walk that was running at Close may have left a listing clean).
 func (m *maskListings) takeUnopened(rel string, walk uint64) *maskListing {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.dirs[rel]
-	if l == nil || !l.clean {
+	if l == nil || !l.clean || !m.watch.answers(l.wd, rel) {
 		return nil
 	}
 	l.seen = max(l.seen, walk)
@@ -240,6 +245,9 @@ func (m *maskListings) keep(rel string, l *maskListing, keep bool, walk uint64) 
 		delete(m.dirs, rel)
 	}
 	if !keep || len(m.dirs) >= maxListings || m.items+len(l.items) > maxListedItems {
+		// Watches are for kept listings only: this directory is read
+		// again at every walk.
+		m.watch.remove(l.wd, rel)
 		return
 	}
 	l.clean = l.wd != 0
@@ -335,7 +343,7 @@ func (g *Gate) walkMasks(h *runHold) error {
 				read := time.Now()
 				ents, err := readDir(fd, buf)
 				if err != nil {
-					g.masks.keep(rel, nil, false, walkNo)
+					g.masks.keep(rel, &maskListing{wd: wd}, false, walkNo)
 					skip(rel, err.Error())
 					return
 				}

@@ -33,10 +33,15 @@ import (
 // Watches are kept only on file systems whose every change to a
 // directory's entries is made through the VFS (ext4, xfs, tmpfs), at most
 // maxWatches of them, and only for directories whose listing is kept.
-// What they do not see: a mount made over a workspace directory from
-// outside the session (the session's run children mount only in their own
-// namespaces), which the openat2 of the walk without watches would have
-// crossed.
+// A listing is taken so only while its watch is live and was last added
+// for its name: the kernel gives an inode one watch whatever the names it
+// is opened by (a directory bound at a second name), and tells an event to
+// the name it was last added for.
+//
+// What they do not see, from outside the session: a mount made over a
+// workspace directory (the session's run children mount only in their
+// own namespaces), which the openat2 of the walk without watches would
+// have crossed, and an encrypted directory's names appearing with its key.
 
 // maxWatches bounds the watches of one gate: each pins an inode in the
 // kernel and counts against the user's fs.inotify.max_user_watches, which
@@ -102,6 +107,11 @@ func (w *dirWatch) add(fd int, rel string) int32 {
 	}
 	w.wds[int32(wd)] = rel
 	return int32(wd)
+}
+
+// answers reports whether wd is a live watch last added for rel.
+func (w *dirWatch) answers(wd int32, rel string) bool {
+	return w != nil && w.fd >= 0 && wd != 0 && w.wds[wd] == rel
 }
 
 // remove ends watch wd, which rel's listing held, unless the watch has

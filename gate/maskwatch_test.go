@@ -2,6 +2,7 @@ package gate
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -172,5 +173,124 @@ func TestMaskWatchClosed(t *testing.T) {
 	u := g.masks.unopened
 	if got := masksNow(t, g); !slices.Equal(got, []string{"a/b/new.pem", "c/.env"}) || g.masks.unopened != u {
 		t.Fatalf("after Close: masks %q, %d taken unopened", got, g.masks.unopened-u)
+	}
+}
+
+// TestMaskWatchBindAlias: one directory under two names (bound at the
+// second, in a mount namespace of the test's own) has one watch, which an
+// event reports under the name it was last opened by. Neither name's
+// listing may then be taken unopened on the strength of that watch: a
+// secret created through either name is masked at both, and after the
+// bind is gone at its first name.
+func TestMaskWatchBindAlias(t *testing.T) {
+	if os.Getenv("B10X_BIND_CHILD") == "" {
+		testenv.Require(t, os.Geteuid() == 0, "root, to bind a directory in a mount namespace of the test's own", testenv.ShapeNoUserns)
+		cmd := exec.Command("unshare", "--mount", "--propagation", "private", os.Args[0], "-test.run", "^TestMaskWatchBindAlias$", "-test.v")
+		cmd.Env = append(os.Environ(), "B10X_BIND_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS") {
+			t.Fatalf("the child in its own mount namespace: %v\n%s", err, out)
+		}
+		return
+	}
+	dir := t.TempDir()
+	g := watchedTree(t, dir, "a/d/code.go", "b/m/keep.txt")
+	at := func(rel string) string { return filepath.Join(dir, rel) }
+	if err := unix.Mount(at("a/d"), at("b/m"), "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(at("b/m"), unix.MNT_DETACH) })
+	// b read again, so that b/m (a/d's inode now) is opened as b/m.
+	mkfiles(t, dir, "b/tick")
+	if err := os.Remove(at("b/tick")); err != nil {
+		t.Fatal(err)
+	}
+	check := func(step string, want ...string) {
+		t.Helper()
+		for i := 0; i < 3; i++ {
+			time.Sleep(30 * time.Millisecond)
+			masksNow(t, g)
+		}
+		mkfiles(t, dir, want[0])
+		got, whole := masksNow(t, g), masksByWalk(t, g)
+		if !slices.Equal(got, whole) {
+			t.Fatalf("%s: masks %q, a whole walk finds %q", step, got, whole)
+		}
+		for _, w := range want {
+			if !slices.Contains(got, w) {
+				t.Fatalf("%s: %s not masked: %q", step, w, got)
+			}
+		}
+	}
+	check("bound", "a/d/one.pem", "b/m/one.pem")
+	if err := unix.Unmount(at("b/m"), 0); err != nil {
+		t.Fatal(err)
+	}
+	check("unbound", "a/d/two.pem")
+}
+
+// TestMaskWatchCloseDuringWalk: a Close that comes while a walk runs
+// leaves nothing trusted on the strength of the closed instance: a secret
+// created after it is masked by the next walks.
+func TestMaskWatchCloseDuringWalk(t *testing.T) {
+	const n = 300
+	var rels []string
+	for i := 0; i < n; i++ {
+		rels = append(rels, "d"+strconv.Itoa(i)+"/x.txt")
+	}
+	for round := 0; round < 12; round++ {
+		dir := t.TempDir()
+		g := watchedTree(t, dir, rels...)
+		// The root read again, so that the walk opens every directory;
+		// past the margin, so that the walk keeps it and the next one
+		// takes its subdirectories as they are.
+		mkfiles(t, dir, "root"+strconv.Itoa(round)+".txt")
+		time.Sleep(30 * time.Millisecond)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = g.holdBefore()
+		}()
+		time.Sleep(time.Duration(50*(round%6+1)) * time.Microsecond)
+		g.Close()
+		<-done
+		masksNow(t, g)
+		// A secret in every directory: the one a racing check left
+		// trusted, if any, among them.
+		secret := "/after" + strconv.Itoa(round) + ".pem"
+		for i := 0; i < n; i++ {
+			mkfiles(t, dir, "d"+strconv.Itoa(i)+secret)
+		}
+		got := masksNow(t, g)
+		for i := 0; i < n; i++ {
+			if rel := "d" + strconv.Itoa(i) + secret; !slices.Contains(got, rel) {
+				t.Fatalf("round %d: %s, created after Close, not masked", round, rel)
+			}
+		}
+	}
+}
+
+// TestMaskWatchOnlyKept: a directory whose listing is not kept (changed
+// within the margin) keeps no watch: one moved out of the workspace
+// afterwards pins nothing, and watches never outnumber the listings.
+func TestMaskWatchOnlyKept(t *testing.T) {
+	dir, out := t.TempDir(), t.TempDir()
+	g := watchedTree(t, dir, "a/x.txt")
+	for i := 0; i < 50; i++ {
+		n := "n" + strconv.Itoa(i)
+		mkfiles(t, dir, n+"/y.txt")
+		masksNow(t, g) // opened and watched while checked; not kept
+		if err := os.Rename(filepath.Join(dir, n), filepath.Join(out, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(60 * time.Millisecond)
+	masksNow(t, g)
+	masksNow(t, g)
+	g.masks.mu.Lock()
+	listings, watches := len(g.masks.dirs), len(g.masks.watch.wds)
+	g.masks.mu.Unlock()
+	if watches > listings {
+		t.Fatalf("%d watches for %d kept listings", watches, listings)
 	}
 }
