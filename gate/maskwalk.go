@@ -54,13 +54,22 @@ var listingMargin = 2 * time.Second
 // trustedCtimeFS are the file systems whose directories' ctimes the masks'
 // walk trusts, by statfs magic.
 var trustedCtimeFS = map[int64]bool{
-	0xEF53:     true, // ext2, ext3, ext4
-	0x58465342: true, // xfs
-	0x9123683E: true, // btrfs
-	0x01021994: true, // tmpfs
-	0xF2F52010: true, // f2fs
-	0xCA451A4E: true, // bcachefs
-	0x2FC12FC1: true, // zfs
+	unix.EXT4_SUPER_MAGIC:     true, // ext2, ext3, ext4
+	unix.XFS_SUPER_MAGIC:      true,
+	unix.BTRFS_SUPER_MAGIC:    true,
+	unix.TMPFS_MAGIC:          true,
+	unix.F2FS_SUPER_MAGIC:     true,
+	unix.BCACHEFS_SUPER_MAGIC: true,
+	0x2FC12FC1:                true, // zfs (out of tree: no constant)
+}
+
+// fsMagic is the statfs magic of the file system of fd, or -1.
+func fsMagic(fd int) int64 {
+	var fs unix.Statfs_t
+	if unix.Fstatfs(fd, &fs) != nil {
+		return -1
+	}
+	return int64(fs.Type)
 }
 
 // maskListings holds, for one gate (its read scope and protected paths are
@@ -141,39 +150,37 @@ func (m *maskListings) begin() uint64 {
 			runtime.AddCleanup(m, (*dirWatch).close, m.watch)
 		}
 	}
-	untrust := func() {
-		for _, l := range m.dirs {
-			l.clean = false
-		}
-	}
+	// A failed instance is dropped: with no live watch, nothing is
+	// taken unopened (takeUnopened).
 	if m.watch != nil && !m.watch.drain(func(rel string) {
 		if l := m.dirs[rel]; l != nil {
 			l.clean = false
 		}
-	}, untrust) {
-		untrust()
+	}, func() {
+		for _, l := range m.dirs {
+			l.clean = false
+		}
+	}) {
 		m.watch, m.watchOff = nil, true
 	}
 	return m.walks
 }
 
-// close ends the listings' watches; later walks check every directory.
+// close ends the listings' watches; later walks check every directory
+// (with no live watch, takeUnopened takes none).
 func (m *maskListings) close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.watch.close()
 	m.watch, m.watchOff = nil, true
-	for _, l := range m.dirs {
-		l.clean = false
-	}
 }
 
-// watchDir watches the directory open (O_PATH) at fd as rel, before the
-// walk checks it: its watch, or 0.
-func (m *maskListings) watchDir(fd int, rel string) int32 {
+// watchDir watches the directory open (O_PATH) at fd, on the file system
+// of magic fsType, as rel, before the walk checks it: its watch, or 0.
+func (m *maskListings) watchDir(fd int, fsType int64, rel string) int32 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.watch.add(fd, rel)
+	return m.watch.add(fd, fsType, rel)
 }
 
 // takeUnopened returns rel's listing when it may be taken without opening
@@ -331,7 +338,8 @@ func (g *Gate) walkMasks(h *runHold) error {
 		walk = func(fd int, rel string, depth int) {
 			defer unix.Close(fd)
 			// The watch first: a change after it is an event on it.
-			wd := g.masks.watchDir(fd, rel)
+			fsType := fsMagic(fd)
+			wd := g.masks.watchDir(fd, fsType, rel)
 			var st unix.Stat_t
 			if err := unix.Fstat(fd, &st); err != nil {
 				skip(rel, err.Error())
@@ -349,7 +357,7 @@ func (g *Gate) walkMasks(h *runHold) error {
 				}
 				l = h.listMasks(fd, rel, ents, verdict)
 				l.dev, l.ino, l.ctime, l.wd = st.Dev, st.Ino, st.Ctim, wd
-				g.masks.keep(rel, l, trustCtime(fd, &st, read), walkNo)
+				g.masks.keep(rel, l, trustCtime(fsType, &st, read), walkNo)
 			}
 			children(l, rel, depth, fd, stable)
 		}
@@ -401,15 +409,12 @@ func (h *runHold) listMasks(fd int, rel string, ents []dirent.Entry, verdict fun
 	return l
 }
 
-// trustCtime reports whether the listing of the directory open at fd, with
-// stat st, read at read, may be kept: its file system keeps local change
-// times, and its ctime is older than read by more than listingMargin.
-func trustCtime(fd int, st *unix.Stat_t, read time.Time) bool {
-	var fs unix.Statfs_t
-	if unix.Fstatfs(fd, &fs) != nil || !trustedCtimeFS[int64(fs.Type)] {
-		return false
-	}
-	return time.Unix(st.Ctim.Unix()).Before(read.Add(-listingMargin))
+// trustCtime reports whether the listing of a directory on the file system
+// of magic fsType, with stat st, read at read, may be kept: its file system
+// keeps local change times, and its ctime is older than read by more than
+// listingMargin.
+func trustCtime(fsType int64, st *unix.Stat_t, read time.Time) bool {
+	return trustedCtimeFS[fsType] && time.Unix(st.Ctim.Unix()).Before(read.Add(-listingMargin))
 }
 
 // WarmRunHold reads, on another goroutine, what the masks' walk of the

@@ -52,9 +52,9 @@ const maxWatches = 8192
 // of checked, by statfs magic: those whose directory entries change only
 // through the VFS, where inotify sees every change.
 var watchedFS = map[int64]bool{
-	0xEF53:     true, // ext2, ext3, ext4
-	0x58465342: true, // xfs
-	0x01021994: true, // tmpfs
+	unix.EXT4_SUPER_MAGIC: true, // ext2, ext3, ext4
+	unix.XFS_SUPER_MAGIC:  true,
+	unix.TMPFS_MAGIC:      true,
 }
 
 // watchMask is what a watch reports: every change to the directory's
@@ -86,15 +86,12 @@ func (w *dirWatch) close() {
 	}
 }
 
-// add watches the directory open (O_PATH) at fd as rel and returns the
-// watch, or 0 when it has none (its file system is not watched, the
-// bound is reached, or the kernel refused).
-func (w *dirWatch) add(fd int, rel string) int32 {
-	if w == nil || w.fd < 0 {
-		return 0
-	}
-	var fs unix.Statfs_t
-	if unix.Fstatfs(fd, &fs) != nil || !watchedFS[int64(fs.Type)] {
+// add watches the directory open (O_PATH) at fd, on the file system of
+// magic fsType, as rel and returns the watch, or 0 when it has none (its
+// file system is not watched, the bound is reached, or the kernel
+// refused).
+func (w *dirWatch) add(fd int, fsType int64, rel string) int32 {
+	if w == nil || w.fd < 0 || !watchedFS[fsType] {
 		return 0
 	}
 	wd, err := unix.InotifyAddWatch(w.fd, "/proc/self/fd/"+strconv.Itoa(fd), watchMask)
