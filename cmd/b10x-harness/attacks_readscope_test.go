@@ -171,31 +171,13 @@ func swapper(args []string) int {
 // the secret masked under whichever name it has, and reads nothing.
 func TestAttackReadScopeConcurrentSwap(t *testing.T) {
 	t.Parallel()
-	testenv.Require(t, atkExecution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
-	// Without cgroup leaves there is nothing to pause a call by: the
-	// shield is max_parallel 1 there (decision 0097).
-	testenv.Require(t, atkLayer(t, "cgroup-leaf"), "cgroup leaves the harness can freeze", testenv.ShapeCgroupV1)
-	self, err := filepath.Abs(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := newAtkWS(t)
-	a.write(t, "a/.env", "API_KEY=sk-live-swapped\n")
-	a.write(t, "a/x", "real\n")
-	a.write(t, "b/x", "decoy\n")
-	s := mcpMustConnect(t, nil, "--workspace", a.ws, "--allow-program", "sh", "--allow-program", self,
-		"--approve", "all", "--max-parallel", "2", "--timeout", "2m")
+	a, s, sw := swapSession(t, map[string]string{"a/.env": "API_KEY=sk-live-swapped\n", "a/x": "real\n", "b/x": "decoy\n"}, "b/.env")
 	defer s.close(t)
 
-	swapper := startSwapper(t, s, self, filepath.Join(a.ws, "b/.env"))
-
 	// Forty calls, or fewer once the swapper has stopped (under emulation
-	// a call takes about a second; where run calls get no cgroup leaf to
-	// freeze, the first waits until the swapper has ended), but at least
-	// three.
-	var o map[string]any
+	// a call takes about a second), but at least three.
 	calls, masked := 0, 0
-	for ; calls < 40 && (o == nil || calls < 3); calls++ {
+	for ; calls < 40 && (!sw.ended() || calls < 3); calls++ {
 		argv, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", "cat a/.env b/.env 2>/dev/null; echo ran"}})
 		_, r := s.call(t, "run", argv)
 		res, _ := r["result"].(string)
@@ -208,17 +190,9 @@ func TestAttackReadScopeConcurrentSwap(t *testing.T) {
 		if strings.Contains(res, ".env") {
 			masked++ // the masked read is listed after the output
 		}
-		if o == nil {
-			select {
-			case o = <-swapper:
-			default:
-			}
-		}
+		sw.poll()
 	}
-	a.write(t, "stop", "")
-	if o == nil {
-		o = <-swapper
-	}
+	o := sw.stop(t, a)
 	res, _ := o["result"].(string)
 	var swaps int
 	if i := strings.Index(res, "swaps "); i >= 0 {
@@ -231,6 +205,60 @@ func TestAttackReadScopeConcurrentSwap(t *testing.T) {
 	if masked == 0 {
 		t.Fatalf("no call said it read a masked .env: the attack did not reach the secret's name")
 	}
+}
+
+// swapSession is the set-up of the concurrent-swap attacks: a workspace
+// with files (relative path to contents), an MCP session on it that
+// allows sh and the test binary, two run calls at once and extra flags,
+// and a run call of the test binary swapping its directories a and b,
+// which has swapped once moved (a path it moves) appears.
+func swapSession(t *testing.T, files map[string]string, moved string, extra ...string) (*atkWS, *mcpServer, *swapCall) {
+	t.Helper()
+	testenv.Require(t, atkExecution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
+	// Without cgroup leaves there is nothing to pause a call by: the
+	// shield is max_parallel 1 there (decision 0097).
+	testenv.Require(t, atkLayer(t, "cgroup-leaf"), "cgroup leaves the harness can freeze", testenv.ShapeCgroupV1)
+	self, err := filepath.Abs(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAtkWS(t)
+	for rel, body := range files {
+		a.write(t, rel, body)
+	}
+	args := append([]string{"--workspace", a.ws, "--allow-program", "sh", "--allow-program", self,
+		"--approve", "all", "--max-parallel", "2", "--timeout", "2m"}, extra...)
+	s := mcpMustConnect(t, nil, args...)
+	return a, s, &swapCall{c: startSwapper(t, s, self, filepath.Join(a.ws, moved))}
+}
+
+// swapCall is the swapping run call: its outcome once it has ended.
+type swapCall struct {
+	c <-chan map[string]any
+	o map[string]any
+}
+
+// poll takes the outcome if the call has ended.
+func (w *swapCall) poll() {
+	if w.o == nil {
+		select {
+		case w.o = <-w.c:
+		default:
+		}
+	}
+}
+
+// ended reports whether poll has seen the call end.
+func (w *swapCall) ended() bool { return w.o != nil }
+
+// stop tells the swapping program to stop (the file stop in the
+// workspace) and returns the call's outcome.
+func (w *swapCall) stop(t *testing.T, a *atkWS) map[string]any {
+	a.write(t, "stop", "")
+	if w.o == nil {
+		w.o = <-w.c
+	}
+	return w.o
 }
 
 // startSwapper starts the test binary as a run call of s that swaps the
@@ -275,19 +303,8 @@ func startSwapper(t *testing.T, s *mcpServer, self, moved string) chan map[strin
 // see the decoy twice), and nothing of the kind is left at the end.
 func TestAttackWriteScopeAfterConcurrentSwap(t *testing.T) {
 	t.Parallel()
-	testenv.Require(t, atkExecution(), "confined execution", testenv.ShapeNoLandlock, testenv.ShapeNoUserns)
-	testenv.Require(t, atkLayer(t, "cgroup-leaf"), "cgroup leaves the harness can freeze", testenv.ShapeCgroupV1)
-	self, err := filepath.Abs(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := newAtkWS(t)
-	a.write(t, "a/marker", "a\n")
-	a.write(t, "b/x", "b\n")
-	s := mcpMustConnect(t, nil, "--workspace", a.ws, "--allow-program", "sh", "--allow-program", self,
-		"--write-scope", "**/*.pem=denied", "--approve", "all", "--max-parallel", "2", "--timeout", "2m")
+	a, s, sw := swapSession(t, map[string]string{"a/marker": "a\n", "b/x": "b\n"}, "b/marker", "--write-scope", "**/*.pem=denied")
 	defer s.close(t)
-	swapper := startSwapper(t, s, self, filepath.Join(a.ws, "b/marker"))
 
 	left := func() string {
 		for _, d := range []string{"a", "b"} {
@@ -297,9 +314,8 @@ func TestAttackWriteScopeAfterConcurrentSwap(t *testing.T) {
 		}
 		return ""
 	}
-	var o map[string]any
 	calls, own := 0, 0
-	for ; calls < 40 && (o == nil || calls < 3); calls++ {
+	for ; calls < 40 && (!sw.ended() || calls < 3); calls++ {
 		argv, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", "echo key > a/new.pem; echo ran"}})
 		_, r := s.call(t, "run", argv)
 		msg, _ := r["message"].(string)
@@ -315,17 +331,9 @@ func TestAttackWriteScopeAfterConcurrentSwap(t *testing.T) {
 		if f := left(); f != "" {
 			t.Fatalf("call %d: %s is left in the workspace", calls, f)
 		}
-		if o == nil {
-			select {
-			case o = <-swapper:
-			default:
-			}
-		}
+		sw.poll()
 	}
-	a.write(t, "stop", "")
-	if o == nil {
-		o = <-swapper
-	}
+	o := sw.stop(t, a)
 	if msg, _ := o["message"].(string); mcpReason(o) != "executed" && !(mcpReason(o) == "denied_path" && strings.Contains(msg, "new.pem (**/*.pem=denied): created, removed again")) {
 		t.Fatalf("the swapping call: %v", o)
 	}
