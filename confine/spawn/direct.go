@@ -548,7 +548,7 @@ func (d *direct) launch(p *prepared, stdio Stdio, extra []*os.File, t *quietTurn
 	}
 
 	l.started = time.Now()
-	cmd, statusR, err := d.startHelper(p, l.leaf, stdio, blob, trees, extra)
+	cmd, statusR, planned, err := d.startHelper(p, l.leaf, stdio, blob, trees, extra)
 	if err != nil {
 		return fail(err)
 	}
@@ -559,13 +559,17 @@ func (d *direct) launch(p *prepared, stdio Stdio, extra []*os.File, t *quietTurn
 	}
 
 	// The status reader: layers before execve, or a setup error, then EOF
-	// (execve closed the close-on-exec write end, or the helper died).
+	// (execve closed the close-on-exec write end, or the helper died). The
+	// status is sent last, once this call's pipes are closed: a Run that
+	// returns holds none of them.
 	go func() {
 		var once sync.Once
 		begun := func() { once.Do(func() { close(l.begun) }) }
-		l.statusC <- readStatus(firstRead{statusR, begun})
+		st := readStatus(firstRead{statusR, begun})
 		begun()
 		statusR.Close()
+		<-planned
+		l.statusC <- st
 	}()
 	go func() {
 		l.waitErr = cmd.Wait()
@@ -795,22 +799,23 @@ func cloneOnly(err error) bool {
 // startHelper starts the helper in its namespaces (from the image, or this
 // binary when the image will not start; retrying once without a user
 // namespace when running as root and the kernel refuses one, unless one is
-// required) and hands it the plan.
-func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte, trees, extra []*os.File) (*exec.Cmd, *os.File, error) {
+// required) and hands it the plan. planned is closed once the plan is
+// written and its pipe closed.
+func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte, trees, extra []*os.File) (cmd *exec.Cmd, statusR *os.File, planned <-chan struct{}, err error) {
 	h := d.helperExe()
 	for {
 		var image *os.File
 		if h.use() {
 			image = h.file
 		}
-		cmd, statusR, err := d.startOnce(p, leaf, stdio, blob, image, trees, extra)
+		cmd, statusR, planned, err = d.startOnce(p, leaf, stdio, blob, image, trees, extra)
 		if err != nil && image != nil && !cloneOnly(err) {
 			// The image could not be started. Before reading anything
 			// into the error (a refused user namespace, below), start this
 			// binary instead: if that works, the image was the cause, and
 			// it is not used again.
 			imageErr := err
-			cmd, statusR, err = d.startOnce(p, leaf, stdio, blob, nil, trees, extra)
+			cmd, statusR, planned, err = d.startOnce(p, leaf, stdio, blob, nil, trees, extra)
 			if err == nil {
 				why := imageErr.Error()
 				h.failed.CompareAndSwap(nil, &why)
@@ -830,14 +835,14 @@ func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob [
 			if p.plan.Loopback {
 				p.layers = append(p.layers, confine.LayerNetNS)
 			}
-			return cmd, statusR, nil
+			return cmd, statusR, planned, nil
 		}
 		if p.useUser && d.root && d.userns.Load() == usernsUnknown && usernsRefused(err) &&
 			!slices.Contains(d.opts.Require.Layers, confine.LayerUserNS) {
 			d.userns.Store(usernsMissing)
 			if len(p.idmapped) > 0 {
 				w := p.idmapped[0]
-				return nil, nil, &SetupError{Step: "identity", Err: notIdmapped(w.Path, w == p.workspace, "the kernel refused a user namespace")}
+				return nil, nil, nil, &SetupError{Step: "identity", Err: notIdmapped(w.Path, w == p.workspace, "the kernel refused a user namespace")}
 			}
 			p.useUser = false
 			setIdentity(p.plan, false, d.root, false, p.hostUID, p.hostGID)
@@ -846,7 +851,7 @@ func (d *direct) startHelper(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob [
 			blob = enc.B
 			continue
 		}
-		return nil, nil, &SetupError{Step: "clone", Err: err}
+		return nil, nil, nil, &SetupError{Step: "clone", Err: err}
 	}
 }
 
@@ -857,17 +862,18 @@ func usernsRefused(err error) bool {
 }
 
 // startOnce starts one helper: the sealed image when image is not nil,
-// else this binary.
-func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte, image *os.File, trees, extra []*os.File) (*exec.Cmd, *os.File, error) {
+// else this binary. planned is closed once the plan is written and its
+// pipe closed.
+func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []byte, image *os.File, trees, extra []*os.File) (*exec.Cmd, *os.File, <-chan struct{}, error) {
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
-		return nil, nil, fmt.Errorf("status pipe: %w", err)
+		return nil, nil, nil, fmt.Errorf("status pipe: %w", err)
 	}
 	planR, planW, err := os.Pipe()
 	if err != nil {
 		statusR.Close()
 		statusW.Close()
-		return nil, nil, fmt.Errorf("plan pipe: %w", err)
+		return nil, nil, nil, fmt.Errorf("plan pipe: %w", err)
 	}
 	cmd := reexec.Command(helperEntry)
 	cmd.Env = helperEnv
@@ -880,7 +886,7 @@ func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []b
 		for _, f := range []*os.File{statusR, statusW, planR, planW} {
 			f.Close()
 		}
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if stdio.Stdin != nil {
 		cmd.Stdin = stdio.Stdin
@@ -904,16 +910,20 @@ func (d *direct) startOnce(p *prepared, leaf *cgroup.Leaf, stdio Stdio, blob []b
 		if len(rest) != 0 {
 			planW.Close()
 		}
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if len(rest) != 0 {
-		go func() {
-			// A write error means the helper died; its status says why.
-			_, _ = planW.Write(rest)
-			planW.Close()
-		}()
+	planned := make(chan struct{})
+	if len(rest) == 0 {
+		close(planned)
+		return cmd, statusR, planned, nil
 	}
-	return cmd, statusR, nil
+	go func() {
+		// A write error means the helper died; its status says why.
+		_, _ = planW.Write(rest)
+		planW.Close()
+		close(planned)
+	}()
+	return cmd, statusR, planned, nil
 }
 
 // helperFiles lays out the helper's descriptors from 3 on (ExtraFiles):

@@ -806,13 +806,37 @@ func requireSkipReason(out string) string {
 	return ""
 }
 
-// childFDs counts this process's open descriptors.
-func childFDs(t testing.TB) int {
+// childFDs maps this process's open descriptors to what each names.
+func childFDs(t testing.TB) map[string]string {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(ents)
+	fds := make(map[string]string, len(ents))
+	for _, e := range ents {
+		target, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		fds[e.Name()] = target
+	}
+	return fds
+}
+
+// fdChanges names the descriptors that differ between two childFDs maps.
+func fdChanges(before, after map[string]string) string {
+	var out []string
+	for fd, was := range before {
+		if now, ok := after[fd]; !ok {
+			out = append(out, fmt.Sprintf("%s closed (was %s)", fd, was))
+		} else if now != was {
+			out = append(out, fmt.Sprintf("%s now %s (was %s)", fd, now, was))
+		}
+	}
+	for fd, now := range after {
+		if _, ok := before[fd]; !ok {
+			out = append(out, fmt.Sprintf("%s opened (%s)", fd, now))
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
 }
 
 // zombies lists this process's children that are zombies.
