@@ -445,6 +445,10 @@ func brokerMain() {
 		opts.Cgroup = m
 	}
 	d := newDirect(opts)
+	// A call is answered once nothing of it runs; the broker waits for
+	// the rest of each teardown (the init's exit, the leaf) before it
+	// removes the cgroup parent and exits.
+	d.answerEarly = true
 	if os.Args[6] == "true" {
 		n, err := strconv.Atoi(os.Args[7])
 		if err != nil {
@@ -483,6 +487,7 @@ func brokerMain() {
 	}
 	cancel()
 	wg.Wait()
+	d.teardowns.Wait()
 	d.closePrestart()
 	if opts.Cgroup != nil {
 		if removeParent {
@@ -490,6 +495,11 @@ func brokerMain() {
 		} else {
 			_ = opts.Cgroup.Close()
 		}
+	}
+	if err := d.lateErr.Load(); err != nil {
+		// Every call after it failed with it; Close says so too.
+		fmt.Fprintf(os.Stderr, "b10x-harness: spawn broker: %v\n", *err)
+		os.Exit(1)
 	}
 	os.Exit(0)
 }

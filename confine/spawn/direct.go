@@ -71,6 +71,18 @@ type direct struct {
 	// quiet gives one call at a time the turn to build a view that binds
 	// workspace paths by name (quiet.go).
 	quiet *quiet
+
+	// answerEarly: a call whose init reported that nothing else of it is
+	// left (helper.StatusAlone) is answered then; the init's exit, the
+	// namespaces' teardown and the leaf's removal go on after it, counted
+	// in teardowns. Only the broker sets it: it waits for them before it
+	// exits. A teardown that fails (the leaf does not empty) is kept in
+	// lateErr, and every later call fails with it.
+	answerEarly bool
+	teardowns   sync.WaitGroup
+	lateErr     atomic.Pointer[error]
+	// answeredEarly counts the calls answered so.
+	answeredEarly atomic.Uint64
 }
 
 // landlockProbe is one ABI probe: the ABI, or the error that made it
@@ -358,6 +370,9 @@ func (d *direct) unadmit(a *admission) {
 func (d *direct) run(ctx context.Context, s Spec, stdio Stdio, a *admission) (Result, error) {
 	notRun := Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}
 	defer d.unadmit(a)
+	if err := d.lateErr.Load(); err != nil {
+		return notRun, *err
+	}
 	if d.helper == nil {
 		// The first call of a process loads the helper image into its memfd
 		// on another thread while this one plans the call (the /etc scan).
@@ -453,6 +468,9 @@ type callStatus struct {
 	// those the program read.
 	masksRead   bool
 	masksOpened []int
+	// alone: nothing of the call but its init was left when the program
+	// ended (helper.StatusAlone).
+	alone bool
 }
 
 // start starts the call cold, in turn t.
@@ -473,6 +491,10 @@ type launched struct {
 	cmd     *exec.Cmd
 	started time.Time
 	statusC chan callStatus
+	// early gets the status as soon as it says the program ended and
+	// nothing else of the call is left (callStatus.alone), before the
+	// pipe's end.
+	early chan callStatus
 	// exited is closed when the helper has been waited for; waitErr is
 	// then its error.
 	exited  chan struct{}
@@ -499,7 +521,7 @@ type launched struct {
 // its proxy socket), placed after the ones the plan names. On error
 // nothing is left.
 func (d *direct) launch(p *prepared, stdio Stdio, extra []*os.File, t *quietTurn) (*launched, error) {
-	l := &launched{p: p, statusC: make(chan callStatus, 1), exited: make(chan struct{}), begun: make(chan struct{}), gone: make(chan struct{})}
+	l := &launched{p: p, statusC: make(chan callStatus, 1), early: make(chan callStatus, 1), exited: make(chan struct{}), begun: make(chan struct{}), gone: make(chan struct{})}
 	if p.leafWant {
 		name := "call-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(d.seq.Add(1), 10)
 		leaf, err := d.opts.Cgroup.NewLeaf(name, p.limits)
@@ -565,7 +587,7 @@ func (d *direct) launch(p *prepared, stdio Stdio, extra []*os.File, t *quietTurn
 	go func() {
 		var once sync.Once
 		begun := func() { once.Do(func() { close(l.begun) }) }
-		st := readStatus(firstRead{statusR, begun})
+		st := readStatus(firstRead{statusR, begun}, func(st callStatus) { l.early <- st })
 		begun()
 		statusR.Close()
 		<-planned
@@ -592,9 +614,10 @@ func (l *launched) kill() {
 // returns its outcome.
 func (d *direct) finish(ctx context.Context, s Spec, l *launched, started time.Time) (Result, error) {
 	res := Result{ExitCode: -1, MemoryPeak: -1, PidsPeak: -1}
-	defer d.quiet.leave(l) // after the leaf is drained and closed
+	defer d.quiet.leave(l) // after the leaf is drained and closed, or the tree is gone
+	handedOff := false     // the leaf is teardown's
 	defer func() {
-		if l.leaf != nil {
+		if l.leaf != nil && !handedOff {
 			_ = l.leaf.Close()
 		}
 	}()
@@ -613,12 +636,29 @@ func (d *direct) finish(ctx context.Context, s Spec, l *launched, started time.T
 	var ctxErr error
 	done := ctx.Done()
 	var grace <-chan time.Time
+	var early <-chan callStatus
+	if d.answerEarly {
+		early = l.early
+	}
 wait:
 	for {
 		select {
 		case <-begun:
 			l.turn.end()
 			begun = nil
+		case st := <-early:
+			// Nothing of the call runs any more: answer now, and leave the
+			// init's exit and the leaf to teardown.
+			res.Duration = time.Since(started)
+			if l.leaf != nil {
+				leafStats(l.leaf, &res)
+			}
+			res.DomainName = l.domainName
+			handedOff = true
+			d.answeredEarly.Add(1)
+			d.teardowns.Add(1)
+			go d.teardown(l)
+			return callOutcome(res, l.p, st, nil, nil, ctxErr)
 		case <-l.exited:
 			break wait
 		case <-timer:
@@ -671,15 +711,7 @@ func drainLeaf(leaf *cgroup.Leaf, res *Result) error {
 	werr := leaf.WaitEmpty(wctx)
 	cancel()
 	if werr == nil {
-		if stats, err := leaf.Stats(); err == nil {
-			if stats.Has(cgroup.KnownMemoryPeak) {
-				res.MemoryPeak = stats.MemoryPeak
-			}
-			if stats.Has(cgroup.KnownPidsPeak) {
-				res.PidsPeak = stats.PidsPeak
-			}
-			res.OOMKilled = stats.OOMKills > 0
-		}
+		leafStats(leaf, res)
 	}
 	cerr := leaf.Close()
 	if werr != nil || cerr != nil {
@@ -688,14 +720,63 @@ func drainLeaf(leaf *cgroup.Leaf, res *Result) error {
 	return nil
 }
 
+// leafStats puts the leaf's peaks and OOM kills into res, when it can
+// read them.
+func leafStats(leaf *cgroup.Leaf, res *Result) {
+	stats, err := leaf.Stats()
+	if err != nil {
+		return
+	}
+	if stats.Has(cgroup.KnownMemoryPeak) {
+		res.MemoryPeak = stats.MemoryPeak
+	}
+	if stats.Has(cgroup.KnownPidsPeak) {
+		res.PidsPeak = stats.PidsPeak
+	}
+	res.OOMKilled = stats.OOMKills > 0
+}
+
+// teardownWait bounds how long a call answered early (answerEarly) waits
+// for its init, which exits right after its status, before killing it.
+const teardownWait = 5 * time.Second
+
+// teardown ends a call answered early: its init's exit (killed past
+// teardownWait), its status pipe, and its leaf, drained and removed. A
+// leaf that does not empty fails every later call (lateErr).
+func (d *direct) teardown(l *launched) {
+	defer d.teardowns.Done()
+	t := time.NewTimer(teardownWait)
+	select {
+	case <-l.exited:
+	case <-t.C:
+		l.kill()
+		<-l.exited
+	}
+	t.Stop()
+	<-l.statusC
+	if l.leaf == nil {
+		return
+	}
+	if err := drainLeaf(l.leaf, &Result{}); err != nil {
+		err = fmt.Errorf("spawn: an earlier call, answered once its program and every process of it had ended, left its leaf: %w", err)
+		d.lateErr.CompareAndSwap(nil, &err)
+	}
+}
+
 // callOutcome is the call's result from the helper's wait status and what
 // its status pipe said: a setup error, a helper that ended before the
 // program started, or the program's own status.
+//
+// ps is nil for a call answered before its helper was waited for: its
+// status said the program ended and nothing else of the call is left.
 func callOutcome(res Result, p *prepared, st callStatus, ps *os.ProcessState, waitErr, ctxErr error) (Result, error) {
-	if ps == nil {
+	var ws syscall.WaitStatus
+	switch {
+	case ps != nil:
+		ws, _ = ps.Sys().(syscall.WaitStatus)
+	case !st.alone || st.exit == nil:
 		return res, fmt.Errorf("spawn: wait for helper: %w", waitErr)
 	}
-	ws, _ := ps.Sys().(syscall.WaitStatus)
 	switch {
 	case st.setupErr != nil:
 		return res, st.setupErr
@@ -1029,13 +1110,42 @@ func (f firstRead) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// readStatus reads the helper's messages until EOF.
-func readStatus(r io.Reader) callStatus {
-	var st callStatus
-	b, err := io.ReadAll(io.LimitReader(r, helper.MaxWire))
+// readStatus reads the helper's messages until EOF (at most
+// helper.MaxWire bytes). early, when not nil, is called once, as soon as
+// what came so far decodes whole and says the program started, ended, and
+// left nothing else of the call (StatusAlone, then StatusExit).
+func readStatus(r io.Reader, early func(callStatus)) callStatus {
+	var b []byte
+	var err error
+	lr := io.LimitReader(r, helper.MaxWire)
+	buf := make([]byte, 4096)
+	for {
+		n, rerr := lr.Read(buf)
+		b = append(b, buf[:n]...)
+		if n > 0 && early != nil {
+			if st := decodeStatus(b); st.readErr == nil && st.sawReady && st.alone && st.exit != nil {
+				early(st)
+				early = nil
+			}
+		}
+		if rerr != nil {
+			if rerr != io.EOF {
+				err = rerr
+			}
+			break
+		}
+	}
+	st := decodeStatus(b)
 	if err != nil {
 		st.readErr = err
 	}
+	return st
+}
+
+// decodeStatus decodes the helper's messages in b; a message cut short or
+// not understood is its readErr.
+func decodeStatus(b []byte) callStatus {
+	var st callStatus
 	dec := helper.Decoder{B: b}
 	for len(dec.B) > 0 && dec.Err == nil {
 		switch dec.U8() {
@@ -1052,6 +1162,8 @@ func readStatus(r io.Reader) callStatus {
 		case helper.StatusMasked:
 			st.masksOpened = helper.DecodeMasked(&dec)
 			st.masksRead = true
+		case helper.StatusAlone:
+			st.alone = true
 		case helper.StatusExit:
 			ws := syscall.WaitStatus(dec.U32())
 			st.exit = &ws
@@ -1065,7 +1177,7 @@ func readStatus(r io.Reader) callStatus {
 			dec.Failf("unknown status tag")
 		}
 	}
-	if dec.Err != nil && st.readErr == nil {
+	if dec.Err != nil {
 		st.readErr = dec.Err
 	}
 	if st.setupErr != nil {

@@ -78,7 +78,7 @@ func (h *helperExe) probe() error {
 	if err != nil {
 		return err
 	}
-	st := readStatus(statusR)
+	st := readStatus(statusR, nil)
 	werr := cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(werr, &ee) || ee.ExitCode() != helper.ExitSetup || st.setupErr == nil || st.setupErr.Step != "read plan" {

@@ -232,16 +232,80 @@ func TestSequentialRunsLeaveNothing(t *testing.T) {
 		if z := zombies(t); len(z) != 0 {
 			t.Errorf("%s: zombies after %d calls: %v", name, calls, z)
 		}
-		if parent != "" {
-			ents, err := os.ReadDir(parent)
-			if err != nil {
-				t.Fatal(err)
+		if parent == "" {
+			continue
+		}
+		// The broker answers a call once nothing of it runs, and removes
+		// its leaf right after (direct.answerEarly): a leaf may still be
+		// there for a moment, never for seconds.
+		for wait := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			left := callLeaves(t, parent)
+			if len(left) == 0 {
+				break
 			}
-			for _, e := range ents {
-				if e.IsDir() && strings.HasPrefix(e.Name(), "call-") {
-					t.Errorf("%s: leaf left behind: %s", name, filepath.Join(parent, e.Name()))
-				}
+			if time.Now().After(wait) {
+				t.Errorf("%s: leaves left behind 5s after the last call: %v", name, left)
+				break
 			}
 		}
+	}
+}
+
+// callLeaves lists the call leaves under a cgroup parent.
+func callLeaves(t *testing.T, parent string) []string {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "call-") {
+			out = append(out, filepath.Join(parent, e.Name()))
+		}
+	}
+	return out
+}
+
+// TestAnsweredEarlyOnlyWhenAlone: a runner that answers a call once its
+// init reports that nothing else of it is left (the broker's) does so for
+// a program that leaves nothing, with its exit code or signal; a program
+// that leaves background processes (a hundred, so that their end takes
+// the kernel a while) is answered only once its init has exited, with
+// none of them left.
+func TestAnsweredEarlyOnlyWhenAlone(t *testing.T) {
+	requireSpawn(t)
+	d := newDirect(testOptions())
+	d.answerEarly = true
+	defer d.teardowns.Wait()
+	ws := workspace(t)
+	for _, c := range []struct {
+		script string
+		code   int
+		signal string
+	}{
+		{"exit 0", 0, ""},
+		{"exit 7", 7, ""},
+		{"kill -KILL $$", -1, "SIGKILL"},
+	} {
+		before := d.answeredEarly.Load()
+		res, out, err := run(t, d, shSpec(t, ws, c.script))
+		if err != nil || res.ExitCode != c.code || res.Signal != c.signal {
+			t.Fatalf("%q: %v %+v\n%s", c.script, err, res, out)
+		}
+		if d.answeredEarly.Load() != before+1 {
+			t.Errorf("%q: not answered early, though it left nothing", c.script)
+		}
+	}
+	uniq := uniqueSleep()
+	before := d.answeredEarly.Load()
+	res, out, err := run(t, d, shSpec(t, ws, `i=0; while [ $i -lt 100 ]; do sleep `+uniq+` & i=$((i+1)); done; exit 3`))
+	if err != nil || res.ExitCode != 3 {
+		t.Fatalf("background sleeps: %v %+v\n%s", err, res, out)
+	}
+	if pids := processesWith(uniq); len(pids) != 0 {
+		t.Errorf("background sleeps: %d of them alive when the call was answered", len(pids))
+	}
+	if d.answeredEarly.Load() != before {
+		t.Error("background sleeps: answered early, though they ran")
 	}
 }

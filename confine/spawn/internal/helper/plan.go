@@ -52,6 +52,13 @@ const (
 	// program's tree read (u32) and the index of each in Plan.Mounts
 	// (u32), in that order, each once however often it was read.
 	StatusMasked = 'M'
+	// StatusAlone comes just before StatusExit when the init had no child
+	// left once it reaped the program: every other process of the call has
+	// ended (an orphan becomes the init's child, so a process still
+	// running would be one), and the init exits next. Its caller may then
+	// answer the call before the init's exit and the namespaces' teardown
+	// are done.
+	StatusAlone = 'A'
 )
 
 // MaxRefused is how many of a call's seccomp refusals the init keeps one

@@ -26,8 +26,8 @@ func catchSignals() chan os.Signal {
 // namespace. It forwards the signals it is sent to the program, reaps
 // every orphan, and when the program ends reports its wait status on the
 // status pipe (after what the filter refused, the packets that found no
-// route out of a fresh network namespace and the masked files read) and
-// exits (with the program's exit status, or 128 plus its signal's number);
+// route out of a fresh network namespace, the masked files read and,
+// when nothing else of the call is left, StatusAlone) and exits (with the program's exit status, or 128 plus its signal's number);
 // the kernel then kills whatever is left in the namespace.
 func initLoop(pid int, sigs chan os.Signal, refused *refusals, noRoute *noRoutes, masks *maskFiles) {
 	// Signals a shell would not forward must not end the init (and with
@@ -83,6 +83,9 @@ func initLoop(pid int, sigs chan os.Signal, refused *refusals, noRoute *noRoutes
 		if masks != nil {
 			masks.encode(&e)
 		}
+		if alone() {
+			e.U8(StatusAlone)
+		}
 		e.U8(StatusExit)
 		e.U32(uint32(ws))
 		_ = sysWriteAll(StatusFD, e.B)
@@ -90,6 +93,27 @@ func initLoop(pid int, sigs chan os.Signal, refused *refusals, noRoute *noRoutes
 			os.Exit(128 + int(ws.Signal()))
 		}
 		os.Exit(ws.ExitStatus())
+	}
+}
+
+// alone reaps the orphans that have ended and reports whether the init
+// has no child left. Every process of the namespace descends from the
+// init, and a process whose parent ends becomes the init's child before
+// that parent can be reaped: with no child, nothing of the call runs but
+// the init. A child still running (the program's background job) means
+// false; the kernel kills it when the init exits.
+func alone() bool {
+	for {
+		var ws syscall.WaitStatus
+		wpid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case errors.Is(err, syscall.ECHILD):
+			return true
+		case err != nil || wpid == 0:
+			return false
+		}
 	}
 }
 
