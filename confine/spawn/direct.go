@@ -738,7 +738,9 @@ func leafStats(leaf *cgroup.Leaf, res *Result) {
 
 // teardownWait bounds how long a call answered early (answerEarly) waits
 // for its init, which exits right after its status, before killing it.
-const teardownWait = 5 * time.Second
+// With the leaf's drain (at most 5 s) it stays within what Broker.Close
+// waits for the broker (brokerStartTimeout).
+const teardownWait = 2 * time.Second
 
 // teardown ends a call answered early: its init's exit (killed past
 // teardownWait), its status pipe, and its leaf, drained and removed. A

@@ -27,7 +27,8 @@ func catchSignals() chan os.Signal {
 // every orphan, and when the program ends reports its wait status on the
 // status pipe (after what the filter refused, the packets that found no
 // route out of a fresh network namespace, the masked files read and,
-// when nothing else of the call is left, StatusAlone) and exits (with the program's exit status, or 128 plus its signal's number);
+// when nothing else of the call is left, StatusAlone) and exits (with the
+// program's exit status, or 128 plus its signal's number);
 // the kernel then kills whatever is left in the namespace.
 func initLoop(pid int, sigs chan os.Signal, refused *refusals, noRoute *noRoutes, masks *maskFiles) {
 	// Signals a shell would not forward must not end the init (and with
@@ -101,9 +102,11 @@ func initLoop(pid int, sigs chan os.Signal, refused *refusals, noRoute *noRoutes
 // init, and a process whose parent ends becomes the init's child before
 // that parent can be reaped: with no child, nothing of the call runs but
 // the init. A child still running (the program's background job) means
-// false; the kernel kills it when the init exits.
+// false; the kernel kills it when the init exits. So does a stream of
+// orphans ending faster than the init reaps them (past maxAloneReaps): the
+// program's status must not wait on what its background jobs do.
 func alone() bool {
-	for {
+	for reaped := 0; reaped <= maxAloneReaps; {
 		var ws syscall.WaitStatus
 		wpid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
 		switch {
@@ -114,8 +117,13 @@ func alone() bool {
 		case err != nil || wpid == 0:
 			return false
 		}
+		reaped++
 	}
+	return false
 }
+
+// maxAloneReaps bounds the orphans alone reaps before it gives up.
+const maxAloneReaps = 256
 
 // dropBoundingSet empties this thread's capability bounding set, dropping
 // only what is still in it (dropping needs CAP_SETPCAP even for a

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -114,5 +115,69 @@ func capabilityChild(t *testing.T) {
 	set(0, 0, 0)
 	if err := checkNoCapabilities(); err != nil {
 		t.Fatalf("fails with every set empty: %v", err)
+	}
+}
+
+// TestAlone: the init is alone once every child it had has ended and been
+// reaped; a child still running means it is not; and it stops reaping
+// after maxAloneReaps, so that orphans ending in a stream cannot hold the
+// program's status back.
+func TestAlone(t *testing.T) {
+	start := func(argv ...string) *os.Process {
+		t.Helper()
+		path, err := exec.LookPath(argv[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := os.StartProcess(path, argv, &os.ProcAttr{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ended := func(ps []*os.Process) {
+		t.Helper()
+		for _, p := range ps {
+			for {
+				// The child has ended when its state is Z (a zombie
+				// waiting to be reaped).
+				b, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pid) + "/stat")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s := string(b); strings.HasPrefix(s[strings.LastIndexByte(s, ')')+1:], " Z") {
+					break
+				}
+				runtime.Gosched()
+			}
+		}
+	}
+	if !alone() {
+		t.Fatal("no child at all: not alone")
+	}
+	var few []*os.Process
+	for range 3 {
+		few = append(few, start("true"))
+	}
+	ended(few)
+	if !alone() {
+		t.Fatal("three ended children: not alone once they were reaped")
+	}
+	sleeper := start("sleep", "1000")
+	if alone() {
+		t.Error("a child still running: alone")
+	}
+	sleeper.Kill()
+	ended([]*os.Process{sleeper})
+	var many []*os.Process
+	for range maxAloneReaps + 20 {
+		many = append(many, start("true"))
+	}
+	ended(many)
+	if alone() {
+		t.Errorf("%d ended children: alone, past the cap of %d reaps", len(many), maxAloneReaps)
+	}
+	if !alone() {
+		t.Error("the rest reaped: not alone")
 	}
 }
