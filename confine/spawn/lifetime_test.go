@@ -268,7 +268,8 @@ func callLeaves(t *testing.T, parent string) []string {
 
 // TestAnsweredEarlyOnlyWhenAlone: a runner that answers a call once its
 // init reports that nothing else of it is left (the broker's) does so for
-// a program that leaves nothing, with its exit code or signal; a program
+// a program that leaves nothing (when it reads the status before the
+// init's exit), with its exit code or signal; a program
 // that leaves background processes (a hundred, so that their end takes
 // the kernel a while) is answered only once its init has exited, with
 // none of them left.
@@ -287,13 +288,22 @@ func TestAnsweredEarlyOnlyWhenAlone(t *testing.T) {
 		{"exit 7", 7, ""},
 		{"kill -KILL $$", -1, "SIGKILL"},
 	} {
-		before := d.answeredEarly.Load()
-		res, out, err := run(t, d, shSpec(t, ws, c.script))
-		if err != nil || res.ExitCode != c.code || res.Signal != c.signal {
-			t.Fatalf("%q: %v %+v\n%s", c.script, err, res, out)
+		// The runner answers at the status only when it reads it before
+		// it has waited for the init, which exits right after: on a busy
+		// host the init's exit can win that race now and then, and that
+		// call is answered after it. Ten tries, of which one must be
+		// answered early.
+		early := false
+		for try := 0; try < 10 && !early; try++ {
+			before := d.answeredEarly.Load()
+			res, out, err := run(t, d, shSpec(t, ws, c.script))
+			if err != nil || res.ExitCode != c.code || res.Signal != c.signal {
+				t.Fatalf("%q: %v %+v\n%s", c.script, err, res, out)
+			}
+			early = d.answeredEarly.Load() > before
 		}
-		if d.answeredEarly.Load() != before+1 {
-			t.Errorf("%q: not answered early, though it left nothing", c.script)
+		if !early {
+			t.Errorf("%q: not answered early in ten calls, though it left nothing", c.script)
 		}
 	}
 	uniq := uniqueSleep()
