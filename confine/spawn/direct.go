@@ -658,7 +658,7 @@ wait:
 			d.answeredEarly.Add(1)
 			d.teardowns.Add(1)
 			go d.teardown(l)
-			return callOutcome(res, l.p, st, nil, nil, ctxErr)
+			return callOutcome(res, l.p, st, nil, true, nil, ctxErr)
 		case <-l.exited:
 			break wait
 		case <-timer:
@@ -697,7 +697,7 @@ wait:
 		}
 	}
 	res.DomainName = l.domainName
-	return callOutcome(res, l.p, st, l.cmd.ProcessState, l.waitErr, ctxErr)
+	return callOutcome(res, l.p, st, l.cmd.ProcessState, false, l.waitErr, ctxErr)
 }
 
 // drainLeaf ends the call's leaf after the helper ended. The PID namespace
@@ -769,15 +769,17 @@ func (d *direct) teardown(l *launched) {
 // its status pipe said: a setup error, a helper that ended before the
 // program started, or the program's own status.
 //
-// ps is nil for a call answered before its helper was waited for: its
-// status said the program ended and nothing else of the call is left.
-func callOutcome(res Result, p *prepared, st callStatus, ps *os.ProcessState, waitErr, ctxErr error) (Result, error) {
+// early: the call is answered before its helper was waited for (ps is
+// nil), as its status said the program ended and nothing else of the call
+// is left. Otherwise a helper that could not be waited for is an error.
+func callOutcome(res Result, p *prepared, st callStatus, ps *os.ProcessState, early bool, waitErr, ctxErr error) (Result, error) {
 	var ws syscall.WaitStatus
 	switch {
-	case ps != nil:
-		ws, _ = ps.Sys().(syscall.WaitStatus)
-	case !st.alone || st.exit == nil:
+	case early && st.alone && st.exit != nil:
+	case ps == nil:
 		return res, fmt.Errorf("spawn: wait for helper: %w", waitErr)
+	default:
+		ws, _ = ps.Sys().(syscall.WaitStatus)
 	}
 	switch {
 	case st.setupErr != nil:

@@ -269,10 +269,10 @@ func callLeaves(t *testing.T, parent string) []string {
 // TestAnsweredEarlyOnlyWhenAlone: a runner that answers a call once its
 // init reports that nothing else of it is left (the broker's) does so for
 // a program that leaves nothing (when it reads the status before the
-// init's exit), with its exit code or signal; a program
-// that leaves background processes (a hundred, so that their end takes
-// the kernel a while) is answered only once its init has exited, with
-// none of them left.
+// init's exit), with its exit code or signal; a program that leaves
+// background processes (a hundred, so that their end takes the kernel a
+// while) is answered only once its init has exited, with none of them
+// left.
 func TestAnsweredEarlyOnlyWhenAlone(t *testing.T) {
 	requireSpawn(t)
 	d := newDirect(testOptions())
